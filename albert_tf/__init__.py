@@ -1,0 +1,41 @@
+"""albert_tf: ALBERT for TensorFlow 2 / Keras 3 — models, tokenization, data, training, export.
+
+Top-level names are imported lazily so that light entry points (the CLI's `--help`, config
+tools) do not pay for importing TensorFlow.
+"""
+
+import importlib as _importlib
+import os as _os
+
+# Keras 3 must run on TensorFlow: the whole package (tf.data, SavedModel export, tf.distribute) assumes it.
+_os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "AlbertConfig": "albert_tf.config",
+    "ConfigError": "albert_tf.config",
+    "PRESETS": "albert_tf.config",
+    "count_parameters": "albert_tf.config",
+    "load_config": "albert_tf.config",
+    "AlbertAttention": "albert_tf.modeling",
+    "AlbertEmbeddings": "albert_tf.modeling",
+    "AlbertEncoder": "albert_tf.modeling",
+    "AlbertFeedForward": "albert_tf.modeling",
+    "AlbertMLMHead": "albert_tf.modeling",
+    "AlbertSOPHead": "albert_tf.modeling",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,602 @@
+"""ALBERT pretraining instances: SOP segment pairs and n-gram masked-LM predictions, in pure Python.
+
+This follows google-research/albert ``create_pretraining_data.py`` step by step, on token ids
+instead of token strings:
+
+* per document, a target length of ``max_seq_length - 3`` (with probability ``short_seq_prob``
+  a random one in ``[2, max_seq_length - 3]``); sentences accumulate into a chunk until it
+  reaches the target or the document ends; a random split point ``a_end`` divides the chunk
+  into segments A and B;
+* sentence-order prediction: with probability 0.5 A and B are swapped (label 1), else kept in
+  order (label 0); a chunk of a single sentence takes B from a random other document (label 1)
+  and puts its unused sentences back (``i -= num_unused_segments``), exactly as the original;
+  ``random_next_sentence=True`` gives the original's BERT-style alternative instead;
+* ``truncate_seq_pair`` trims the longer segment from the front or the back at random;
+  ``[CLS] A [SEP] B [SEP]`` with segment ids 0/1 and the ``token_boundary`` feature (1 at
+  ``[CLS]``/``[SEP]`` and at word-start pieces);
+* n-gram masking (``ngram=3``, ``do_whole_word_mask``, ``favor_shorter_ngram``): whole-word
+  candidates in random order, each with an n-gram size drawn with p(n) proportional to 1/n,
+  shrunk until it fits the budget ``min(max_predictions_per_seq, max(1, round(len * prob)))``,
+  skipped when it overlaps an earlier one; 80% ``[MASK]``, 10% a random vocabulary id, 10% kept.
+
+Where the original is not reproducible (it draws the n-gram size from NumPy's global generator
+and shares one ``random.Random`` across the whole corpus), this module draws everything from
+explicit ``random.Random`` generators whose seeds are derived from the run seed, the document's
+index and the dupe number (:func:`derive_seed`). Results therefore do not depend on the order in
+which documents are processed, which is what lets the Beam pipeline shard freely:
+
+* ``derive_seed(seed, PAIRING, document_index, dupe)`` seeds the pairing of one document copy
+  (target length, split points, swaps, the random document and its start);
+* ``derive_seed(seed, FINISHING, document_index, dupe, k)`` seeds truncation and masking of the
+  k-th instance of that copy.
+
+The original shuffles its documents and its instances; here the documents keep their input order
+(the index is their position over the sorted input files) and shuffling is left to the reader.
+Visiting the candidates in a uniformly random order is done lazily (a random sample of the first
+few, a shuffle of the rest only if they are reached), which draws the same permutation
+distribution as a full shuffle at a fraction of the cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from albert_tf.data.documents import Document
+
+# Stream labels for derive_seed; part of the documented seed derivation, never renumber.
+PAIRING = 0
+FINISHING = 1
+
+SENTENCEPIECE_UNDERLINE = "\u2581"
+
+# The original's `special_pieces` in `_is_start_piece_sp` (note: no apostrophe, `<`, `=`, `>`).
+_SP_SPECIAL_PIECES = frozenset('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_SP_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _SP_SPECIAL_PIECES
+
+
+def is_start_piece_sentencepiece(piece: str) -> bool:
+    """The original ALBERT rule for a SentencePiece piece that starts a word.
+
+    A piece starts a word if it begins with ``▁`` or ``<``, is one punctuation character, or has
+    any character outside a-z and that punctuation (digits, apostrophes, non-Latin script) --
+    "for foreign characters, we always treat them as a whole piece".
+    """
+    if piece.startswith(SENTENCEPIECE_UNDERLINE) or piece.startswith("<") or piece in _SP_SPECIAL_PIECES:
+        return True
+    return not all(char.lower() in _SP_WORD_CHARS for char in piece)
+
+
+def is_start_piece_wordpiece(piece: str) -> bool:
+    """The BERT rule: every WordPiece except a ``##`` continuation starts a word."""
+    return not piece.startswith("##")
+
+
+def derive_seed(seed: int, *parts: int) -> int:
+    """A 64-bit seed for one random stream, from the run seed and integer coordinates.
+
+    Stable across Python processes and versions (unlike ``hash``), so Beam workers agree.
+    """
+    digest = hashlib.blake2b(",".join(str(int(x)) for x in (seed,) + parts).encode("ascii"), digest_size=8)
+    return int.from_bytes(digest.digest(), "little")
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceConfig:
+    """How instances are cut and masked; the defaults are the original ALBERT flags.
+
+    Attributes:
+        max_seq_length: tokens per instance, ``[CLS]`` and both ``[SEP]`` included.
+        max_predictions_per_seq: the cap on masked positions per instance.
+        masked_lm_prob: the fraction of tokens to mask (0 writes no predictions, for masking
+            on the fly later).
+        short_seq_prob: the probability of a random shorter target length.
+        ngram: the longest n-gram (in words) masked as one unit.
+        favor_shorter_ngram: p(n) proportional to 1/n when true, to 1/(ngram + 1 - n) when false.
+        do_whole_word_mask: mask all pieces of a word together.
+        random_next_sentence: the original's alternative objective: B from a random document with
+            probability 0.5 instead of swapping A and B.
+    """
+
+    max_seq_length: int = 512
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    ngram: int = 3
+    favor_shorter_ngram: bool = True
+    do_whole_word_mask: bool = True
+    random_next_sentence: bool = False
+
+    def __post_init__(self):
+        if self.max_seq_length < 5:
+            raise ValueError(f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(f"max_predictions_per_seq must be positive, got {self.max_predictions_per_seq}")
+        if not 0.0 <= self.masked_lm_prob <= 1.0:
+            raise ValueError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+        if self.ngram < 1:
+            raise ValueError(f"ngram must be at least 1, got {self.ngram}")
+
+    def ngram_probabilities(self) -> List[float]:
+        """p(n) for n = 1..ngram, as the original computes ``pvals``."""
+        weights = [1.0 / n for n in range(1, self.ngram + 1)]
+        if not self.favor_shorter_ngram:
+            weights = weights[::-1]
+        total = sum(weights)
+        return [w / total for w in weights]
+
+    def num_to_predict(self, num_tokens: int) -> int:
+        """The masking budget of an instance of `num_tokens` tokens (Python's round, as the original)."""
+        return min(self.max_predictions_per_seq, max(1, int(round(num_tokens * self.masked_lm_prob))))
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabInfo:
+    """What instance creation needs to know about the vocabulary; small and picklable.
+
+    Attributes:
+        vocab_size: the number of ids; random replacements are uniform over all of them, as the
+            original draws from ``list(tokenizer.vocab.keys())``.
+        cls_id, sep_id, mask_id: the ids of ``[CLS]``, ``[SEP]`` and ``[MASK]``.
+        start_table: ``start_table[id]`` is 1 when that piece starts a word.
+    """
+
+    vocab_size: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    start_table: bytes
+
+    @classmethod
+    def from_pieces(cls, pieces: Sequence[str], piece_style: Optional[str] = None) -> "VocabInfo":
+        """Builds the info from the pieces listed by id.
+
+        Args:
+            pieces: ``pieces[i]`` is the piece of id ``i``; must contain ``[CLS]``, ``[SEP]``, ``[MASK]``.
+            piece_style: ``"sentencepiece"`` or ``"wordpiece"`` (word-start rule); guessed from the
+                pieces when None (any ``▁`` piece means SentencePiece).
+        """
+        if piece_style is None:
+            piece_style = (
+                "sentencepiece" if any(p.startswith(SENTENCEPIECE_UNDERLINE) for p in pieces) else "wordpiece"
+            )
+        if piece_style == "sentencepiece":
+            rule = is_start_piece_sentencepiece
+        elif piece_style == "wordpiece":
+            rule = is_start_piece_wordpiece
+        else:
+            raise ValueError(f"piece_style must be 'sentencepiece' or 'wordpiece', got {piece_style!r}")
+        index = {p: i for i, p in enumerate(pieces)}
+        missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in index]
+        if missing:
+            raise ValueError(f"the vocabulary has no {', '.join(missing)} piece(s); ALBERT pretraining needs them")
+        return cls(
+            vocab_size=len(pieces),
+            cls_id=index["[CLS]"],
+            sep_id=index["[SEP]"],
+            mask_id=index["[MASK]"],
+            start_table=bytes(int(rule(p)) for p in pieces),
+        )
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer, piece_style: Optional[str] = None) -> "VocabInfo":
+        """Builds the info from a tokenizer whose ``vocab`` is a list of pieces or a piece->id dict."""
+        return cls.from_pieces(vocab_pieces(tokenizer), piece_style)
+
+
+def vocab_pieces(tokenizer) -> List[str]:
+    """The tokenizer's pieces listed by id, from a ``vocab`` list or piece->id dict."""
+    vocab = tokenizer.vocab
+    if isinstance(vocab, dict):
+        pieces = [""] * len(vocab)
+        for piece, i in vocab.items():
+            if not 0 <= int(i) < len(vocab):
+                raise ValueError(f"vocabulary id {i} of {piece!r} is outside [0, {len(vocab)})")
+            pieces[int(i)] = piece
+        return pieces
+    return list(vocab)
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizedDocument:
+    """A document's sentences as token ids, stored compactly for shipping between Beam workers.
+
+    Attributes:
+        ids: every sentence's ids, concatenated (int32).
+        offsets: sentence ``i`` is ``ids[offsets[i]:offsets[i + 1]]``; ``len(offsets) == num sentences + 1``.
+        source: the file it came from, for messages.
+        line: its first line in that file.
+    """
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    source: str = ""
+    line: int = 0
+
+    @classmethod
+    def from_sentences(cls, sentences: Sequence[Sequence[int]], source: str = "", line: int = 0) -> "TokenizedDocument":
+        """Builds a document from per-sentence id lists; empty sentences are dropped, as the original."""
+        kept = [s for s in sentences if len(s)]
+        offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+        if kept:
+            np.cumsum([len(s) for s in kept], out=offsets[1:])
+            ids = np.concatenate([np.asarray(s, dtype=np.int32) for s in kept])
+        else:
+            ids = np.zeros(0, dtype=np.int32)
+        return cls(ids, offsets, source, line)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def span(self, first: int, end: int) -> List[int]:
+        """The ids of sentences ``first .. end - 1``, concatenated."""
+        return self.ids[self.offsets[first] : self.offsets[end]].tolist()
+
+
+class DocumentTokenizer:
+    """Turns `Document`s into `TokenizedDocument`s with a duck-typed tokenizer.
+
+    The tokenizer needs ``tokenize(text) -> list[str]``, ``convert_tokens_to_ids`` and ``vocab``
+    (list of pieces or piece->id dict), as ``official.nlp.tools.tokenization`` tokenizers and
+    ``albert_tf.tokenization.SentencePieceTokenizer`` have. Pieces are mapped through a dict built
+    once from the vocabulary (much faster than per-token ``convert_tokens_to_ids``); a piece not in
+    it falls back to the tokenizer's own conversion.
+    """
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+        self._piece_to_id: Dict[str, int] = {p: i for i, p in enumerate(vocab_pieces(tokenizer))}
+
+    def __call__(self, document: Document) -> TokenizedDocument:
+        lookup = self._piece_to_id
+        sentences = []
+        for sentence in document.sentences:
+            pieces = self._tokenizer.tokenize(sentence)
+            try:
+                sentences.append([lookup[p] for p in pieces])
+            except KeyError:
+                sentences.append([int(i) for i in self._tokenizer.convert_tokens_to_ids(pieces)])
+        return TokenizedDocument.from_sentences(sentences, document.source, document.line)
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomNextRequest:
+    """Segment B still to be taken from another document (a single-sentence chunk, label 1).
+
+    Attributes:
+        document_index: the random other document.
+        start_fraction: uniform in [0, 1); the start sentence is ``floor(start_fraction * len)``,
+            the original's ``rng.randint(0, len(random_document) - 1)`` once that length is known.
+        target_b_length: take sentences until B has at least this many tokens.
+    """
+
+    document_index: int
+    start_fraction: float
+    target_b_length: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentPair:
+    """Segments A and B of one instance before truncation and masking.
+
+    ``tokens_b`` is None exactly when ``random_next`` says where B is to come from.
+    """
+
+    tokens_a: List[int]
+    tokens_b: Optional[List[int]]
+    is_random_next: bool
+    random_next: Optional[RandomNextRequest] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingInstance:
+    """One finished instance, unpadded; `tfrecords.serialize_instance` pads and encodes it.
+
+    Attributes:
+        input_ids: ``[CLS] A [SEP] B [SEP]`` with masking applied.
+        segment_ids: 0 for ``[CLS] A [SEP]``, 1 for ``B [SEP]``.
+        token_boundary: 1 at ``[CLS]``, ``[SEP]`` and word-start pieces.
+        masked_lm_positions: the masked positions, ascending.
+        masked_lm_ids: the original ids at those positions.
+        next_sentence_label: the SOP label: 1 for swapped (or random) B, 0 for the true order.
+    """
+
+    input_ids: List[int]
+    segment_ids: List[int]
+    token_boundary: List[int]
+    masked_lm_positions: List[int]
+    masked_lm_ids: List[int]
+    next_sentence_label: int
+
+
+def pair_segments(
+    document: TokenizedDocument,
+    document_index: int,
+    num_documents: int,
+    config: InstanceConfig,
+    rng: random.Random,
+) -> List[SegmentPair]:
+    """Cuts one document into A/B segment pairs, as the original ``create_instances_from_document``.
+
+    Args:
+        document: the document.
+        document_index: its index among all `num_documents` (a random other document is never it
+            unless, after 10 draws, there is no other).
+        num_documents: how many documents a random B may come from.
+        config: lengths and probabilities.
+        rng: the pairing stream of this document copy.
+
+    Returns:
+        The pairs in document order; single-sentence chunks carry a `RandomNextRequest`.
+    """
+    max_num_tokens = config.max_seq_length - 3
+    target_seq_length = max_num_tokens
+    if rng.random() < config.short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+
+    offsets = document.offsets.tolist()
+    num_sentences = len(document)
+    pairs: List[SegmentPair] = []
+    chunk_start = 0
+    i = 0
+    while i < num_sentences:
+        current_length = offsets[i + 1] - offsets[chunk_start]
+        if i == num_sentences - 1 or current_length >= target_seq_length:
+            chunk_size = i - chunk_start + 1
+            a_end = 1
+            if chunk_size >= 2:
+                a_end = rng.randint(1, chunk_size - 1)
+            tokens_a = document.span(chunk_start, chunk_start + a_end)
+            if chunk_size == 1 or (config.random_next_sentence and rng.random() < 0.5):
+                target_b_length = target_seq_length - len(tokens_a)
+                for _ in range(10):
+                    random_index = rng.randint(0, num_documents - 1)
+                    if random_index != document_index:
+                        break
+                request = RandomNextRequest(random_index, rng.random(), int(target_b_length))
+                pairs.append(SegmentPair(tokens_a, None, True, request))
+                # The B sentences of this chunk were not used: put them back.
+                i -= chunk_size - a_end
+            elif not config.random_next_sentence and rng.random() < 0.5:
+                tokens_b = document.span(chunk_start + a_end, i + 1)
+                pairs.append(SegmentPair(tokens_b, tokens_a, True))
+            else:
+                tokens_b = document.span(chunk_start + a_end, i + 1)
+                pairs.append(SegmentPair(tokens_a, tokens_b, False))
+            chunk_start = i + 1
+        i += 1
+    return pairs
+
+
+def resolve_random_next(random_document: TokenizedDocument, request: RandomNextRequest) -> List[int]:
+    """Segment B of a random-next pair: sentences from the random start until long enough."""
+    num_sentences = len(random_document)
+    if num_sentences == 0:
+        raise ValueError("a random-next segment cannot come from an empty document")
+    start = min(int(request.start_fraction * num_sentences), num_sentences - 1)
+    offsets = random_document.offsets
+    # The first sentence end at or past the target, but always at least one sentence.
+    end = int(np.searchsorted(offsets, offsets[start] + request.target_b_length, side="left"))
+    end = min(max(end, start + 1), num_sentences)
+    return random_document.span(start, end)
+
+
+def truncate_seq_pair(tokens_a: List[int], tokens_b: List[int], max_num_tokens: int, rng: random.Random):
+    """Trims the longer of A and B, one token at a time from the front or the back at random.
+
+    Same draws as the original's ``truncate_seq_pair``, computed on index bounds instead of
+    ``del tokens[0]`` (quadratic for long segments).
+
+    Returns:
+        The truncated ``(tokens_a, tokens_b)``.
+    """
+    a0, a1, b0, b1 = 0, len(tokens_a), 0, len(tokens_b)
+    while (a1 - a0) + (b1 - b0) > max_num_tokens:
+        if (a1 - a0) > (b1 - b0):
+            if rng.random() < 0.5:
+                a0 += 1
+            else:
+                a1 -= 1
+        else:
+            if rng.random() < 0.5:
+                b0 += 1
+            else:
+                b1 -= 1
+    return tokens_a[a0:a1], tokens_b[b0:b1]
+
+
+def _visit_order(num_words: int, first: int, rng: random.Random) -> Iterator[int]:
+    """A uniformly random permutation of ``range(num_words)``, drawn lazily.
+
+    The first `first` entries are a random sample (O(first)); the rest are shuffled only when the
+    caller gets that far (short sequences whose budget does not fill).
+    """
+    first = min(first, num_words)
+    head = rng.sample(range(num_words), first)
+    yield from head
+    if first < num_words:
+        seen = set(head)
+        rest = [w for w in range(num_words) if w not in seen]
+        rng.shuffle(rest)
+        yield from rest
+
+
+def create_masked_lm_predictions(
+    input_ids: List[int], config: InstanceConfig, vocab: VocabInfo, rng: random.Random
+) -> Tuple[List[int], List[int], List[int], List[int]]:
+    """N-gram whole-word masking, as the original ``create_masked_lm_predictions``.
+
+    Word candidates are the non-special pieces grouped with the continuation pieces that follow
+    them (a continuation piece right after ``[SEP]`` joins the word before it, as in the original).
+
+    Args:
+        input_ids: ``[CLS] A [SEP] B [SEP]`` ids.
+        config: masking probability, budget cap and n-gram settings.
+        vocab: special ids, word-start table and vocabulary size.
+        rng: the finishing stream of this instance.
+
+    Returns:
+        ``(output_ids, masked_lm_positions, masked_lm_ids, token_boundary)``: the masked ids, the
+        ascending masked positions, the original ids there, and the word-boundary flags.
+    """
+    cls_id, sep_id = vocab.cls_id, vocab.sep_id
+    table = vocab.start_table
+    whole_word = config.do_whole_word_mask
+    num_tokens = len(input_ids)
+    token_boundary = [0] * num_tokens
+    candidates: List[List[int]] = []
+    for i, token in enumerate(input_ids):
+        if token == cls_id or token == sep_id:
+            token_boundary[i] = 1
+            continue
+        if table[token]:
+            token_boundary[i] = 1
+            candidates.append([i])
+        elif whole_word and candidates:
+            candidates[-1].append(i)
+        else:
+            candidates.append([i])
+
+    output_ids = list(input_ids)
+    if config.masked_lm_prob == 0 or not candidates:
+        return output_ids, [], [], token_boundary
+
+    budget = config.num_to_predict(num_tokens)
+    num_words = len(candidates)
+    # pieces_before[w]: pieces in the words before word w.
+    pieces_before = [0] * (num_words + 1)
+    total = 0
+    for w, pieces in enumerate(candidates):
+        pieces_before[w] = total
+        total += len(pieces)
+    pieces_before[num_words] = total
+
+    cumulative = []
+    acc = 0.0
+    for p in config.ngram_probabilities():
+        acc += p
+        cumulative.append(acc)
+    max_n = config.ngram
+
+    covered = bytearray(num_words)
+    masked_positions: List[int] = []
+    count = 0
+    mask_id, vocab_size = vocab.mask_id, vocab.vocab_size
+    for w in _visit_order(num_words, 2 * budget + 8, rng):
+        if count >= budget:
+            break
+        u = rng.random()
+        n = 1
+        while n < max_n and u >= cumulative[n - 1]:
+            n += 1
+        # cand_indexes[w:w + n], shrunk one word at a time until it fits the budget.
+        m = min(n, num_words - w)
+        room = budget - count
+        while m > 0 and pieces_before[w + m] - pieces_before[w] > room:
+            m -= 1
+        if m == 0:
+            continue
+        if any(covered[w : w + m]):
+            continue
+        for x in range(w, w + m):
+            covered[x] = 1
+            for index in candidates[x]:
+                if rng.random() < 0.8:
+                    output_ids[index] = mask_id
+                elif rng.random() < 0.5:
+                    pass  # 10%: keep the original token
+                else:
+                    output_ids[index] = rng.randrange(vocab_size)
+                masked_positions.append(index)
+        count += pieces_before[w + m] - pieces_before[w]
+
+    masked_positions.sort()
+    masked_ids = [input_ids[p] for p in masked_positions]
+    return output_ids, masked_positions, masked_ids, token_boundary
+
+
+def finish_instance(
+    pair: SegmentPair,
+    config: InstanceConfig,
+    vocab: VocabInfo,
+    rng: random.Random,
+    tokens_b: Optional[List[int]] = None,
+) -> TrainingInstance:
+    """Truncates, assembles and masks one segment pair.
+
+    Args:
+        pair: the pair; its B is `tokens_b` when the pair is a random-next request.
+        config: lengths and masking settings.
+        vocab: special ids and word-start table.
+        rng: the finishing stream of this instance.
+        tokens_b: segment B resolved from the random document (random-next pairs only).
+    """
+    if pair.tokens_b is None:
+        if tokens_b is None:
+            raise ValueError("a random-next pair needs its segment B (see resolve_random_next)")
+    else:
+        tokens_b = pair.tokens_b
+    tokens_a, tokens_b = truncate_seq_pair(pair.tokens_a, tokens_b, config.max_seq_length - 3, rng)
+    if not tokens_a or not tokens_b:
+        raise AssertionError("truncation emptied a segment; max_seq_length is too small")
+    input_ids = [vocab.cls_id] + tokens_a + [vocab.sep_id] + tokens_b + [vocab.sep_id]
+    len_a = len(tokens_a) + 2
+    segment_ids = [0] * len_a + [1] * (len(tokens_b) + 1)
+    output_ids, positions, masked_ids, token_boundary = create_masked_lm_predictions(input_ids, config, vocab, rng)
+    return TrainingInstance(
+        input_ids=output_ids,
+        segment_ids=segment_ids,
+        token_boundary=token_boundary,
+        masked_lm_positions=positions,
+        masked_lm_ids=masked_ids,
+        next_sentence_label=int(pair.is_random_next),
+    )
+
+
+def document_pairs(
+    document: TokenizedDocument, document_index: int, dupe: int, num_documents: int, config: InstanceConfig, seed: int
+) -> List[SegmentPair]:
+    """The segment pairs of copy `dupe` of a document, on its derived pairing stream."""
+    rng = random.Random(derive_seed(seed, PAIRING, document_index, dupe))
+    return pair_segments(document, document_index, num_documents, config, rng)
+
+
+def finishing_rng(seed: int, document_index: int, dupe: int, k: int) -> random.Random:
+    """The derived stream that truncates and masks instance `k` of copy `dupe` of a document."""
+    return random.Random(derive_seed(seed, FINISHING, document_index, dupe, k))
+
+
+def create_training_instances(
+    documents: Sequence[TokenizedDocument],
+    config: InstanceConfig,
+    vocab: VocabInfo,
+    seed: int,
+    dupe_factor: int = 1,
+) -> Iterator[TrainingInstance]:
+    """All instances of an in-memory corpus; the Beam pipeline yields the same set for the same seed.
+
+    Args:
+        documents: the corpus; empty documents must already be dropped.
+        config: lengths, probabilities and masking settings.
+        vocab: special ids and word-start table.
+        seed: the run seed.
+        dupe_factor: how many copies of every document, each paired and masked anew.
+
+    Yields:
+        Instances by dupe, then document, then position in the document.
+    """
+    if not documents:
+        raise ValueError("no documents: the corpus is empty")
+    for dupe in range(dupe_factor):
+        for index, document in enumerate(documents):
+            for k, pair in enumerate(document_pairs(document, index, dupe, len(documents), config, seed)):
+                tokens_b = None
+                if pair.random_next is not None:
+                    tokens_b = resolve_random_next(documents[pair.random_next.document_index], pair.random_next)
+                yield finish_instance(pair, config, vocab, finishing_rng(seed, index, dupe, k), tokens_b)

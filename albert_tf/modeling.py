@@ -1,0 +1,579 @@
+"""The ALBERT architecture, top to bottom: embeddings, attention, feed-forward, encoder, heads.
+
+Everything mirrors google-research/albert's `modeling.py` so that weights map one to one:
+
+* factorized embedding: word [V, E] + position [P, E] + token type [T, E], LayerNorm, dropout,
+  then `embedding_hidden_mapping_in` (E -> H) only when E != H;
+* post-LN transformer blocks: `attention_1` (query/key/value/output dense, additive -10000 mask on
+  padded keys, dropout, `LayerNorm`) then `ffn_1` (H -> I with the activation, I -> H, dropout,
+  `LayerNorm_1`);
+* layer `l` uses group `int(l / L * G)`, and every group holds `inner_group_num` blocks;
+* pooler: tanh dense on the first token; MLM head: dense H -> E with the activation, LayerNorm,
+  logits tied to the word-embedding table plus a bias; SOP head: 2-way dense on the pooled output.
+
+Beyond the original, `sharing` selects which parts follow the group scheme ("all"), only the
+attention ("attention"), only the feed-forward ("ffn"), or nothing ("none", every layer its own).
+Layer names follow the original checkpoint scopes (see `albert_tf.checkpoints`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import keras
+from keras import ops
+
+from albert_tf.config import AlbertConfig, SHARING_MODES
+
+LAYER_NORM_EPSILON = 1e-12
+# The original adds -10000 (not -inf) to the scores of padded keys; kept for exact parity.
+MASK_ADDER = -10000.0
+
+
+def get_activation(name: str):
+    """The activation function called `name` in an ALBERT config."""
+    if name in ("gelu", "gelu_new"):
+        return lambda x: keras.activations.gelu(x, approximate=True)
+    if name == "gelu_exact":
+        return lambda x: keras.activations.gelu(x, approximate=False)
+    if name in ("swish", "silu"):
+        return keras.activations.silu
+    if name in ("relu", "tanh", "linear"):
+        return keras.activations.get(name)
+    raise ValueError(f"unknown activation {name!r}")
+
+
+def _initializer(stddev):
+    return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def attention_layer_name(group: int, inner: int, shared: bool, layer: int) -> str:
+    """Keras name of a block part; shared parts are named by group, unshared by layer."""
+    return f"group_{group}_inner_group_{inner}" if shared else f"layer_{layer}_inner_group_{inner}"
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertEmbeddings(keras.layers.Layer):
+    """Word + position + token-type embeddings of size E, LayerNorm and dropout.
+
+    Original scope: `bert/embeddings/{word_embeddings,token_type_embeddings,position_embeddings,LayerNorm}`.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        embedding_size,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        dropout=0.0,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
+        )
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+
+    def build(self, input_shape=None):
+        init = _initializer(self.initializer_range)
+        self.word_embeddings = self.add_weight(
+            shape=(self.vocab_size, self.embedding_size), initializer=init, name="word_embeddings"
+        )
+        self.token_type_embeddings = self.add_weight(
+            shape=(self.type_vocab_size, self.embedding_size), initializer=init, name="token_type_embeddings"
+        )
+        self.position_embeddings = self.add_weight(
+            shape=(self.max_position_embeddings, self.embedding_size), initializer=init, name="position_embeddings"
+        )
+        self.layer_norm.build((None, None, self.embedding_size))
+        self.built = True
+
+    def call(self, input_ids, segment_ids, training=None):
+        seq_length = ops.shape(input_ids)[1]
+        word = ops.take(self.word_embeddings, input_ids, axis=0)
+        token_type = ops.take(self.token_type_embeddings, segment_ids, axis=0)
+        position = ops.expand_dims(self.position_embeddings[:seq_length], 0)
+        x = ops.cast(word, self.compute_dtype) + ops.cast(token_type, self.compute_dtype)
+        x = x + ops.cast(position, self.compute_dtype)
+        x = self.layer_norm(x)
+        return self.dropout_layer(x, training=training)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.embedding_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            embedding_size=self.embedding_size,
+            max_position_embeddings=self.max_position_embeddings,
+            type_vocab_size=self.type_vocab_size,
+            dropout=self.dropout,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertAttention(keras.layers.Layer):
+    """Multi-head self-attention, output dense, dropout and the post-LN residual (`attention_1`)."""
+
+    def __init__(self, hidden_size, num_heads, dropout=0.0, attention_dropout=0.0, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.initializer_range = initializer_range
+        self.head_size = hidden_size // num_heads
+
+        def dense(name):
+            return keras.layers.Dense(
+                hidden_size, kernel_initializer=_initializer(initializer_range), dtype=self.dtype_policy, name=name
+            )
+
+        self.query = dense("query")
+        self.key = dense("key")
+        self.value = dense("value")
+        self.output_dense = dense("output_dense")
+        self.attention_dropout_layer = keras.layers.Dropout(
+            attention_dropout, dtype=self.dtype_policy, name="attention_dropout"
+        )
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="output_dropout")
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
+        )
+
+    def build(self, input_shape):
+        for layer in (self.query, self.key, self.value, self.output_dense):
+            layer.build(input_shape)
+        self.layer_norm.build(input_shape)
+        self.built = True
+
+    def _split_heads(self, x, batch, seq):
+        x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def call(self, hidden_states, attention_bias, training=None):
+        shape = ops.shape(hidden_states)
+        batch, seq = shape[0], shape[1]
+        q = self._split_heads(self.query(hidden_states), batch, seq)
+        k = self._split_heads(self.key(hidden_states), batch, seq)
+        v = self._split_heads(self.value(hidden_states), batch, seq)
+        # Scale q rather than the [B, N, S, S] scores: same result, fewer multiplies.
+        q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
+        scores = scores + ops.cast(attention_bias, scores.dtype)
+        probs = ops.softmax(scores, axis=-1)
+        probs = self.attention_dropout_layer(probs, training=training)
+        context = ops.matmul(probs, v)
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, seq, self.hidden_size))
+        output = self.output_dropout(self.output_dense(context), training=training)
+        return self.layer_norm(hidden_states + output)
+
+    def compute_output_shape(self, input_shape, *args):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            num_heads=self.num_heads,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertFeedForward(keras.layers.Layer):
+    """Dense H -> I with the activation, dense I -> H, dropout and the post-LN residual (`ffn_1`)."""
+
+    def __init__(self, hidden_size, intermediate_size, activation="gelu", dropout=0.0, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.activation = activation
+        self.dropout = dropout
+        self.initializer_range = initializer_range
+        init = _initializer(initializer_range)
+        self.intermediate = keras.layers.Dense(
+            intermediate_size,
+            activation=get_activation(activation),
+            kernel_initializer=init,
+            dtype=self.dtype_policy,
+            name="intermediate",
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name="output_dense"
+        )
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="output_dropout")
+        # Named after the original scope `inner_group_K/LayerNorm_1`.
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm_1"
+        )
+
+    def build(self, input_shape):
+        self.intermediate.build(input_shape)
+        self.output_dense.build(tuple(input_shape[:-1]) + (self.intermediate_size,))
+        self.layer_norm.build(input_shape)
+        self.built = True
+
+    def call(self, hidden_states, training=None):
+        x = self.output_dense(self.intermediate(hidden_states))
+        x = self.output_dropout(x, training=training)
+        return self.layer_norm(hidden_states + x)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size,
+            activation=self.activation,
+            dropout=self.dropout,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertEncoder(keras.Model):
+    """The ALBERT encoder (embeddings, shared transformer stack, pooler) as a functional Keras model.
+
+    Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 of shape [batch, seq].
+    Outputs: a dict with `sequence_output` [batch, seq, H] and `pooled_output` [batch, H], always
+    float32 (also under `mixed_bfloat16`), plus `encoder_outputs` (the output of every layer) when
+    `output_all_layers=True`.
+
+    Args:
+        vocab_size, embedding_size, hidden_size, num_layers, num_groups, inner_group_num, num_heads,
+        intermediate_size, hidden_act, hidden_dropout, attention_dropout, max_position_embeddings,
+        type_vocab_size, initializer_range: as the `albert_config.json` fields of the same meaning.
+        sharing: "all" (the original groups x inner groups), "attention", "ffn" or "none".
+        output_all_layers: also return every layer's output.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from albert_tf import AlbertConfig, AlbertEncoder
+    >>> config = AlbertConfig(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+    ...                       num_attention_heads=2, intermediate_size=32)
+    >>> encoder = AlbertEncoder.from_albert_config(config)
+    >>> out = encoder({"input_ids": np.array([[2, 5, 3, 0]], "int32"),
+    ...                "input_mask": np.array([[1, 1, 1, 0]], "int32"),
+    ...                "segment_ids": np.zeros((1, 4), "int32")})
+    >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
+    ((1, 4, 16), (1, 16))
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        embedding_size,
+        hidden_size,
+        num_layers,
+        num_heads,
+        intermediate_size,
+        num_groups=1,
+        inner_group_num=1,
+        hidden_act="gelu",
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        initializer_range=0.02,
+        sharing="all",
+        output_all_layers=False,
+        dtype=None,
+        **kwargs,
+    ):
+        if sharing not in SHARING_MODES:
+            raise ValueError(f"unknown sharing {sharing!r}; expected one of {SHARING_MODES}")
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size ({hidden_size}) is not a multiple of num_heads ({num_heads})")
+        if num_groups > num_layers or num_layers % num_groups:
+            raise ValueError(f"num_groups ({num_groups}) must divide num_layers ({num_layers})")
+
+        # === Layers ===
+        embeddings = AlbertEmbeddings(
+            vocab_size,
+            embedding_size,
+            max_position_embeddings=max_position_embeddings,
+            type_vocab_size=type_vocab_size,
+            dropout=hidden_dropout,
+            initializer_range=initializer_range,
+            dtype=dtype,
+            name="embeddings",
+        )
+        projection = None
+        if embedding_size != hidden_size:
+            projection = keras.layers.Dense(
+                hidden_size,
+                kernel_initializer=_initializer(initializer_range),
+                dtype=dtype,
+                name="embedding_hidden_mapping_in",
+            )
+        share_attention = sharing in ("all", "attention")
+        share_ffn = sharing in ("all", "ffn")
+        attention_blocks, ffn_blocks = {}, {}
+        # Which (attention, ffn) block each of the L x K positions uses, in execution order.
+        schedule = []
+        for layer in range(num_layers):
+            # The original's `int(layer / num_layers * num_groups)`, in exact integer arithmetic.
+            group = layer * num_groups // num_layers
+            for inner in range(inner_group_num):
+                a_name = attention_layer_name(group, inner, share_attention, layer) + "_attention_1"
+                f_name = attention_layer_name(group, inner, share_ffn, layer) + "_ffn_1"
+                if a_name not in attention_blocks:
+                    attention_blocks[a_name] = AlbertAttention(
+                        hidden_size,
+                        num_heads,
+                        dropout=hidden_dropout,
+                        attention_dropout=attention_dropout,
+                        initializer_range=initializer_range,
+                        dtype=dtype,
+                        name=a_name,
+                    )
+                if f_name not in ffn_blocks:
+                    ffn_blocks[f_name] = AlbertFeedForward(
+                        hidden_size,
+                        intermediate_size,
+                        activation=hidden_act,
+                        dropout=hidden_dropout,
+                        initializer_range=initializer_range,
+                        dtype=dtype,
+                        name=f_name,
+                    )
+                schedule.append((a_name, f_name))
+        pooler = keras.layers.Dense(
+            hidden_size,
+            activation="tanh",
+            kernel_initializer=_initializer(initializer_range),
+            dtype=dtype,
+            name="pooler",
+        )
+
+        # === Functional Model ===
+        input_ids = keras.Input(shape=(None,), dtype="int32", name="input_ids")
+        input_mask = keras.Input(shape=(None,), dtype="int32", name="input_mask")
+        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+        x = embeddings(input_ids, segment_ids)
+        if projection is not None:
+            x = projection(x)
+        # [batch, 1, 1, seq]: broadcast over heads and query positions.
+        attention_bias = (1.0 - ops.cast(input_mask[:, None, None, :], "float32")) * MASK_ADDER
+        layer_outputs = []
+        for a_name, f_name in schedule:
+            x = attention_blocks[a_name](x, attention_bias)
+            x = ffn_blocks[f_name](x)
+            layer_outputs.append(x)
+        # The original exposes one output per layer (after its last inner block).
+        per_layer = layer_outputs[inner_group_num - 1 :: inner_group_num]
+        sequence_output = ops.cast(x, "float32")
+        pooled_output = ops.cast(pooler(x[:, 0, :]), "float32")
+        outputs = {"sequence_output": sequence_output, "pooled_output": pooled_output}
+        if output_all_layers:
+            outputs["encoder_outputs"] = [ops.cast(t, "float32") for t in per_layer]
+        super().__init__(
+            inputs={"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+            outputs=outputs,
+            dtype=dtype,
+            **kwargs,
+        )
+        self.embeddings = embeddings
+        self.embedding_hidden_mapping_in = projection
+        self.attention_blocks = attention_blocks
+        self.ffn_blocks = ffn_blocks
+        self.schedule = schedule
+        self.pooler = pooler
+
+        # === Config ===
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.num_groups = num_groups
+        self.inner_group_num = inner_group_num
+        self.hidden_act = hidden_act
+        self.hidden_dropout = hidden_dropout
+        self.attention_dropout = attention_dropout
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.sharing = sharing
+        self.output_all_layers = output_all_layers
+
+    @classmethod
+    def from_albert_config(cls, config: AlbertConfig, **kwargs) -> "AlbertEncoder":
+        """Builds the encoder an `AlbertConfig` describes (kwargs: `dtype`, `output_all_layers`, `name`)."""
+        return cls(**encoder_kwargs(config), **kwargs)
+
+    def to_albert_config(self) -> AlbertConfig:
+        return AlbertConfig(
+            vocab_size=self.vocab_size,
+            embedding_size=self.embedding_size,
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_layers,
+            num_hidden_groups=self.num_groups,
+            inner_group_num=self.inner_group_num,
+            num_attention_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            hidden_act=self.hidden_act,
+            hidden_dropout_prob=self.hidden_dropout,
+            attention_probs_dropout_prob=self.attention_dropout,
+            max_position_embeddings=self.max_position_embeddings,
+            type_vocab_size=self.type_vocab_size,
+            initializer_range=self.initializer_range,
+            sharing=self.sharing,
+        )
+
+    def get_config(self):
+        return {
+            "vocab_size": self.vocab_size,
+            "embedding_size": self.embedding_size,
+            "hidden_size": self.hidden_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "intermediate_size": self.intermediate_size,
+            "num_groups": self.num_groups,
+            "inner_group_num": self.inner_group_num,
+            "hidden_act": self.hidden_act,
+            "hidden_dropout": self.hidden_dropout,
+            "attention_dropout": self.attention_dropout,
+            "max_position_embeddings": self.max_position_embeddings,
+            "type_vocab_size": self.type_vocab_size,
+            "initializer_range": self.initializer_range,
+            "sharing": self.sharing,
+            "output_all_layers": self.output_all_layers,
+            "name": self.name,
+            "trainable": self.trainable,
+            # The functional Model does not keep a dtype policy of its own; its layers carry it.
+            "dtype": keras.saving.serialize_keras_object(self.embeddings.dtype_policy),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
+        return cls(**config)
+
+
+def encoder_kwargs(config: AlbertConfig) -> dict:
+    """`AlbertEncoder` constructor arguments for an `AlbertConfig`."""
+    return dict(
+        vocab_size=config.vocab_size,
+        embedding_size=config.embedding_size,
+        hidden_size=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        intermediate_size=config.intermediate_size,
+        num_groups=config.num_hidden_groups,
+        inner_group_num=config.inner_group_num,
+        hidden_act=config.hidden_act,
+        hidden_dropout=config.hidden_dropout_prob,
+        attention_dropout=config.attention_probs_dropout_prob,
+        max_position_embeddings=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size,
+        initializer_range=config.initializer_range,
+        sharing=config.sharing,
+    )
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertMLMHead(keras.layers.Layer):
+    """Masked-LM head (`cls/predictions`): dense H -> E with the activation, LayerNorm, tied logits.
+
+    `call(sequence_output, word_embeddings, masked_positions=None)`: `word_embeddings` is the
+    encoder's [V, E] table (tied, as the original); with `masked_positions` [batch, P] only those
+    positions are scored, giving logits [batch, P, V], else [batch, seq, V]. Logits are float32.
+    """
+
+    def __init__(self, vocab_size, embedding_size, activation="gelu", initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.activation = activation
+        self.initializer_range = initializer_range
+        self.dense = keras.layers.Dense(
+            embedding_size,
+            activation=get_activation(activation),
+            kernel_initializer=_initializer(initializer_range),
+            dtype=self.dtype_policy,
+            name="transform_dense",
+        )
+        self.layer_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="transform_LayerNorm"
+        )
+
+    def build(self, sequence_output_shape, word_embeddings_shape=None, masked_positions_shape=None):
+        self.dense.build(sequence_output_shape)
+        self.layer_norm.build(tuple(sequence_output_shape[:-1]) + (self.embedding_size,))
+        self.output_bias = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="output_bias")
+        self.built = True
+
+    def call(self, sequence_output, word_embeddings, masked_positions=None):
+        if masked_positions is not None:
+            sequence_output = ops.take_along_axis(
+                sequence_output, ops.cast(masked_positions, "int32")[:, :, None], axis=1
+            )
+        x = self.layer_norm(self.dense(sequence_output))
+        table = ops.cast(word_embeddings, x.dtype)
+        logits = ops.einsum("bpe,ve->bpv", x, table)
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            vocab_size=self.vocab_size,
+            embedding_size=self.embedding_size,
+            activation=self.activation,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertSOPHead(keras.layers.Layer):
+    """Sentence-order head (`cls/seq_relationship`): 2-way logits from the pooled output.
+
+    Stored as the original does: `output_weights` [2, H] (transposed w.r.t. a Dense kernel) and `output_bias` [2].
+    """
+
+    def __init__(self, hidden_size, num_classes=2, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_classes = num_classes
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_weight(
+            shape=(self.num_classes, self.hidden_size),
+            initializer=_initializer(self.initializer_range),
+            name="output_weights",
+        )
+        self.output_bias = self.add_weight(shape=(self.num_classes,), initializer="zeros", name="output_bias")
+        self.built = True
+
+    def call(self, pooled_output):
+        logits = ops.matmul(pooled_output, ops.transpose(ops.cast(self.output_weights, pooled_output.dtype)))
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_classes=self.num_classes, initializer_range=self.initializer_range)
+        return config

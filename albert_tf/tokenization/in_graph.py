@@ -1,0 +1,521 @@
+"""`AlbertTokenizerLayer`: ALBERT tokenization and input packing inside the TensorFlow graph.
+
+Raw strings in, model inputs out: the layer maps a `[batch]` string tensor (or a pair of them) to
+dense int32 `input_ids`, `input_mask` and `segment_ids` of shape `[batch, sequence_length]`, with
+the exact token ids of the Python tokenizers (`albert_tf.tokenization.tokenizers`) and the exact
+packing of the original fine-tuning code (`albert_tf.tokenization.packing`). Because it is all TF
+ops (tensorflow-text's SentencePiece / WordPiece kernels, `tf.strings` and RE2 regexes), it runs in
+`tf.data` pipelines and inside an exported SavedModel, where the vocabulary travels as a constant.
+
+How each original Python step is reproduced:
+
+* SentencePiece (`preprocess_text` + `encode_pieces`): whitespace runs (`str.isspace`) collapsed
+  and stripped by regex; optional ``` `` ```/`''` -> `"`; `normalize_utf8(NFKD)` then a regex
+  deleting the `unicodedata.combining` characters; lower-casing; the SentencePiece kernel; and the
+  digit-comma rule vectorized: matching pieces are re-encoded in one batched call and spliced back.
+* WordPiece (`BasicTokenizer` + `WordpieceTokenizer`): control characters deleted and whitespace
+  mapped to spaces by regex, spaces around CJK ideographs, lower-casing, NFD and deletion of Mn,
+  one split on spaces and punctuation, the WordPiece kernel, and words longer than
+  `max_input_chars_per_word` characters replaced by `[UNK]` (the kernel only limits bytes).
+
+The character classes are generated from the very predicates the Python path uses
+(`albert_tf.tokenization._unicode`), not taken from RE2's own Unicode tables. What remains is the
+normalization itself: ICU's NFKD/NFD and lower-case tables in TensorFlow are of a newer Unicode
+version than Python 3.11's `unicodedata` (14.0), so characters assigned after Unicode 14 can be
+normalized differently; nothing else differs.
+
+Invalid UTF-8 is replaced, one U+FFFD per maximal invalid subsequence, exactly as the Python
+tokenizers decode bytes (see `albert_tf.tokenization.text`); the layer never fails on bad text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
+
+import keras
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.tokenization import _files, _unicode
+from albert_tf.tokenization.text import SPIECE_UNDERLINE
+from albert_tf.tokenization.tokenizers import DEFAULT_MAX_INPUT_CHARS_PER_WORD, load_vocab
+
+_NUL = "\x00"
+_UNDERLINE_BYTES = SPIECE_UNDERLINE.encode("utf-8")
+_SPECIAL_WORDPIECE_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+OUTPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
+
+
+def sanitize_utf8(texts: tf.Tensor) -> tf.Tensor:
+    """Replaces every maximal invalid UTF-8 subsequence with U+FFFD (like `errors="replace"`)."""
+    return tf.strings.unicode_transcode(
+        texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+    )
+
+
+def lower_utf8(texts: tf.Tensor) -> tf.Tensor:
+    """`str.lower()` on a rank-1 string tensor of valid UTF-8.
+
+    `tf.strings.lower(encoding="utf-8")` drops everything from the first NUL byte on, so the
+    NUL-separated parts are lowered separately and joined back with NUL.
+    """
+    parts = tf.strings.split(texts, sep=_NUL)
+    lowered = tf.strings.lower(parts.flat_values, encoding="utf-8")
+    lengths = parts.row_lengths()
+    position = tf.ragged.range(lengths).flat_values
+    last = tf.repeat(lengths - 1, lengths)
+    # `reduce_join`'s separator is an attribute and loses a NUL as well: append it as data.
+    rejoined = tf.where(position < last, tf.strings.join([lowered, tf.fill(tf.shape(lowered), _NUL)]), lowered)
+    return tf.strings.reduce_join(parts.with_flat_values(rejoined), axis=-1)
+
+
+def _first_n(values: tf.RaggedTensor, n: tf.Tensor) -> tf.RaggedTensor:
+    """Keeps the first `n[i]` items of row `i`."""
+    keep = tf.ragged.range(values.row_lengths(), dtype=n.dtype) < tf.expand_dims(n, 1)
+    return tf.ragged.boolean_mask(values, keep)
+
+
+def truncated_lengths(
+    len_a: tf.Tensor, len_b: tf.Tensor, max_num_tokens: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Segment lengths after the original `truncate_seq_pair`, in closed form, vectorized.
+
+    Popping from the longer segment (from `b` on ties) until the pair fits ends in one of three
+    states: nothing cut; only the longer one cut, down to `max - shorter`; or both cut to halves
+    (`a` keeps the odd token, since ties cut `b` first). All three are
+    `a' = min(a, max(ceil(max/2), max - b))`, `b' = min(b, max - a')`.
+
+    Args:
+      len_a, len_b: int tensors of the same shape, segment lengths.
+      max_num_tokens: int tensor broadcastable to them, >= 0.
+
+    Returns:
+      `(new_len_a, new_len_b)`.
+    """
+    half_up = (max_num_tokens + 1) // 2
+    new_a = tf.minimum(len_a, tf.maximum(half_up, max_num_tokens - len_b))
+    new_b = tf.minimum(len_b, max_num_tokens - new_a)
+    return new_a, new_b
+
+
+def _decode_model_proto(model: Union[bytes, str]) -> bytes:
+    if isinstance(model, (bytes, bytearray)):
+        return bytes(model)
+    if isinstance(model, str):
+        try:
+            return base64.b64decode(model, validate=True)
+        except binascii.Error:
+            raise ValueError(
+                "sentencepiece_model must be the model's bytes or their base64 text (as written by "
+                "get_config); to read a file use AlbertTokenizerLayer.from_sentencepiece(path)"
+            ) from None
+    raise TypeError(f"sentencepiece_model must be bytes or a base64 str, got {type(model).__name__}")
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertTokenizerLayer(keras.layers.Layer):
+    """Tokenizes raw text and packs `[CLS] a [SEP] (b [SEP])` model inputs, all in the graph.
+
+    Construct with exactly one vocabulary: `sentencepiece_model` (English ALBERT) or
+    `wordpiece_vocab` (Chinese ALBERT); or from files with `from_sentencepiece(model_file)` /
+    `from_wordpiece(vocab_file)`.
+
+    Call it on a string tensor of shape `[batch]` (one segment) or on a tuple `(a, b)` of two
+    such tensors (pairs; a row whose `b` has no tokens is packed as a single segment, as the
+    original does). A scalar string gives outputs of shape `[sequence_length]`. Returns a dict of
+    int32 tensors `input_ids`, `input_mask`, `segment_ids` of shape `[batch, sequence_length]`.
+
+    Truncation is the original one, not round robin: single segments keep their first
+    `sequence_length - 2` tokens; pairs lose tokens from the end of the longer segment (of `b` on a
+    tie) until they fit `sequence_length - 3` (`truncated_lengths`).
+
+    Args:
+      sentencepiece_model: the serialized SentencePiece model, as bytes or base64 text.
+      wordpiece_vocab: the WordPiece tokens in id order (the lines of `vocab.txt`).
+      sequence_length: length of the packed outputs (>= 3).
+      lower_case: lower-case the text (and, for WordPiece, strip accents).
+      keep_accents, normalize_quotes: the non-original SentencePiece preprocessing options.
+      max_input_chars_per_word: WordPiece words longer than this become `[UNK]`.
+      **kwargs: `keras.layers.Layer` arguments (`name`, ...).
+
+    Raises:
+      ValueError: for no or two vocabularies, a model that is not SentencePiece, a vocabulary
+        without `[PAD]`/`[UNK]`/`[CLS]`/`[SEP]`/`[MASK]`, or `sequence_length < 3`.
+
+    Example:
+
+    >>> layer = AlbertTokenizerLayer.from_sentencepiece("30k-clean.model", sequence_length=8)  # doctest: +SKIP
+    >>> layer(tf.constant(["Hello world!"]))["input_ids"]  # doctest: +SKIP
+    <tf.Tensor: shape=(1, 8), dtype=int32, numpy=array([[2, 10975, 126, 187, 3, 0, 0, 0]], dtype=int32)>
+    """
+
+    def __init__(
+        self,
+        sentencepiece_model: Optional[Union[bytes, str]] = None,
+        wordpiece_vocab: Optional[Sequence[str]] = None,
+        sequence_length: int = 512,
+        lower_case: bool = True,
+        keep_accents: bool = False,
+        normalize_quotes: bool = False,
+        max_input_chars_per_word: int = DEFAULT_MAX_INPUT_CHARS_PER_WORD,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        # Strings stay TF tensors (Keras would try to convert them to backend floats), and plain
+        # Python strings are accepted as call arguments.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        if (sentencepiece_model is None) == (wordpiece_vocab is None):
+            raise ValueError("pass exactly one of sentencepiece_model and wordpiece_vocab")
+        if not isinstance(sequence_length, int) or sequence_length < 3:
+            raise ValueError(f"sequence_length must be an int >= 3, got {sequence_length!r}")
+        if max_input_chars_per_word < 1:
+            raise ValueError(f"max_input_chars_per_word must be >= 1, got {max_input_chars_per_word}")
+        self.sequence_length = sequence_length
+        self.lower_case = bool(lower_case)
+        self.keep_accents = bool(keep_accents)
+        self.normalize_quotes = bool(normalize_quotes)
+        self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self._model_proto: Optional[bytes] = None
+        self._wordpiece_tokens: Optional[Tuple[str, ...]] = None
+        if sentencepiece_model is not None:
+            self._init_sentencepiece(_decode_model_proto(sentencepiece_model))
+        else:
+            self._init_wordpiece(tuple(wordpiece_vocab))
+        self.built = True
+
+    # Construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_sentencepiece(cls, model_file: Union[str, os.PathLike], **kwargs: Any) -> "AlbertTokenizerLayer":
+        """A layer for the SentencePiece `.model` file `model_file` (local or `gs://`)."""
+        return cls(sentencepiece_model=_files.read_bytes(model_file), **kwargs)
+
+    @classmethod
+    def from_wordpiece(cls, vocab_file: Union[str, os.PathLike], **kwargs: Any) -> "AlbertTokenizerLayer":
+        """A layer for the WordPiece `vocab.txt` file `vocab_file` (validated by `load_vocab`)."""
+        vocab = load_vocab(vocab_file)
+        return cls(wordpiece_vocab=sorted(vocab, key=vocab.get), **kwargs)
+
+    def _init_sentencepiece(self, proto: bytes) -> None:
+        import sentencepiece as spm  # noqa: PLC0415
+
+        processor = spm.SentencePieceProcessor()
+        try:
+            processor.LoadFromSerializedProto(proto)
+        except (RuntimeError, OSError) as e:
+            raise ValueError(f"sentencepiece_model is not a SentencePiece model: {e}") from None
+        ids = {
+            "pad_id": processor.pad_id(),
+            "unk_id": processor.unk_id(),
+            "cls_id": processor.PieceToId("[CLS]"),
+            "sep_id": processor.PieceToId("[SEP]"),
+            "mask_id": processor.PieceToId("[MASK]"),
+        }
+        missing = [k for k, v in ids.items() if v < 0 or (k not in ("pad_id", "unk_id") and v == ids["unk_id"])]
+        if missing:
+            raise ValueError(f"the SentencePiece model has no {', '.join(m[:-3] for m in missing)} piece")
+        self._model_proto = proto
+        self._special_ids = ids
+        self._vocab_size = processor.GetPieceSize()
+        self._sentencepiece = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.string)
+
+    def _init_wordpiece(self, tokens: Tuple[str, ...]) -> None:
+        if not tokens or not all(isinstance(t, str) and t and not any(c.isspace() for c in t) for t in tokens):
+            raise ValueError("wordpiece_vocab must be a non-empty sequence of non-empty tokens without whitespace")
+        index = {t: i for i, t in enumerate(tokens)}
+        if len(index) != len(tokens):
+            raise ValueError("wordpiece_vocab has duplicate tokens")
+        missing = [t for t in _SPECIAL_WORDPIECE_TOKENS if t not in index]
+        if missing:
+            raise ValueError(f"wordpiece_vocab lacks the special tokens {missing}")
+        self._wordpiece_tokens = tokens
+        self._special_ids = {
+            "pad_id": index["[PAD]"],
+            "unk_id": index["[UNK]"],
+            "cls_id": index["[CLS]"],
+            "sep_id": index["[SEP]"],
+            "mask_id": index["[MASK]"],
+        }
+        self._vocab_size = len(tokens)
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(tokens, tf.string), tf.range(len(tokens), dtype=tf.int64)
+            ),
+            default_value=-1,
+        )
+        longest = max(len((t[2:] if t.startswith("##") else t).encode("utf-8")) for t in tokens)
+        self._wordpiece = tf_text.WordpieceTokenizer(
+            table,
+            suffix_indicator="##",
+            # Any word of at most `max_input_chars_per_word` characters fits in 4 bytes per
+            # character; longer words are replaced by [UNK] after the kernel (see `tokenize`).
+            max_bytes_per_word=4 * self.max_input_chars_per_word,
+            # Only a speed hint: no vocabulary piece is longer (in bytes, an upper bound on chars).
+            max_chars_per_token=longest,
+            token_out_type=tf.int64,
+            unknown_token="[UNK]",
+            split_unknown_characters=False,
+        )
+
+    # Properties -----------------------------------------------------------------------------
+
+    @property
+    def is_sentencepiece(self) -> bool:
+        """True for a SentencePiece vocabulary, False for WordPiece."""
+        return self._model_proto is not None
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids."""
+        return self._vocab_size
+
+    @property
+    def special_token_ids(self) -> Dict[str, int]:
+        """`pad_id`, `unk_id`, `cls_id`, `sep_id`, `mask_id`."""
+        return dict(self._special_ids)
+
+    @property
+    def pad_id(self) -> int:
+        return self._special_ids["pad_id"]
+
+    @property
+    def unk_id(self) -> int:
+        return self._special_ids["unk_id"]
+
+    @property
+    def cls_id(self) -> int:
+        return self._special_ids["cls_id"]
+
+    @property
+    def sep_id(self) -> int:
+        return self._special_ids["sep_id"]
+
+    @property
+    def mask_id(self) -> int:
+        return self._special_ids["mask_id"]
+
+    # Text -> ids ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _as_strings(texts: Any, what: str = "inputs") -> tf.Tensor:
+        texts = tf.convert_to_tensor(texts)
+        if texts.dtype != tf.string:
+            raise TypeError(f"{what} must be a string tensor, got dtype {texts.dtype.name}")
+        if texts.shape.rank not in (0, 1):
+            raise ValueError(f"{what} must be a scalar or a [batch] vector of strings, got shape {texts.shape}")
+        return texts
+
+    def preprocess(self, texts: Any) -> tf.Tensor:
+        """The normalized text the tokenizer kernel sees, for a `[batch]` string tensor.
+
+        SentencePiece: `preprocess_text`. WordPiece: the cleaned, CJK-spaced, lower-cased and
+        accent-stripped text that is then split on spaces and punctuation.
+        """
+        texts = sanitize_utf8(self._as_strings(texts))
+        if self.is_sentencepiece:
+            return self._sentencepiece_preprocess(texts)
+        return self._wordpiece_preprocess(texts)
+
+    def tokenize(self, texts: Any) -> tf.RaggedTensor:
+        """Token ids of each text: an int32 `RaggedTensor` `[batch, (tokens)]`.
+
+        Args:
+          texts: a `[batch]` string tensor (or anything `tf.convert_to_tensor` makes one of).
+        """
+        texts = self._as_strings(texts)
+        if texts.shape.rank == 0:
+            return self.tokenize(tf.expand_dims(texts, 0))[0]
+        normalized = self.preprocess(texts)
+        if self.is_sentencepiece:
+            return self._sentencepiece_ids(normalized)
+        return self._wordpiece_ids(normalized)
+
+    def _sentencepiece_preprocess(self, texts: tf.Tensor) -> tf.Tensor:
+        if True:  # remove_space is always on in ALBERT
+            texts = tf.strings.regex_replace(texts, _unicode.re2_class("isspace") + "+", " ")
+            texts = tf.strings.regex_replace(texts, "^ | $", "")
+        if self.normalize_quotes:
+            texts = tf.strings.regex_replace(texts, "``", '"')
+            texts = tf.strings.regex_replace(texts, "''", '"')
+        if not self.keep_accents:
+            texts = tf_text.normalize_utf8(texts, "NFKD")
+            texts = tf.strings.regex_replace(texts, _unicode.re2_class("combining"), "")
+        if self.lower_case:
+            texts = lower_utf8(texts)
+        return texts
+
+    def _sentencepiece_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        pieces = self._sentencepiece.tokenize(texts).with_row_splits_dtype(tf.int64)
+        pieces = self._split_digit_comma(pieces)
+        return self._sentencepiece.string_to_id(pieces)
+
+    def _split_digit_comma(self, pieces: tf.RaggedTensor) -> tf.RaggedTensor:
+        """The original `encode_pieces` rule (see `text.split_digit_comma_pieces`), vectorized.
+
+        All matching pieces of the batch are re-encoded in one kernel call, fixed up, and
+        spliced back in place of the pieces they replace with one ragged gather.
+        """
+        flat = pieces.flat_values
+        num_pieces = tf.size(flat, out_type=tf.int64)
+        match = tf.strings.regex_full_match(flat, "(?s).*" + _unicode.re2_class("isdigit") + ",")
+        matched = tf.boolean_mask(flat, match)
+        # Everything before the final comma, without "▁".
+        body_length = tf.strings.length(matched) - 1
+        body = tf.strings.substr(matched, tf.zeros_like(body_length), body_length)
+        body = tf.strings.regex_replace(body, SPIECE_UNDERLINE, "")
+        sub = self._sentencepiece.tokenize(body).with_row_splits_dtype(tf.int64)
+        first = sub[:, :1].to_tensor(default_value="", shape=[None, 1])[:, 0]
+        # A piece inside a word (no leading "▁") must not gain the word start that re-encoding
+        # adds: drop a lone "▁" piece, or the "▁" of the first piece.
+        fix = tf.logical_and(
+            tf.not_equal(tf.strings.substr(matched, 0, 3), _UNDERLINE_BYTES),
+            tf.equal(tf.strings.substr(first, 0, 3), _UNDERLINE_BYTES),
+        )
+        drop = tf.logical_and(fix, tf.equal(first, _UNDERLINE_BYTES))
+        strip = tf.logical_and(fix, tf.logical_not(drop))
+        first_length = tf.strings.length(first)
+        stripped_first = tf.strings.substr(
+            first, tf.where(strip, 3, 0), tf.where(strip, first_length - 3, first_length)
+        )
+        rows = sub.value_rowids()
+        is_first = tf.equal(tf.ragged.range(sub.row_lengths()).flat_values, 0)
+        new_values = tf.where(
+            tf.logical_and(is_first, tf.gather(strip, rows)), tf.gather(stripped_first, rows), sub.flat_values
+        )
+        keep = tf.logical_not(tf.logical_and(is_first, tf.gather(drop, rows)))
+        sub = tf.ragged.boolean_mask(sub.with_flat_values(new_values), sub.with_flat_values(keep))
+        commas = tf.RaggedTensor.from_tensor(
+            tf.fill(tf.stack([tf.size(matched), 1]), ","), row_splits_dtype=tf.int64
+        )
+        replacements = tf.concat([sub, commas], axis=1)
+        singles = tf.RaggedTensor.from_row_lengths(flat, tf.ones([num_pieces], tf.int64))
+        candidates = tf.concat([singles, replacements], axis=0)
+        replacement_index = tf.cumsum(tf.cast(match, tf.int64)) - 1
+        selector = tf.where(match, num_pieces + replacement_index, tf.range(num_pieces, dtype=tf.int64))
+        per_piece = tf.gather(candidates, selector)
+        return tf.RaggedTensor.from_row_splits(per_piece, pieces.row_splits).merge_dims(1, 2)
+
+    def _wordpiece_preprocess(self, texts: tf.Tensor) -> tf.Tensor:
+        texts = tf.strings.regex_replace(texts, _unicode.re2_class("bert_removed"), "")
+        texts = tf.strings.regex_replace(texts, _unicode.re2_class("bert_whitespace"), " ")
+        texts = tf.strings.regex_replace(texts, "(" + _unicode.re2_class("cjk") + ")", r" \1 ")
+        if self.lower_case:
+            texts = lower_utf8(texts)
+            texts = tf_text.normalize_utf8(texts, "NFD")
+            texts = tf.strings.regex_replace(texts, _unicode.re2_class("mn"), "")
+        return texts
+
+    def _wordpiece_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        punctuation = _unicode.re2_class("bert_punctuation")
+        words = tf_text.regex_split(
+            texts, delim_regex_pattern=" +|" + punctuation, keep_delim_regex_pattern=punctuation
+        ).with_row_splits_dtype(tf.int64)
+        flat_words = words.flat_values
+        num_words = tf.size(flat_words, out_type=tf.int64)
+        pieces = self._wordpiece.tokenize(flat_words).with_row_splits_dtype(tf.int64)
+        too_long = tf.strings.length(flat_words, unit="UTF8_CHAR") > self.max_input_chars_per_word
+        unk_row = tf.RaggedTensor.from_tensor(
+            tf.constant([[self.unk_id]], tf.int64), row_splits_dtype=tf.int64
+        )
+        candidates = tf.concat([pieces, unk_row], axis=0)
+        selector = tf.where(too_long, num_words, tf.range(num_words, dtype=tf.int64))
+        per_word = tf.gather(candidates, selector)
+        ids = tf.RaggedTensor.from_row_splits(per_word, words.row_splits).merge_dims(1, 2)
+        return tf.cast(ids, tf.int32)
+
+    # ids -> model inputs --------------------------------------------------------------------
+
+    def pack(self, ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor] = None) -> Dict[str, tf.Tensor]:
+        """Truncates and packs token ids into the three dense model inputs.
+
+        Args:
+          ids_a: int `RaggedTensor` `[batch, (tokens)]` of the first segments.
+          ids_b: the same for the second segments, or None.
+
+        Returns:
+          `input_ids`, `input_mask`, `segment_ids`: int32 `[batch, sequence_length]`.
+        """
+        ids_a = tf.cast(ids_a, tf.int32).with_row_splits_dtype(tf.int64)
+        length = self.sequence_length
+        len_a = ids_a.row_lengths()
+        if ids_b is None:
+            ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
+        ids_b = tf.cast(ids_b, tf.int32).with_row_splits_dtype(tf.int64)
+        len_b = ids_b.row_lengths()
+        has_b = len_b > 0
+        budget = tf.where(has_b, tf.constant(length - 3, tf.int64), tf.constant(length - 2, tf.int64))
+        keep_a, keep_b = truncated_lengths(len_a, len_b, budget)
+        ids_a, ids_b = _first_n(ids_a, keep_a), _first_n(ids_b, keep_b)
+        batch = tf.shape(len_a, out_type=tf.int64)[0]
+
+        def column(value: int) -> tf.RaggedTensor:
+            return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value), row_splits_dtype=tf.int64)
+
+        sep_b = tf.RaggedTensor.from_row_lengths(
+            tf.fill(tf.reshape(tf.reduce_sum(tf.cast(has_b, tf.int64)), [1]), self.sep_id),
+            tf.cast(has_b, tf.int64),
+        )
+        input_ids = tf.concat([column(self.cls_id), ids_a, column(self.sep_id), ids_b, sep_b], axis=1)
+        segment_ids = tf.concat(
+            [column(0), tf.zeros_like(ids_a), column(0), tf.ones_like(ids_b), tf.ones_like(sep_b)], axis=1
+        )
+        input_ids, input_mask = tf_text.pad_model_inputs(input_ids, length, pad_value=self.pad_id)
+        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, length, pad_value=0)
+        return {
+            "input_ids": tf.ensure_shape(tf.cast(input_ids, tf.int32), [None, length]),
+            "input_mask": tf.ensure_shape(tf.cast(input_mask, tf.int32), [None, length]),
+            "segment_ids": tf.ensure_shape(tf.cast(segment_ids, tf.int32), [None, length]),
+        }
+
+    def call(self, inputs: Any) -> Dict[str, tf.Tensor]:
+        """Tokenizes and packs; `inputs` is a `[batch]` string tensor or a pair `(a, b)` of them."""
+        if isinstance(inputs, (tuple, list)):
+            if len(inputs) != 2:
+                raise ValueError(f"a tuple input must be a pair (text_a, text_b), got {len(inputs)} items")
+            text_a, text_b = self._as_strings(inputs[0], "text_a"), self._as_strings(inputs[1], "text_b")
+            if text_a.shape.rank != text_b.shape.rank:
+                raise ValueError(f"text_a and text_b shapes differ: {text_a.shape} vs {text_b.shape}")
+        else:
+            text_a, text_b = self._as_strings(inputs), None
+        scalar = text_a.shape.rank == 0
+        if scalar:
+            text_a = tf.expand_dims(text_a, 0)
+            text_b = None if text_b is None else tf.expand_dims(text_b, 0)
+        ids_a = self.tokenize(text_a)
+        ids_b = None
+        if text_b is not None:
+            tf.debugging.assert_equal(
+                tf.shape(text_a), tf.shape(text_b), message="text_a and text_b must have the same batch size"
+            )
+            ids_b = self.tokenize(text_b)
+        outputs = self.pack(ids_a, ids_b)
+        if scalar:
+            outputs = {k: v[0] for k, v in outputs.items()}
+        return outputs
+
+    def compute_output_spec(self, inputs: Any) -> Dict[str, keras.KerasTensor]:
+        first = inputs[0] if isinstance(inputs, (tuple, list)) else inputs
+        shape = tuple(first.shape) + (self.sequence_length,)
+        return {k: keras.KerasTensor(shape, dtype="int32") for k in OUTPUT_KEYS}
+
+    def get_config(self) -> Dict[str, Any]:
+        config = super().get_config()
+        config.update(
+            {
+                # Keras configs are JSON: the model travels as base64 text.
+                "sentencepiece_model": (
+                    base64.b64encode(self._model_proto).decode("ascii") if self._model_proto else None
+                ),
+                "wordpiece_vocab": list(self._wordpiece_tokens) if self._wordpiece_tokens else None,
+                "sequence_length": self.sequence_length,
+                "lower_case": self.lower_case,
+                "keep_accents": self.keep_accents,
+                "normalize_quotes": self.normalize_quotes,
+                "max_input_chars_per_word": self.max_input_chars_per_word,
+            }
+        )
+        return config
