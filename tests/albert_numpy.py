@@ -103,7 +103,8 @@ def _attention(weights, prefix, x, bias, num_heads):
     probs /= probs.sum(axis=-1, keepdims=True)
     context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, hidden)
     out = _dense(weights, prefix + "/attention_1/output/dense", context)
-    return layer_norm(x + out, _weights(weights, prefix + "/LayerNorm/gamma"), _weights(weights, prefix + "/LayerNorm/beta"))
+    gamma, beta = _weights(weights, prefix + "/LayerNorm/gamma"), _weights(weights, prefix + "/LayerNorm/beta")
+    return layer_norm(x + out, gamma, beta)
 
 
 def _ffn(weights, prefix, x, act):
@@ -154,7 +155,8 @@ def albert_numpy_forward(
 
 def albert_numpy_mlm_logits(weights: Dict[str, np.ndarray], config, sequence_output) -> np.ndarray:
     """Masked-LM logits [..., V]: transform dense + activation, LayerNorm, tied word embeddings, bias."""
-    x = activation(config.hidden_act)(_dense(weights, "cls/predictions/transform/dense", np.asarray(sequence_output, np.float64)))
+    x = np.asarray(sequence_output, np.float64)
+    x = activation(config.hidden_act)(_dense(weights, "cls/predictions/transform/dense", x))
     x = layer_norm(
         x,
         _weights(weights, "cls/predictions/transform/LayerNorm/gamma"),
@@ -213,7 +215,8 @@ def original_weight_shapes(config) -> Dict[str, Tuple[int, ...]]:
 def random_original_weights(config, seed: int = 0) -> Dict[str, np.ndarray]:
     """Random float32 weights under the original names, for every part the config has.
 
-    Kernels and embeddings are N(0, 0.02^2) scaled up to keep activations away from zero, LayerNorm
+    Kernels have std max(0.02, 1/sqrt(fan_in)) and embedding tables std 0.5 (0.02, the pre-training
+    init, would make the attention nearly uniform at test widths, hiding errors in q/k); LayerNorm
     gammas are 1 + noise and every beta/bias is nonzero, so that dropping or misplacing any term of
     the equations changes the outputs well beyond float32 rounding.
     """
@@ -226,8 +229,6 @@ def random_original_weights(config, seed: int = 0) -> Dict[str, np.ndarray]:
         elif leaf in ("beta", "bias", "output_bias"):
             value = 0.05 * rng.standard_normal(shape)
         elif leaf == "kernel" or leaf == "output_weights":
-            # 0.02 is the pre-training init; at the tiny widths of tests, fan-in scaling keeps the
-            # attention from collapsing to uniform, so mistakes in q/k show.
             fan_in = shape[-1] if leaf == "output_weights" else shape[0]
             value = rng.standard_normal(shape) * max(0.02, 1.0 / math.sqrt(fan_in))
         else:  # embedding tables

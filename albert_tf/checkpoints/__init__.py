@@ -16,3 +16,17 @@ from albert_tf.checkpoints.tf_models import (
     save_to_official_encoder,
     to_official_encoder,
 )
+from albert_tf.checkpoints.original import (
+    CheckpointError,
+    LoadReport,
+    config_from_original_checkpoint,
+    load_original_checkpoint,
+    read_original_variables,
+    save_original_checkpoint,
+)
+from albert_tf.checkpoints.huggingface import (
+    config_from_huggingface,
+    export_huggingface_weights,
+    load_huggingface_weights,
+    save_huggingface_safetensors,
+)

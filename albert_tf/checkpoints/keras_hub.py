@@ -23,7 +23,7 @@ Its attention kernels are `EinsumDense` [H, N, D] (query/key/value, bias [N, D])
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 from keras import ops
@@ -69,7 +69,8 @@ def config_from_keras_hub(backbone) -> AlbertConfig:
 
     `num_groups` -> `num_hidden_groups`, `num_inner_repetitions` -> `inner_group_num`,
     `max_sequence_length` -> `max_position_embeddings`, `num_segments` -> `type_vocab_size`,
-    `dropout` -> both dropout rates; the activation is keras-hub's fixed tanh GELU ("gelu").
+    `dropout` -> both dropout rates; the activation is keras-hub's fixed tanh GELU ("gelu") and
+    `initializer_range` its fixed 0.02 (read from the embedding initializer).
     """
     stddev = getattr(backbone.token_embedding.embeddings_initializer, "stddev", 0.02)
     return AlbertConfig(
@@ -95,7 +96,8 @@ def check_keras_hub_compatible(config: AlbertConfig) -> None:
     """Raises `KerasHubConversionError` if keras-hub's `AlbertBackbone` cannot represent `config`."""
     if config.sharing != "all":
         raise KerasHubConversionError(
-            f"keras-hub's AlbertBackbone only shares whole blocks by group (sharing='all'); got sharing={config.sharing!r}"
+            "keras-hub's AlbertBackbone only shares whole blocks by group (sharing='all'); "
+            f"got sharing={config.sharing!r}"
         )
     if config.hidden_act not in _KERAS_HUB_ACTIVATIONS:
         raise KerasHubConversionError(
@@ -140,60 +142,73 @@ def _block_pairs(encoder: AlbertEncoder, backbone) -> Iterator[Tuple[str, object
             yield hub_layer.name, hub_layer, encoder.attention_blocks[a_name], encoder.ffn_blocks[f_name]
 
 
-def _correspondence(encoder: AlbertEncoder, backbone):
-    """Yields (ours_name, our_variable, hub_name, hub_variable, ours->hub fn, hub->ours fn) for every pair.
+class _Pair(NamedTuple):
+    """One of our variables and its keras-hub counterpart; `hub_shape` is set where they are reshaped."""
 
-    The functions reshape between our [H, H] / [H] attention weights and keras-hub's
-    [H, N, D] / [N, D] / [N, D, H] EinsumDense weights.
+    ours_name: str
+    ours: object
+    hub_name: str
+    hub: object
+    hub_shape: Optional[Tuple[int, ...]] = None
+
+    def to_hub(self, value: np.ndarray) -> np.ndarray:
+        return value if self.hub_shape is None else value.reshape(self.hub_shape)
+
+    def to_ours(self, value: np.ndarray) -> np.ndarray:
+        return value if self.hub_shape is None else value.reshape(tuple(self.ours.shape))
+
+
+def _correspondence(encoder: AlbertEncoder, backbone) -> List[_Pair]:
+    """Every (our variable, keras-hub variable) pair.
+
+    Our attention weights are [H, H] / [H] Dense weights; keras-hub's are `EinsumDense`
+    [H, N, D] / [N, D] (query, key, value) and [N, D, H] (output): the same numbers, reshaped.
     """
     H, N = encoder.hidden_size, encoder.num_heads
     D = H // N
-    same = (lambda x: x, lambda x: x)
-
-    def reshaper(ours_shape, hub_shape):
-        return (lambda x: x.reshape(hub_shape), lambda x: x.reshape(ours_shape))
-
     emb = encoder.embeddings
-    yield "embeddings/word_embeddings", emb.word_embeddings, "token_embedding/embeddings", backbone.token_embedding.embeddings, *same
-    yield "embeddings/token_type_embeddings", emb.token_type_embeddings, "segment_embedding/embeddings", backbone.segment_embedding.embeddings, *same
-    yield "embeddings/position_embeddings", emb.position_embeddings, "position_embedding/embeddings", backbone.position_embedding.position_embeddings, *same
-    yield "embeddings/LayerNorm/gamma", emb.layer_norm.gamma, "embeddings_layer_norm/gamma", backbone.embeddings_layer_norm.gamma, *same
-    yield "embeddings/LayerNorm/beta", emb.layer_norm.beta, "embeddings_layer_norm/beta", backbone.embeddings_layer_norm.beta, *same
+    pairs = [
+        _Pair("embeddings/word_embeddings", emb.word_embeddings, "token_embedding/embeddings",
+              backbone.token_embedding.embeddings),
+        _Pair("embeddings/token_type_embeddings", emb.token_type_embeddings, "segment_embedding/embeddings",
+              backbone.segment_embedding.embeddings),
+        _Pair("embeddings/position_embeddings", emb.position_embeddings, "position_embedding/embeddings",
+              backbone.position_embedding.position_embeddings),
+        _Pair("embeddings/LayerNorm/gamma", emb.layer_norm.gamma, "embeddings_layer_norm/gamma",
+              backbone.embeddings_layer_norm.gamma),
+        _Pair("embeddings/LayerNorm/beta", emb.layer_norm.beta, "embeddings_layer_norm/beta",
+              backbone.embeddings_layer_norm.beta),
+    ]  # fmt: skip
+
+    def dense(ours_name, ours_layer, hub_name, hub_layer, kernel_shape=None, bias_shape=None):
+        pairs.append(
+            _Pair(f"{ours_name}/kernel", ours_layer.kernel, f"{hub_name}/kernel", hub_layer.kernel, kernel_shape)
+        )
+        pairs.append(_Pair(f"{ours_name}/bias", ours_layer.bias, f"{hub_name}/bias", hub_layer.bias, bias_shape))
+
+    def norm(ours_name, ours_layer, hub_name, hub_layer):
+        pairs.append(_Pair(f"{ours_name}/gamma", ours_layer.gamma, f"{hub_name}/gamma", hub_layer.gamma))
+        pairs.append(_Pair(f"{ours_name}/beta", ours_layer.beta, f"{hub_name}/beta", hub_layer.beta))
+
     if encoder.embedding_hidden_mapping_in is not None:
-        proj = encoder.embedding_hidden_mapping_in
-        hub = backbone.embeddings_projection
-        yield "embedding_hidden_mapping_in/kernel", proj.kernel, "embedding_projection/kernel", hub.kernel, *same
-        yield "embedding_hidden_mapping_in/bias", proj.bias, "embedding_projection/bias", hub.bias, *same
+        dense("embedding_hidden_mapping_in", encoder.embedding_hidden_mapping_in,
+              "embedding_projection", backbone.embeddings_projection)  # fmt: skip
     for hub_name, hub_layer, attention, ffn in _block_pairs(encoder, backbone):
         mha = hub_layer._self_attention_layer
-        a, f = attention.name, ffn.name
-        hub_att = f"{hub_name}/self_attention_layer"
-        for ours_dense, hub_dense, label in (
-            (attention.query, mha._query_dense, "query"),
-            (attention.key, mha._key_dense, "key"),
-            (attention.value, mha._value_dense, "value"),
-        ):
-            yield f"{a}/{label}/kernel", ours_dense.kernel, f"{hub_att}/{label}/kernel", hub_dense.kernel, *reshaper((H, H), (H, N, D))
-            yield f"{a}/{label}/bias", ours_dense.bias, f"{hub_att}/{label}/bias", hub_dense.bias, *reshaper((H,), (N, D))
-        out = mha._output_dense
-        yield f"{a}/output_dense/kernel", attention.output_dense.kernel, f"{hub_att}/attention_output/kernel", out.kernel, *reshaper((H, H), (N, D, H))
-        yield f"{a}/output_dense/bias", attention.output_dense.bias, f"{hub_att}/attention_output/bias", out.bias, *same
-        ln = hub_layer._self_attention_layer_norm
-        yield f"{a}/LayerNorm/gamma", attention.layer_norm.gamma, f"{hub_name}/self_attention_layer_norm/gamma", ln.gamma, *same
-        yield f"{a}/LayerNorm/beta", attention.layer_norm.beta, f"{hub_name}/self_attention_layer_norm/beta", ln.beta, *same
-        inter, outd, ln = (
-            hub_layer._feedforward_intermediate_dense,
-            hub_layer._feedforward_output_dense,
-            hub_layer._feedforward_layer_norm,
-        )
-        yield f"{f}/intermediate/kernel", ffn.intermediate.kernel, f"{hub_name}/feedforward_intermediate_dense/kernel", inter.kernel, *same
-        yield f"{f}/intermediate/bias", ffn.intermediate.bias, f"{hub_name}/feedforward_intermediate_dense/bias", inter.bias, *same
-        yield f"{f}/output_dense/kernel", ffn.output_dense.kernel, f"{hub_name}/feedforward_output_dense/kernel", outd.kernel, *same
-        yield f"{f}/output_dense/bias", ffn.output_dense.bias, f"{hub_name}/feedforward_output_dense/bias", outd.bias, *same
-        yield f"{f}/LayerNorm_1/gamma", ffn.layer_norm.gamma, f"{hub_name}/feedforward_layer_norm/gamma", ln.gamma, *same
-        yield f"{f}/LayerNorm_1/beta", ffn.layer_norm.beta, f"{hub_name}/feedforward_layer_norm/beta", ln.beta, *same
-    yield "pooler/kernel", encoder.pooler.kernel, "pooled_dense/kernel", backbone.pooled_dense.kernel, *same
-    yield "pooler/bias", encoder.pooler.bias, "pooled_dense/bias", backbone.pooled_dense.bias, *same
+        a, f, h = attention.name, ffn.name, f"{hub_name}/self_attention_layer"
+        dense(f"{a}/query", attention.query, f"{h}/query", mha._query_dense, (H, N, D), (N, D))
+        dense(f"{a}/key", attention.key, f"{h}/key", mha._key_dense, (H, N, D), (N, D))
+        dense(f"{a}/value", attention.value, f"{h}/value", mha._value_dense, (H, N, D), (N, D))
+        dense(f"{a}/output_dense", attention.output_dense, f"{h}/attention_output", mha._output_dense, (N, D, H))
+        norm(f"{a}/LayerNorm", attention.layer_norm, f"{hub_name}/self_attention_layer_norm",
+             hub_layer._self_attention_layer_norm)  # fmt: skip
+        dense(f"{f}/intermediate", ffn.intermediate, f"{hub_name}/feedforward_intermediate_dense",
+              hub_layer._feedforward_intermediate_dense)  # fmt: skip
+        dense(f"{f}/output_dense", ffn.output_dense, f"{hub_name}/feedforward_output_dense",
+              hub_layer._feedforward_output_dense)  # fmt: skip
+        norm(f"{f}/LayerNorm_1", ffn.layer_norm, f"{hub_name}/feedforward_layer_norm", hub_layer._feedforward_layer_norm)
+    dense("pooler", encoder.pooler, "pooled_dense", backbone.pooled_dense)
+    return pairs
 
 
 def _convert(value: np.ndarray, fn, target_shape, source: str, target: str) -> np.ndarray:
@@ -223,9 +238,10 @@ def load_keras_hub_backbone(encoder: AlbertEncoder, backbone) -> None:
     if encoder.embedding_hidden_mapping_in is None:
         _check_identity_projection(backbone)
     pending = []
-    for ours_name, ours_var, hub_name, hub_var, _, to_ours in _correspondence(encoder, backbone):
-        source, target = f"keras-hub {hub_name}", f"encoder {ours_name}"
-        pending.append((ours_var, _convert(_numpy(hub_var), to_ours, ours_var.shape, source, target), source, target))
+    for pair in _correspondence(encoder, backbone):
+        source, target = f"keras-hub {pair.hub_name}", f"encoder {pair.ours_name}"
+        value = _convert(_numpy(pair.hub), pair.to_ours, pair.ours.shape, source, target)
+        pending.append((pair.ours, value, source, target))
     # Assign only after every pair checked out, so a failed load leaves the encoder untouched.
     for var, value, source, target in pending:
         _assign(var, value, source, target)
@@ -276,9 +292,10 @@ def save_to_keras_hub_backbone(encoder: AlbertEncoder, backbone) -> None:
     check_keras_hub_compatible(encoder.to_albert_config())
     _check_structure(encoder, backbone)
     pending = []
-    for ours_name, ours_var, hub_name, hub_var, to_hub, _ in _correspondence(encoder, backbone):
-        source, target = f"encoder {ours_name}", f"keras-hub {hub_name}"
-        pending.append((hub_var, _convert(_numpy(ours_var), to_hub, hub_var.shape, source, target), source, target))
+    for pair in _correspondence(encoder, backbone):
+        source, target = f"encoder {pair.ours_name}", f"keras-hub {pair.hub_name}"
+        value = _convert(_numpy(pair.ours), pair.to_hub, pair.hub.shape, source, target)
+        pending.append((pair.hub, value, source, target))
     if encoder.embedding_hidden_mapping_in is None:
         proj = backbone.embeddings_projection
         if tuple(proj.kernel.shape) != (encoder.hidden_size, encoder.hidden_size):

@@ -134,12 +134,13 @@ def _pairs(encoder: AlbertEncoder):
     (attention,) = encoder.attention_blocks.values()
     (ffn,) = encoder.ffn_blocks.values()
     a, f = attention.name, ffn.name
+    att = "transformer/self_attention"
     for label, dense in (("query", attention.query), ("key", attention.key), ("value", attention.value)):
-        yield f"transformer/self_attention/{label}/kernel", f"{a}/{label}/kernel", dense.kernel, *reshaper((H, H), (H, N, D))
-        yield f"transformer/self_attention/{label}/bias", f"{a}/{label}/bias", dense.bias, *reshaper((H,), (N, D))
+        yield f"{att}/{label}/kernel", f"{a}/{label}/kernel", dense.kernel, *reshaper((H, H), (H, N, D))
+        yield f"{att}/{label}/bias", f"{a}/{label}/bias", dense.bias, *reshaper((H,), (N, D))
     out = attention.output_dense
-    yield "transformer/self_attention/attention_output/kernel", f"{a}/output_dense/kernel", out.kernel, *reshaper((H, H), (N, D, H))
-    yield "transformer/self_attention/attention_output/bias", f"{a}/output_dense/bias", out.bias, *same
+    yield f"{att}/attention_output/kernel", f"{a}/output_dense/kernel", out.kernel, *reshaper((H, H), (N, D, H))
+    yield f"{att}/attention_output/bias", f"{a}/output_dense/bias", out.bias, *same
     yield "transformer/self_attention_layer_norm/gamma", f"{a}/LayerNorm/gamma", attention.layer_norm.gamma, *same
     yield "transformer/self_attention_layer_norm/beta", f"{a}/LayerNorm/beta", attention.layer_norm.beta, *same
     yield "transformer/intermediate/kernel", f"{f}/intermediate/kernel", ffn.intermediate.kernel, *same
@@ -216,11 +217,12 @@ def _check_heads(encoder: AlbertEncoder, theirs: Dict[str, object]) -> None:
 
 
 def _check_projection(encoder: AlbertEncoder, theirs: Dict[str, object]) -> None:
-    has = "embedding_projection/kernel" in theirs
-    if has != (encoder.embedding_hidden_mapping_in is not None):
+    theirs_has = "embedding_projection/kernel" in theirs
+    ours_has = encoder.embedding_hidden_mapping_in is not None
+    if theirs_has != ours_has:
         raise TfModelsConversionError(
-            f"embedding projection: the encoder {'has' if encoder.embedding_hidden_mapping_in is not None else 'has no'} "
-            f"embedding_hidden_mapping_in but the Model Garden encoder {'has' if has else 'has no'} embedding_projection"
+            f"embedding projection: the encoder {'has' if ours_has else 'has no'} embedding_hidden_mapping_in "
+            f"but the Model Garden encoder {'has' if theirs_has else 'has no'} embedding_projection"
         )
 
 

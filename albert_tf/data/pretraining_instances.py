@@ -427,29 +427,20 @@ def _visit_order(num_words: int, first: int, rng: random.Random) -> Iterator[int
         yield from rest
 
 
-def create_masked_lm_predictions(
-    input_ids: List[int], config: InstanceConfig, vocab: VocabInfo, rng: random.Random
-) -> Tuple[List[int], List[int], List[int], List[int]]:
-    """N-gram whole-word masking, as the original ``create_masked_lm_predictions``.
+def word_candidates(input_ids: Sequence[int], vocab: VocabInfo, whole_word: bool = True):
+    """Whole-word candidates and the ``token_boundary`` flags, as the original builds them.
 
-    Word candidates are the non-special pieces grouped with the continuation pieces that follow
-    them (a continuation piece right after ``[SEP]`` joins the word before it, as in the original).
-
-    Args:
-        input_ids: ``[CLS] A [SEP] B [SEP]`` ids.
-        config: masking probability, budget cap and n-gram settings.
-        vocab: special ids, word-start table and vocabulary size.
-        rng: the finishing stream of this instance.
+    Every non-special piece belongs to one candidate: a word-start piece opens one, a continuation
+    piece joins the one before it (so right after ``[SEP]`` it joins the last word of A, as in the
+    original); without `whole_word` every piece is its own candidate.
 
     Returns:
-        ``(output_ids, masked_lm_positions, masked_lm_ids, token_boundary)``: the masked ids, the
-        ascending masked positions, the original ids there, and the word-boundary flags.
+        ``(candidates, token_boundary)``: lists of piece positions per word, and 1 at ``[CLS]``,
+        ``[SEP]`` and word-start pieces, 0 elsewhere.
     """
     cls_id, sep_id = vocab.cls_id, vocab.sep_id
     table = vocab.start_table
-    whole_word = config.do_whole_word_mask
-    num_tokens = len(input_ids)
-    token_boundary = [0] * num_tokens
+    token_boundary = [0] * len(input_ids)
     candidates: List[List[int]] = []
     for i, token in enumerate(input_ids):
         if token == cls_id or token == sep_id:
@@ -462,21 +453,32 @@ def create_masked_lm_predictions(
             candidates[-1].append(i)
         else:
             candidates.append([i])
+    return candidates, token_boundary
 
-    output_ids = list(input_ids)
-    if config.masked_lm_prob == 0 or not candidates:
-        return output_ids, [], [], token_boundary
 
-    budget = config.num_to_predict(num_tokens)
-    num_words = len(candidates)
-    # pieces_before[w]: pieces in the words before word w.
+def select_ngram_spans(
+    word_sizes: Sequence[int], budget: int, config: InstanceConfig, rng: random.Random
+) -> List[Tuple[int, int]]:
+    """Chooses the n-grams to mask: the original's walk over randomly ordered word candidates.
+
+    Each visited word draws n with `config.ngram_probabilities()`; the n-gram (clipped at the last
+    word) shrinks one word at a time until its pieces fit the remaining budget, and is skipped if
+    even one word does not fit or if it overlaps an n-gram already chosen. The walk stops when the
+    budget is reached.
+
+    Args:
+        word_sizes: pieces per word candidate, in order.
+        budget: the most pieces to mask.
+        config: n-gram settings.
+        rng: the instance's finishing stream.
+
+    Returns:
+        The chosen ``(first_word, num_words)`` spans, in the order chosen.
+    """
+    num_words = len(word_sizes)
     pieces_before = [0] * (num_words + 1)
-    total = 0
-    for w, pieces in enumerate(candidates):
-        pieces_before[w] = total
-        total += len(pieces)
-    pieces_before[num_words] = total
-
+    for w, size in enumerate(word_sizes):
+        pieces_before[w + 1] = pieces_before[w] + size
     cumulative = []
     acc = 0.0
     for p in config.ngram_probabilities():
@@ -485,9 +487,8 @@ def create_masked_lm_predictions(
     max_n = config.ngram
 
     covered = bytearray(num_words)
-    masked_positions: List[int] = []
+    spans: List[Tuple[int, int]] = []
     count = 0
-    mask_id, vocab_size = vocab.mask_id, vocab.vocab_size
     for w in _visit_order(num_words, 2 * budget + 8, rng):
         if count >= budget:
             break
@@ -495,17 +496,43 @@ def create_masked_lm_predictions(
         n = 1
         while n < max_n and u >= cumulative[n - 1]:
             n += 1
-        # cand_indexes[w:w + n], shrunk one word at a time until it fits the budget.
         m = min(n, num_words - w)
         room = budget - count
         while m > 0 and pieces_before[w + m] - pieces_before[w] > room:
             m -= 1
-        if m == 0:
+        if m == 0 or any(covered[w : w + m]):
             continue
-        if any(covered[w : w + m]):
-            continue
-        for x in range(w, w + m):
-            covered[x] = 1
+        covered[w : w + m] = b"\x01" * m
+        spans.append((w, m))
+        count += pieces_before[w + m] - pieces_before[w]
+    return spans
+
+
+def create_masked_lm_predictions(
+    input_ids: List[int], config: InstanceConfig, vocab: VocabInfo, rng: random.Random
+) -> Tuple[List[int], List[int], List[int], List[int]]:
+    """N-gram whole-word masking, as the original ``create_masked_lm_predictions``.
+
+    Args:
+        input_ids: ``[CLS] A [SEP] B [SEP]`` ids.
+        config: masking probability, budget cap and n-gram settings.
+        vocab: special ids, word-start table and vocabulary size.
+        rng: the finishing stream of this instance.
+
+    Returns:
+        ``(output_ids, masked_lm_positions, masked_lm_ids, token_boundary)``: the masked ids, the
+        ascending masked positions, the original ids there, and the word-boundary flags.
+    """
+    candidates, token_boundary = word_candidates(input_ids, vocab, config.do_whole_word_mask)
+    output_ids = list(input_ids)
+    if config.masked_lm_prob == 0 or not candidates:
+        return output_ids, [], [], token_boundary
+    budget = config.num_to_predict(len(input_ids))
+    spans = select_ngram_spans([len(c) for c in candidates], budget, config, rng)
+    mask_id, vocab_size = vocab.mask_id, vocab.vocab_size
+    masked_positions: List[int] = []
+    for first, num_words in spans:
+        for x in range(first, first + num_words):
             for index in candidates[x]:
                 if rng.random() < 0.8:
                     output_ids[index] = mask_id
@@ -514,8 +541,6 @@ def create_masked_lm_predictions(
                 else:
                     output_ids[index] = rng.randrange(vocab_size)
                 masked_positions.append(index)
-        count += pieces_before[w + m] - pieces_before[w]
-
     masked_positions.sort()
     masked_ids = [input_ids[p] for p in masked_positions]
     return output_ids, masked_positions, masked_ids, token_boundary

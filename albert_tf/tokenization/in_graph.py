@@ -221,7 +221,16 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         self._model_proto = proto
         self._special_ids = ids
         self._vocab_size = processor.GetPieceSize()
-        self._sentencepiece = tf_text.SentencepieceTokenizer(model=proto, out_type=tf.string)
+        self._comma_id = processor.PieceToId(",")
+        # The fast kernel breaks ties between equally scored segmentations as the `sentencepiece`
+        # package does; `tf_text.SentencepieceTokenizer` does not (e.g. ",000" ",000,000" swapped).
+        self._sentencepiece = tf_text.FastSentencepieceTokenizer(proto)
+        pieces = [processor.IdToPiece(i) for i in range(self._vocab_size)]
+        self._pieces = tf.constant(pieces, tf.string)
+        self._piece_ids = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(self._pieces, tf.range(self._vocab_size, dtype=tf.int32)),
+            default_value=ids["unk_id"],
+        )
 
     def _init_wordpiece(self, tokens: Tuple[str, ...]) -> None:
         if not tokens or not all(isinstance(t, str) and t and not any(c.isspace() for c in t) for t in tokens):
@@ -335,9 +344,10 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         return self._wordpiece_ids(normalized)
 
     def _sentencepiece_preprocess(self, texts: tf.Tensor) -> tf.Tensor:
-        if True:  # remove_space is always on in ALBERT
-            texts = tf.strings.regex_replace(texts, _unicode.re2_class("isspace") + "+", " ")
-            texts = tf.strings.regex_replace(texts, "^ | $", "")
+        # `" ".join(text.strip().split())`: runs of `str.isspace` characters become one space,
+        # and the (at most one) leading and trailing space goes.
+        texts = tf.strings.regex_replace(texts, _unicode.re2_class("isspace") + "+", " ")
+        texts = tf.strings.regex_replace(texts, "^ | $", "")
         if self.normalize_quotes:
             texts = tf.strings.regex_replace(texts, "``", '"')
             texts = tf.strings.regex_replace(texts, "''", '"')
@@ -349,26 +359,27 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         return texts
 
     def _sentencepiece_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        pieces = self._sentencepiece.tokenize(texts).with_row_splits_dtype(tf.int64)
-        pieces = self._split_digit_comma(pieces)
-        return self._sentencepiece.string_to_id(pieces)
+        ids = self._sentencepiece.tokenize(texts).with_row_splits_dtype(tf.int64)
+        return self._split_digit_comma(ids)
 
-    def _split_digit_comma(self, pieces: tf.RaggedTensor) -> tf.RaggedTensor:
+    def _split_digit_comma(self, ids: tf.RaggedTensor) -> tf.RaggedTensor:
         """The original `encode_pieces` rule (see `text.split_digit_comma_pieces`), vectorized.
 
         All matching pieces of the batch are re-encoded in one kernel call, fixed up, and
         spliced back in place of the pieces they replace with one ragged gather.
         """
-        flat = pieces.flat_values
-        num_pieces = tf.size(flat, out_type=tf.int64)
-        match = tf.strings.regex_full_match(flat, "(?s).*" + _unicode.re2_class("isdigit") + ",")
-        matched = tf.boolean_mask(flat, match)
+        flat_ids = ids.flat_values
+        num_pieces = tf.size(flat_ids, out_type=tf.int64)
+        pieces = tf.gather(self._pieces, flat_ids)
+        match = tf.strings.regex_full_match(pieces, "(?s).*" + _unicode.re2_class("isdigit") + ",")
+        matched = tf.boolean_mask(pieces, match)
         # Everything before the final comma, without "▁".
         body_length = tf.strings.length(matched) - 1
         body = tf.strings.substr(matched, tf.zeros_like(body_length), body_length)
         body = tf.strings.regex_replace(body, SPIECE_UNDERLINE, "")
         sub = self._sentencepiece.tokenize(body).with_row_splits_dtype(tf.int64)
-        first = sub[:, :1].to_tensor(default_value="", shape=[None, 1])[:, 0]
+        sub_pieces = sub.with_flat_values(tf.gather(self._pieces, sub.flat_values))
+        first = sub_pieces[:, :1].to_tensor(default_value="", shape=[None, 1])[:, 0]
         # A piece inside a word (no leading "▁") must not gain the word start that re-encoding
         # adds: drop a lone "▁" piece, or the "▁" of the first piece.
         fix = tf.logical_and(
@@ -381,23 +392,26 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         stripped_first = tf.strings.substr(
             first, tf.where(strip, 3, 0), tf.where(strip, first_length - 3, first_length)
         )
+        # A stripped piece may be out of the vocabulary: `<unk>`, as `PieceToId` gives.
+        stripped_id = tf.cast(self._piece_ids.lookup(stripped_first), sub.dtype)
         rows = sub.value_rowids()
         is_first = tf.equal(tf.ragged.range(sub.row_lengths()).flat_values, 0)
         new_values = tf.where(
-            tf.logical_and(is_first, tf.gather(strip, rows)), tf.gather(stripped_first, rows), sub.flat_values
+            tf.logical_and(is_first, tf.gather(strip, rows)), tf.gather(stripped_id, rows), sub.flat_values
         )
         keep = tf.logical_not(tf.logical_and(is_first, tf.gather(drop, rows)))
         sub = tf.ragged.boolean_mask(sub.with_flat_values(new_values), sub.with_flat_values(keep))
         commas = tf.RaggedTensor.from_tensor(
-            tf.fill(tf.stack([tf.size(matched), 1]), ","), row_splits_dtype=tf.int64
+            tf.fill(tf.stack([tf.size(matched), 1]), tf.constant(self._comma_id, sub.dtype)),
+            row_splits_dtype=tf.int64,
         )
         replacements = tf.concat([sub, commas], axis=1)
-        singles = tf.RaggedTensor.from_row_lengths(flat, tf.ones([num_pieces], tf.int64))
+        singles = tf.RaggedTensor.from_row_lengths(flat_ids, tf.ones([num_pieces], tf.int64))
         candidates = tf.concat([singles, replacements], axis=0)
         replacement_index = tf.cumsum(tf.cast(match, tf.int64)) - 1
         selector = tf.where(match, num_pieces + replacement_index, tf.range(num_pieces, dtype=tf.int64))
         per_piece = tf.gather(candidates, selector)
-        return tf.RaggedTensor.from_row_splits(per_piece, pieces.row_splits).merge_dims(1, 2)
+        return tf.RaggedTensor.from_row_splits(per_piece, ids.row_splits).merge_dims(1, 2)
 
     def _wordpiece_preprocess(self, texts: tf.Tensor) -> tf.Tensor:
         texts = tf.strings.regex_replace(texts, _unicode.re2_class("bert_removed"), "")

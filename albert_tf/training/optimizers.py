@@ -24,10 +24,14 @@ What the Keras base class provides and how it is used here:
   optimizers clip the aggregated gradients under `tf.distribute`, so a multi-replica step equals
   a single-device step on the whole batch.
 * Gradient accumulation: `gradient_accumulation_steps=N` applies one update every N calls with the
-  mean of the N gradients (clipped after averaging), exactly one step on the mean gradient. The
-  learning-rate schedule is evaluated at the number of *updates* done (`optimizer.iterations`),
-  not at the number of micro-batches, so `num_train_steps`/`num_warmup_steps` keep counting
-  optimizer updates as in the original.
+  mean of the N gradients (clipped after averaging), exactly one step on the mean gradient, so N
+  micro-batches of B examples train like batches of N*B. The learning-rate schedule is evaluated
+  at the number of *updates* done (`optimizer.iterations`), not at the number of micro-batches as
+  stock Keras does, so `num_train_steps`/`num_warmup_steps` keep counting optimizer updates as in
+  the original. Stock Keras 3 cannot accumulate under tf.distribute (its update sits in a `cond`
+  that would synchronise replicas); here the gradients are summed across replicas at every
+  micro-batch and only the per-device writes are conditional, so it works under
+  MirroredStrategy too, at the price of one all-reduce per micro-batch.
 * Sparse (`tf.IndexedSlices`) gradients, e.g. of embedding lookups, are densified: the original
   updates the whole table every step too (its moments decay everywhere and the trust ratio needs
   the full update's norm).
@@ -87,13 +91,14 @@ def _matches_any(name: str, patterns: tuple[str, ...] | None) -> bool:
     return bool(patterns) and any(re.search(pattern, name) is not None for pattern in patterns)
 
 
-def _check_rate(name: str, value, low: float, high: float | None, high_inclusive: bool = False) -> float:
+def _check_rate(name: str, value, low: float, high: float | None) -> float:
+    """`value` as a float in `[low, high)` (`[low, inf)` without `high`)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"`{name}` must be a real number, got {value!r} ({type(value).__name__}).")
     value = float(value)
-    if value < low or (high is not None and (value > high if high_inclusive else value >= high)):
-        upper = "" if high is None else (f", <= {high}" if high_inclusive else f", < {high}")
-        raise ValueError(f"`{name}` must be >= {low}{upper}; got {value}.")
+    if not value >= low or (high is not None and not value < high):
+        bounds = f">= {low}" if high is None else f"in [{low}, {high})"
+        raise ValueError(f"`{name}` must be {bounds}; got {value}.")
     return value
 
 
@@ -133,9 +138,40 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         self.beta_1 = _check_rate("beta_1", beta_1, 0.0, 1.0)
         self.beta_2 = _check_rate("beta_2", beta_2, 0.0, 1.0)
         self.epsilon = _check_rate("epsilon", epsilon, 0.0, None)
-        self.exclude_from_weight_decay = _check_patterns("exclude_from_weight_decay", exclude_from_weight_decay)
+        # Not named `exclude_from_weight_decay`: that is a method of the Keras base class.
+        self.weight_decay_exclusions = _check_patterns("exclude_from_weight_decay", exclude_from_weight_decay)
+        self._excluded_variable_keys = frozenset()
 
-    def _uses_layer_adaptation(self, name: str) -> bool:
+    def exclude_from_weight_decay(self, var_list=None, var_names=None):
+        """Excludes more variables from weight decay (the Keras `Optimizer` API).
+
+        Must be called before the optimizer is built. `var_names` are added to the name patterns
+        (and so are saved by `get_config`); `var_list` variables are excluded by identity. For
+        `LAMBOptimizer` without an explicit `exclude_from_layer_adaptation`, both also exclude
+        from layer adaptation, as the constructor's list does.
+
+        Args:
+            var_list: Variables to exclude.
+            var_names: Regular expressions searched in the variables' paths.
+
+        Raises:
+            ValueError: If the optimizer is already built or a pattern is invalid.
+        """
+        if self.built:
+            raise ValueError("`exclude_from_weight_decay()` must be called before the optimizer is built.")
+        added = _check_patterns("var_names", list(var_names or ()))
+        if added:
+            self.weight_decay_exclusions = (self.weight_decay_exclusions or ()) + added
+        self._excluded_variable_keys = self._excluded_variable_keys | {
+            self._var_key(variable) for variable in (var_list or ())
+        }
+
+    def _excluded_from_weight_decay(self, variable, name: str) -> bool:
+        return self._var_key(variable) in self._excluded_variable_keys or _matches_any(
+            name, self.weight_decay_exclusions
+        )
+
+    def _uses_layer_adaptation(self, variable, name: str) -> bool:
         return False
 
     def build(self, var_list):
@@ -147,18 +183,27 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         # raw `tf.Variable` (or a replica's component of it), whose name lacks the layer path.
         names = [_variable_name(variable) for variable in var_list]
         self._decay_flags = tuple(
-            bool(self.weight_decay_rate) and not _matches_any(name, self.exclude_from_weight_decay)
-            for name in names
+            bool(self.weight_decay_rate) and not self._excluded_from_weight_decay(variable, name)
+            for variable, name in zip(var_list, names)
         )
-        self._adaptation_flags = tuple(self._uses_layer_adaptation(name) for name in names)
+        self._adaptation_flags = tuple(
+            self._uses_layer_adaptation(variable, name) for variable, name in zip(var_list, names)
+        )
+
+    def _built_index(self, variable) -> int:
+        if not self.built:
+            raise ValueError(f"{self.name} is not built yet: call `build(variables)` or train first.")
+        return self._get_variable_index(variable)
 
     def uses_weight_decay(self, variable) -> bool:
         """Whether `variable` (one the optimizer was built with) gets weight decay."""
-        return self._decay_flags[self._get_variable_index(variable)]
+        index = self._built_index(variable)
+        return self._decay_flags[index]
 
     def uses_layer_adaptation(self, variable) -> bool:
         """Whether `variable` (one the optimizer was built with) gets LAMB's trust ratio."""
-        return self._adaptation_flags[self._get_variable_index(variable)]
+        index = self._built_index(variable)
+        return self._adaptation_flags[index]
 
     def apply(self, grads, trainable_variables=None):
         grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
@@ -189,7 +234,8 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         # The base class branches with a `cond` between "accumulate" and "update", both of which
         # synchronise replicas, which tf.distribute forbids inside control flow. Here the
         # cross-replica sum and the clipping run unconditionally and only the per-device writes
-        # are conditional, so accumulation also works under MirroredStrategy.
+        # are conditional. Accumulating the already-summed gradients keeps the accumulators of
+        # all replicas identical.
         steps = self.gradient_accumulation_steps
         is_update_step = ops.equal(ops.mod(self._iterations + 1, steps), 0)
         accumulators = [
@@ -282,7 +328,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
                 "beta_2": self.beta_2,
                 "epsilon": self.epsilon,
                 "exclude_from_weight_decay": (
-                    None if self.exclude_from_weight_decay is None else list(self.exclude_from_weight_decay)
+                    None if self.weight_decay_exclusions is None else list(self.weight_decay_exclusions)
                 ),
             }
         )
@@ -317,7 +363,8 @@ class LAMBOptimizer(_AlbertAdamBase):
             `ALBERT_EXCLUDE_FROM_WEIGHT_DECAY` (`LayerNorm`, `layer_norm`, `bias`). `[]` or
             `None` excludes nothing.
         exclude_from_layer_adaptation: Name patterns updated without the trust ratio; `None` (the
-            default) means the same as `exclude_from_weight_decay`, as in the original.
+            default) means the same as `exclude_from_weight_decay`, as in the original; `[]`
+            adapts every variable.
         global_clipnorm: Clip the aggregated gradients to this global norm (the original's
             `tf.clip_by_global_norm(grads, 1.0)`); `None` disables clipping.
         name: Optimizer name (prefix of its variables).
@@ -354,15 +401,15 @@ class LAMBOptimizer(_AlbertAdamBase):
             name=name,
             **kwargs,
         )
-        self.exclude_from_layer_adaptation = _check_patterns(
+        self.layer_adaptation_exclusions = _check_patterns(
             "exclude_from_layer_adaptation", exclude_from_layer_adaptation
         )
 
-    def _uses_layer_adaptation(self, name: str) -> bool:
-        patterns = self.exclude_from_layer_adaptation
-        if patterns is None:
-            patterns = self.exclude_from_weight_decay
-        return not _matches_any(name, patterns)
+    def _uses_layer_adaptation(self, variable, name: str) -> bool:
+        if self.layer_adaptation_exclusions is None:
+            # As the original: the weight-decay exclusions, whatever the decay rate.
+            return not self._excluded_from_weight_decay(variable, name)
+        return not _matches_any(name, self.layer_adaptation_exclusions)
 
     def update_step(self, gradient, variable, learning_rate):
         """Applies one LAMB update to `variable`."""
@@ -383,7 +430,7 @@ class LAMBOptimizer(_AlbertAdamBase):
     def get_config(self):
         config = super().get_config()
         config["exclude_from_layer_adaptation"] = (
-            None if self.exclude_from_layer_adaptation is None else list(self.exclude_from_layer_adaptation)
+            None if self.layer_adaptation_exclusions is None else list(self.layer_adaptation_exclusions)
         )
         return config
 
@@ -495,9 +542,9 @@ def create_optimizer(
     Raises:
         ValueError: For an unknown `name` or invalid hyperparameters.
     """
-    key = name.lower() if isinstance(name, str) else name
-    if key not in _OPTIMIZERS:
+    if not isinstance(name, str) or name.lower() not in _OPTIMIZERS:
         raise ValueError(f"Unsupported optimizer {name!r}; expected one of {sorted(_OPTIMIZERS)}.")
+    key = name.lower()
     if clipnorm is not None:
         clipnorm = _check_rate("clipnorm", clipnorm, 0.0, None) or None
     schedule = WarmupPolynomialDecay(

@@ -1,0 +1,283 @@
+"""Tests for albert_tf.data.pretraining_instances: SOP pairing, truncation and n-gram masking statistics."""
+
+import collections
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from albert_tf.data import pretraining_instances as P
+from albert_tf.data.documents import read_documents
+
+SOTU = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "en" / "sotu"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A tiny SentencePiece model trained on a sotu slice, and that slice tokenized."""
+    files = sorted(SOTU.glob("199*.txt"))[:4]
+    if not files:
+        pytest.skip(f"shared data not found at {SOTU}")
+    import sentencepiece as spm
+    from official.nlp.tools.tokenization import FullSentencePieceTokenizer
+
+    documents = [d for f in files for d in read_documents(str(f), "paragraphs")]
+    prefix = tmp_path_factory.mktemp("spm") / "sp"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([s for d in documents for s in d.sentences]),
+        model_prefix=str(prefix),
+        vocab_size=2000,
+        model_type="unigram",
+        pad_id=0,
+        unk_id=1,
+        bos_id=-1,
+        eos_id=-1,
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        minloglevel=2,
+        num_threads=1,
+    )
+    tokenizer = FullSentencePieceTokenizer(f"{prefix}.model")
+    tokenized = [P.DocumentTokenizer(tokenizer)(d) for d in documents]
+    return tokenizer, tokenized, P.VocabInfo.from_tokenizer(tokenizer)
+
+
+CONFIG = P.InstanceConfig(max_seq_length=128, max_predictions_per_seq=20)
+
+
+@pytest.fixture(scope="module")
+def instances(corpus):
+    _, docs, vocab = corpus
+    return list(P.create_training_instances(docs, CONFIG, vocab, seed=7, dupe_factor=4))
+
+
+@pytest.fixture(scope="module")
+def unmasked(corpus):
+    _, docs, vocab = corpus
+    config = P.InstanceConfig(max_seq_length=128, max_predictions_per_seq=20, masked_lm_prob=0.0)
+    return list(P.create_training_instances(docs, config, vocab, seed=7, dupe_factor=4))
+
+
+def test_start_piece_rules():
+    sp = P.is_start_piece_sentencepiece
+    assert sp("\u2581the") and sp(",") and sp("'s") and sp("9") and sp("<unk>") and sp("\u00e9t\u00e9")
+    assert not sp("ing") and not sp("ed") and not sp("a.b")
+    assert P.is_start_piece_wordpiece("play") and not P.is_start_piece_wordpiece("##ing")
+
+
+def test_vocab_info(corpus):
+    tokenizer, _, vocab = corpus
+    assert (vocab.vocab_size, vocab.cls_id, vocab.sep_id, vocab.mask_id) == (2000, 2, 3, 4)
+    pieces = tokenizer.convert_ids_to_tokens(range(2000))
+    assert [vocab.start_table[i] for i in range(2000)] == [int(P.is_start_piece_sentencepiece(p)) for p in pieces]
+    with pytest.raises(ValueError, match=r"no \[MASK\]"):
+        P.VocabInfo.from_pieces(["[CLS]", "[SEP]", "a"])
+    wordpiece = P.VocabInfo.from_pieces(["[PAD]", "[CLS]", "[SEP]", "[MASK]", "play", "##ing"])
+    assert wordpiece.start_table == bytes([1, 1, 1, 1, 1, 0])
+
+
+def test_document_tokenizer_matches_the_tokenizer(corpus):
+    tokenizer, docs, _ = corpus
+    document = next(read_documents(str(sorted(SOTU.glob("199*.txt"))[0]), "paragraphs"))
+    first = docs[0]
+    assert len(first) == len(document.sentences)
+    for i in (0, 5, len(first) - 1):
+        expected = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(document.sentences[i]))
+        assert first.span(i, i + 1) == expected
+    empty = P.TokenizedDocument.from_sentences([[5, 6], [], [7]])
+    assert len(empty) == 2 and empty.span(0, 2) == [5, 6, 7]
+
+
+def test_instance_structure(instances, corpus):
+    _, _, vocab = corpus
+    assert len(instances) > 500
+    for inst in instances:
+        # Random replacements may be any id, [SEP] included (as the original); check the originals.
+        ids = list(inst.input_ids)
+        for p, original in zip(inst.masked_lm_positions, inst.masked_lm_ids):
+            ids[p] = original
+        seg = inst.segment_ids
+        assert 5 <= len(ids) <= 128 and len(seg) == len(ids) == len(inst.token_boundary)
+        assert ids[0] == vocab.cls_id and ids[-1] == vocab.sep_id
+        seps = [i for i, t in enumerate(ids) if t == vocab.sep_id]
+        assert len(seps) == 2
+        assert seg == [0] * (seps[0] + 1) + [1] * (len(ids) - seps[0] - 1)
+        assert seps[0] >= 2 and seps[1] - seps[0] >= 2  # both segments non-empty
+        positions = inst.masked_lm_positions
+        assert positions == sorted(set(positions))
+        assert all(ids[p] != vocab.cls_id and ids[p] != vocab.sep_id for p in positions)
+        assert inst.token_boundary[0] == 1 and inst.token_boundary[seps[0]] == 1
+
+
+def test_masked_ids_are_the_original_tokens(instances, unmasked, corpus):
+    # Truncation draws come before the masking draws, so the same seed gives the same pairs.
+    _, _, vocab = corpus
+    assert len(instances) == len(unmasked)
+    for masked, plain in zip(instances, unmasked):
+        assert plain.masked_lm_positions == [] and masked.segment_ids == plain.segment_ids
+        assert [plain.input_ids[p] for p in masked.masked_lm_positions] == masked.masked_lm_ids
+        restored = list(masked.input_ids)
+        for p, original in zip(masked.masked_lm_positions, masked.masked_lm_ids):
+            restored[p] = original
+        assert restored == plain.input_ids
+        expected_boundary = [
+            1 if t in (vocab.cls_id, vocab.sep_id) else vocab.start_table[t] for t in plain.input_ids
+        ]
+        assert masked.token_boundary == expected_boundary
+
+
+def test_masking_rate_and_budget(instances):
+    at_budget = 0
+    for inst in instances:
+        budget = CONFIG.num_to_predict(len(inst.input_ids))
+        assert budget == min(20, max(1, int(round(len(inst.input_ids) * 0.15))))
+        assert len(inst.masked_lm_positions) <= budget
+        at_budget += len(inst.masked_lm_positions) == budget
+    assert at_budget / len(instances) > 0.97
+    rate = sum(len(i.masked_lm_positions) for i in instances) / sum(len(i.input_ids) for i in instances)
+    assert 0.14 < rate < 0.155, rate
+
+
+def test_replacement_rates(instances, corpus):
+    _, _, vocab = corpus
+    counts = collections.Counter()
+    for inst in instances:
+        for p, original in zip(inst.masked_lm_positions, inst.masked_lm_ids):
+            token = inst.input_ids[p]
+            counts["mask" if token == vocab.mask_id else "kept" if token == original else "random"] += 1
+    total = sum(counts.values())
+    assert total > 10000
+    # A random replacement equals the original 1 time in 2000: negligible against the tolerance.
+    assert abs(counts["mask"] / total - 0.8) < 0.015
+    assert abs(counts["kept"] / total - 0.1) < 0.012
+    assert abs(counts["random"] / total - 0.1) < 0.012
+
+
+def test_ngram_lengths(instances, unmasked, corpus):
+    """The first n-gram of each instance follows p(n) = 6/11, 3/11, 2/11 (nothing can overlap or
+    shrink it yet); all chosen n-grams lean shorter, because long ones overlap and shrink more."""
+    _, _, vocab = corpus
+    rng = random.Random(0)
+    first = collections.Counter()
+    chosen = collections.Counter()
+    for inst in unmasked * 3:
+        candidates, _ = P.word_candidates(inst.input_ids, vocab)
+        spans = P.select_ngram_spans([len(c) for c in candidates], CONFIG.num_to_predict(len(inst.input_ids)), CONFIG, rng)
+        first[spans[0][1]] += 1
+        chosen.update(m for _, m in spans)
+        covered = [w for start, m in spans for w in range(start, start + m)]
+        assert len(covered) == len(set(covered))  # no overlaps
+    n = sum(first.values())
+    for size, p in ((1, 6 / 11), (2, 3 / 11), (3, 2 / 11)):
+        assert abs(first[size] / n - p) < 0.03, (size, first)
+    total = sum(chosen.values())
+    assert chosen[1] / total > 6 / 11 - 0.01 and chosen[3] / total < 2 / 11 + 0.01
+    assert abs(chosen[2] / total - 3 / 11) < 0.04 and abs(chosen[3] / total - 2 / 11) < 0.06
+    assert CONFIG.ngram_probabilities() == pytest.approx([6 / 11, 3 / 11, 2 / 11])
+    longer = P.InstanceConfig(favor_shorter_ngram=False).ngram_probabilities()
+    assert longer == pytest.approx([2 / 11, 3 / 11, 6 / 11])
+
+
+def test_sop_labels_balanced(corpus):
+    _, docs, _ = corpus
+    labels, swapped = [], []
+    for dupe in range(6):
+        for index, doc in enumerate(docs):
+            for pair in P.document_pairs(doc, index, dupe, len(docs), CONFIG, seed=3):
+                labels.append(int(pair.is_random_next))
+                if pair.random_next is None:
+                    swapped.append(int(pair.is_random_next))
+    assert abs(np.mean(swapped) - 0.5) < 0.035, np.mean(swapped)
+    assert 0.45 < np.mean(labels) < 0.6
+    assert len(labels) - len(swapped) > 0  # some single-sentence chunks took a random B
+
+
+def test_determinism_and_order_independence(corpus, instances):
+    _, docs, vocab = corpus
+    again = list(P.create_training_instances(docs, CONFIG, vocab, seed=7, dupe_factor=4))
+    assert again == instances
+    other = list(P.create_training_instances(docs, CONFIG, vocab, seed=8, dupe_factor=4))
+    assert other != instances
+    # Processing documents in another order (as Beam may) gives the same instances per document.
+    for index in reversed(range(len(docs))):
+        pairs = P.document_pairs(docs[index], index, 2, len(docs), CONFIG, seed=7)
+        assert pairs == P.document_pairs(docs[index], index, 2, len(docs), CONFIG, seed=7)
+    assert P.derive_seed(7, P.PAIRING, 0, 0) != P.derive_seed(7, P.PAIRING, 0, 1)
+    assert P.derive_seed(7, P.PAIRING, 1, 0) == P.derive_seed(7, P.PAIRING, 1, 0)
+
+
+def _doc(lengths, start=100):
+    sentences, next_id = [], start
+    for n in lengths:
+        sentences.append(list(range(next_id, next_id + n)))
+        next_id += n
+    return P.TokenizedDocument.from_sentences(sentences)
+
+
+def test_pairing_consumes_every_sentence_and_puts_back_unused_ones():
+    config = P.InstanceConfig(max_seq_length=13, short_seq_prob=0.0)  # target: 10 tokens
+    doc = _doc([12, 3, 3, 3, 3])
+    for seed in range(20):
+        pairs = P.pair_segments(doc, 0, 5, config, random.Random(seed))
+        # [12] alone takes a random B; [3, 3, 3, 3] (12 >= 10 at the 4th) is split at a_end.
+        assert pairs[0].random_next is not None and pairs[0].tokens_a == doc.span(0, 1)
+        assert pairs[0].random_next.target_b_length == 10 - 12
+        assert pairs[0].random_next.document_index != 0
+        rest = pairs[1]
+        assert rest.random_next is None and len(pairs) == 2
+        text = rest.tokens_b + rest.tokens_a if rest.is_random_next else rest.tokens_a + rest.tokens_b
+        assert text == doc.span(1, 5)
+
+    # With the original's random_next_sentence objective, a random B puts back the chunk's unused
+    # sentences: the next chunk starts right after segment A.
+    config = P.InstanceConfig(max_seq_length=13, short_seq_prob=0.0, random_next_sentence=True)
+    seen_put_back = False
+    for seed in range(40):
+        pairs = P.pair_segments(doc, 0, 5, config, random.Random(seed))
+        used_a = [t for p in pairs for t in p.tokens_a]
+        if pairs[1].random_next is not None and len(pairs) > 2:
+            seen_put_back = True
+            assert used_a[: len(pairs[0].tokens_a) + len(pairs[1].tokens_a)] == doc.span(0, 1) + pairs[1].tokens_a
+            # Sentences after A of the second chunk come back as the next chunk.
+            assert pairs[2].tokens_a[0] == pairs[1].tokens_a[-1] + 1 or pairs[2].tokens_b[0] == pairs[1].tokens_a[-1] + 1
+    assert seen_put_back
+
+
+def test_resolve_random_next():
+    doc = _doc([4, 4, 4, 4])
+    take = P.resolve_random_next
+    assert take(doc, P.RandomNextRequest(0, 0.0, 5)) == doc.span(0, 2)
+    assert take(doc, P.RandomNextRequest(0, 0.5, 4)) == doc.span(2, 3)
+    assert take(doc, P.RandomNextRequest(0, 0.99, 100)) == doc.span(3, 4)
+    assert take(doc, P.RandomNextRequest(0, 0.3, -2)) == doc.span(1, 2)  # at least one sentence
+
+
+def _truncate_reference(a, b, max_num_tokens, rng):
+    # The original's algorithm, deleting from lists.
+    a, b = list(a), list(b)
+    while len(a) + len(b) > max_num_tokens:
+        trunc = a if len(a) > len(b) else b
+        if rng.random() < 0.5:
+            del trunc[0]
+        else:
+            trunc.pop()
+    return a, b
+
+
+def test_truncate_seq_pair_matches_the_original_draws():
+    for seed in range(30):
+        a, b = list(range(40 + seed)), list(range(100, 100 + 3 * seed + 1))
+        got = P.truncate_seq_pair(a, b, 25, random.Random(seed))
+        assert got == _truncate_reference(a, b, 25, random.Random(seed))
+        assert len(got[0]) + len(got[1]) <= 25
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="max_seq_length"):
+        P.InstanceConfig(max_seq_length=4)
+    with pytest.raises(ValueError, match="masked_lm_prob"):
+        P.InstanceConfig(masked_lm_prob=1.5)
+    with pytest.raises(ValueError, match="ngram"):
+        P.InstanceConfig(ngram=0)
+    with pytest.raises(ValueError, match="empty"):
+        list(P.create_training_instances([], CONFIG, None, seed=0))
