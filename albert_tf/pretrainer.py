@@ -13,9 +13,9 @@ travel inside `x`, so `model.fit(dataset)` needs no `y`.
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 from keras import ops
 
+from albert_tf.losses import scale_loss_for_replicas
 from albert_tf.modeling import AlbertEncoder, AlbertMLMHead, AlbertSOPHead
 
 SENTENCE_TASKS = ("sop", "nsp")
@@ -109,9 +109,7 @@ class AlbertPretrainer(keras.Model):
         loss = mlm + sentence
         if self.losses:
             loss = loss + ops.sum(ops.stack([ops.cast(l, "float32") for l in self.losses]))
-        # Replicas' gradients are summed under tf.distribute: scale so the sum is the mean.
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        return loss / replicas if replicas > 1 else loss
+        return scale_loss_for_replicas(loss)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         results = super().compute_metrics(x, y, y_pred, sample_weight)

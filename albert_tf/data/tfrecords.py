@@ -324,7 +324,7 @@ def make_pretraining_dataset(
         shuffle_buffer_size: records held for shuffling.
         num_epochs: passes over the data; None repeats forever in training, reads once otherwise.
         drop_remainder: drop a last partial batch; defaults to `is_training` (static shapes).
-        cycle_length: files read in parallel.
+        cycle_length: files read in parallel in training.
         input_context: a ``tf.distribute.InputContext``; files are sharded by input pipeline.
         compression_type: ``"GZIP"``, ``"ZLIB"`` or None.
 
@@ -353,7 +353,8 @@ def make_pretraining_dataset(
         dataset = dataset.repeat(num_epochs)
     dataset = dataset.interleave(
         lambda f: tf.data.TFRecordDataset(f, compression_type=compression_type),
-        cycle_length=min(cycle_length, len(files)),
+        # In evaluation the files are read one after another: records come in file order.
+        cycle_length=min(cycle_length, len(files)) if is_training else 1,
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=not is_training or seed is not None,
     )

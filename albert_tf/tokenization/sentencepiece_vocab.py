@@ -28,6 +28,7 @@ from albert_tf.tokenization.text import preprocess_text
 ORIGINAL_CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 ORIGINAL_USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
+DEFAULT_VOCAB_SIZE = 30000
 
 # SentencePiece's own default: longer training sentences are skipped (with a log line).
 DEFAULT_MAX_SENTENCE_LENGTH = 4192
@@ -114,7 +115,7 @@ def iter_training_sentences(
 def train_sentencepiece(
     input_files: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]],
     output_prefix: Union[str, os.PathLike],
-    vocab_size: int = 30000,
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
     *,
     model_type: str = "unigram",
     lower_case: bool = True,

@@ -1,0 +1,1 @@
+"""Fine-tuning task models, all built from one template (`albert_tf.tasks.base.AlbertTaskModel`)."""

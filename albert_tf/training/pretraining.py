@@ -1,0 +1,900 @@
+"""The pretraining run: `PretrainingRunConfig` and `run_pretraining`, resumable to the exact step.
+
+`run_pretraining(config, dataset_fn)` builds an `AlbertPretrainer` under the configured
+`tf.distribute` strategy and trains it with plain `model.fit` (Keras progress bars, a TensorBoard
+callback writing to ``model_dir/logs``), checkpointing every `checkpoint_every_n_steps` optimizer
+updates. A run that is killed and restarted with the same arguments continues from its newest
+readable checkpoint and produces the same weights and losses as a run that was never interrupted:
+
+* the checkpoint holds every model variable (including the dropout layers' seed-generator
+  states) and every optimizer variable (iterations, moments, gradient accumulators). Both are
+  collected explicitly: `tf.train.Checkpoint(model=keras_model)` does not reach the seed
+  generators in Keras 3 and reaches the encoder's weights only through the optimizer;
+* one Keras epoch is one checkpoint interval, so the restored step is always an interval
+  boundary, and the data position is restored by skipping the batches already trained on (the
+  dataset must be deterministic: fixed shuffle seeds; `deterministic=True` is set on it);
+* metrics of each interval go to ``model_dir/metrics.jsonl``, one JSON object per line appended
+  in one write; on resume, lines after the restored step (an interval trained but not
+  checkpointed) are dropped so that the file always describes the run that produced the weights.
+
+A checkpoint that cannot be read (truncated data, missing index, bad checksum) is skipped with a
+warning naming it, and the previous one is used. At the end the run writes, each atomically
+(temporary name, then rename): the final checkpoint, ``pretrainer.keras`` (model with heads),
+``encoder.keras`` and an original-format TF1 checkpoint ``tf1/model.ckpt`` with
+``tf1/albert_config.json``.
+
+Units: a *step* is one optimizer update. With `gradient_accumulation_steps=A` a step consumes A
+batches of `batch_size` examples (the global batch, split over replicas), so one update sees
+`A * batch_size` examples; `num_train_steps`, `num_warmup_steps` and the checkpoint interval
+count updates, as in the original `run_pretraining.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+import uuid
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+from albert_tf.config import AlbertConfig, ConfigError, load_config
+from albert_tf.training.strategies import PRECISIONS, STRATEGY_NAMES
+
+logger = logging.getLogger(__name__)
+
+SENTENCE_TASKS = ("sop", "nsp")
+OPTIMIZERS = ("lamb", "adamw")
+INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels")
+FLOAT_FEATURES = ("masked_lm_weights",)
+MODEL_FEATURES = INT_FEATURES + FLOAT_FEATURES
+
+CHECKPOINT_SUBDIR = "checkpoints"
+CHECKPOINT_NAME = "ckpt"
+METRICS_FILE = "metrics.jsonl"
+RUN_CONFIG_FILE = "run_config.json"
+PRETRAINER_FILE = "pretrainer.keras"
+ENCODER_FILE = "encoder.keras"
+TF1_SUBDIR = "tf1"
+TF1_CHECKPOINT = "model.ckpt"
+ALBERT_CONFIG_FILE = "albert_config.json"
+LOG_SUBDIR = "logs"
+
+# Fields whose change between a run and its restart makes the continuation differ from an
+# uninterrupted run (a warning names them); the others (logging, retention) are harmless.
+_TRAJECTORY_FIELDS = (
+    "model_config",
+    "batch_size",
+    "max_seq_length",
+    "max_predictions_per_seq",
+    "num_train_steps",
+    "num_warmup_steps",
+    "learning_rate",
+    "optimizer",
+    "weight_decay",
+    "clipnorm",
+    "precision",
+    "gradient_accumulation_steps",
+    "seed",
+    "sentence_task",
+)
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+@dataclasses.dataclass
+class PretrainingRunConfig:
+    """Everything that defines a pretraining run; the same config resumes the same run.
+
+    Attributes:
+        model_dir: Where checkpoints, logs, metrics and the exported models go (local or any
+            `tf.io.gfile` filesystem, e.g. ``gs://``).
+        model_config: An `AlbertConfig`, a preset name ("base-v2") or an ``albert_config.json`` path.
+        batch_size: Global batch size per micro-batch (split over the replicas).
+        max_seq_length: Sequence length of the data.
+        max_predictions_per_seq: Masked positions per sequence in the data.
+        num_train_steps: Optimizer updates in the whole run.
+        num_warmup_steps: Linear-warmup updates of the learning rate.
+        learning_rate: Peak learning rate (the original's 0.00176 for LAMB at batch 4096).
+        optimizer: "lamb" (the original pretraining optimizer) or "adamw".
+        weight_decay: The optimizers' in-update weight-decay rate.
+        clipnorm: Global-norm clipping of the aggregated gradients (None: no clipping).
+        precision: "float32" or "mixed_bfloat16" (bfloat16 compute, float32 variables).
+        jit_compile: XLA for the train step; None picks `default_jit_compile` for the device.
+        steps_per_execution: Batches per `tf.function` call (fewer Python round trips). Must
+            divide the batches of every checkpoint interval.
+        gradient_accumulation_steps: Batches whose mean gradient makes one update.
+        strategy: One of `strategies.STRATEGY_NAMES`.
+        tpu: TPU name or address for strategy "tpu".
+        checkpoint_every_n_steps: Checkpoint (and metrics line) interval, in updates.
+        keep_checkpoints: Number of newest checkpoints kept.
+        seed: Seeds Python, NumPy, TensorFlow and Keras (weights init, dropout).
+        sentence_task: "sop" or "nsp".
+        log_every: Also write the running metrics to TensorBoard every this many updates
+            (0: only once per checkpoint interval).
+        verbose: Keras `fit` verbosity ("auto", 0, 1 or 2).
+        deterministic_ops: Call `tf.config.experimental.enable_op_determinism()` (needed for
+            bit-exact resume on GPU; CPU kernels are deterministic already). Process-wide.
+    """
+
+    model_dir: str
+    model_config: Union[str, AlbertConfig] = "base-v2"
+    batch_size: int = 4096
+    max_seq_length: int = 512
+    max_predictions_per_seq: int = 20
+    num_train_steps: int = 125000
+    num_warmup_steps: int = 3125
+    learning_rate: float = 0.00176
+    optimizer: str = "lamb"
+    weight_decay: float = 0.01
+    clipnorm: Optional[float] = 1.0
+    precision: str = "float32"
+    jit_compile: Optional[bool] = None
+    steps_per_execution: int = 1
+    gradient_accumulation_steps: int = 1
+    strategy: str = "default"
+    tpu: Optional[str] = None
+    checkpoint_every_n_steps: int = 5000
+    keep_checkpoints: int = 5
+    seed: int = 12345
+    sentence_task: str = "sop"
+    log_every: int = 100
+    verbose: Union[str, int] = "auto"
+    deterministic_ops: bool = False
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raises `ValueError` naming the first impossible setting."""
+        if not isinstance(self.model_dir, (str, os.PathLike)) or not os.fspath(self.model_dir):
+            raise ValueError(f"model_dir must be a non-empty path, got {self.model_dir!r}")
+        self.model_dir = os.fspath(self.model_dir)
+        if not isinstance(self.model_config, (str, os.PathLike, AlbertConfig)):
+            raise ValueError(f"model_config must be an AlbertConfig, a preset name or a path, got {self.model_config!r}")
+        for name, minimum in (
+            ("batch_size", 1),
+            ("max_seq_length", 2),
+            ("max_predictions_per_seq", 1),
+            ("num_train_steps", 1),
+            ("num_warmup_steps", 0),
+            ("steps_per_execution", 1),
+            ("gradient_accumulation_steps", 1),
+            ("checkpoint_every_n_steps", 1),
+            ("keep_checkpoints", 1),
+            ("seed", 0),
+            ("log_every", 0),
+        ):
+            _check_int(name, getattr(self, name), minimum)
+        if self.num_warmup_steps > self.num_train_steps:
+            raise ValueError(f"num_warmup_steps ({self.num_warmup_steps}) exceeds num_train_steps ({self.num_train_steps})")
+        if self.max_predictions_per_seq > self.max_seq_length:
+            raise ValueError(
+                f"max_predictions_per_seq ({self.max_predictions_per_seq}) exceeds max_seq_length ({self.max_seq_length})"
+            )
+        if not isinstance(self.learning_rate, (int, float)) or isinstance(self.learning_rate, bool) or not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
+        if not isinstance(self.weight_decay, (int, float)) or self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
+        if self.clipnorm is not None and (not isinstance(self.clipnorm, (int, float)) or self.clipnorm <= 0):
+            raise ValueError(f"clipnorm must be a positive number or None, got {self.clipnorm!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {self.precision!r}; expected one of {', '.join(PRECISIONS)}")
+        if self.strategy not in STRATEGY_NAMES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; expected one of {', '.join(STRATEGY_NAMES)}")
+        if self.sentence_task not in SENTENCE_TASKS:
+            raise ValueError(f"unknown sentence_task {self.sentence_task!r}; expected one of {', '.join(SENTENCE_TASKS)}")
+        if self.jit_compile not in (None, True, False):
+            raise ValueError(f"jit_compile must be True, False or None (auto), got {self.jit_compile!r}")
+        # Every fit call covers whole checkpoint intervals (or the last, shorter one), and
+        # Keras runs `steps_per_execution` batches per call without looking at epoch ends.
+        for length in sorted({n for _, _, n in interval_groups(0, self.num_train_steps, self.checkpoint_every_n_steps)}):
+            batches = length * self.gradient_accumulation_steps
+            if batches % self.steps_per_execution:
+                raise ValueError(
+                    f"steps_per_execution ({self.steps_per_execution}) must divide the batches of every "
+                    f"checkpoint interval: an interval of {length} step(s) x {self.gradient_accumulation_steps} "
+                    f"accumulation = {batches} batches (num_train_steps={self.num_train_steps}, "
+                    f"checkpoint_every_n_steps={self.checkpoint_every_n_steps})"
+                )
+
+    def albert_config(self) -> AlbertConfig:
+        """The model's `AlbertConfig`, checked against the data shapes."""
+        config = self.model_config
+        if not isinstance(config, AlbertConfig):
+            config = load_config(os.fspath(config))
+        if self.max_seq_length > config.max_position_embeddings:
+            raise ConfigError(
+                f"max_seq_length ({self.max_seq_length}) exceeds the model's max_position_embeddings "
+                f"({config.max_position_embeddings})"
+            )
+        return config
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-serializable dict (the model config expanded if it is an `AlbertConfig`)."""
+        out = dataclasses.asdict(self)
+        if isinstance(self.model_config, AlbertConfig):
+            out["model_config"] = self.model_config.to_dict()
+        return out
+
+
+@dataclasses.dataclass
+class PretrainingResult:
+    """What `run_pretraining` did and wrote.
+
+    Attributes:
+        model: The trained `AlbertPretrainer` (its `encoder` attribute is the encoder).
+        strategy: The `tf.distribute.Strategy` it ran under.
+        initial_step: The step training started from (restored from a checkpoint, or 0).
+        final_step: The step reached (`num_train_steps`).
+        history: The metrics records of the intervals trained in this call (as in metrics.jsonl).
+        checkpoint: Path prefix of the final checkpoint (on the chief).
+        artifacts: Paths of the exported files: "pretrainer", "encoder", "tf1_checkpoint",
+            "albert_config", "metrics", "logs" (empty on non-chief workers).
+        restored_from: The checkpoint restored at start, or None.
+        skipped_checkpoints: Unreadable checkpoints passed over while restoring.
+    """
+
+    model: Any
+    strategy: Any
+    initial_step: int
+    final_step: int
+    history: List[Dict[str, Any]]
+    checkpoint: Optional[str]
+    artifacts: Dict[str, str]
+    restored_from: Optional[str] = None
+    skipped_checkpoints: List[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def encoder(self):
+        return self.model.encoder
+
+
+def interval_groups(start_step: int, num_train_steps: int, every: int) -> List[tuple]:
+    """The `fit` calls that take a run from `start_step` to `num_train_steps`.
+
+    Checkpoint interval `i` (a Keras epoch) ends at step `min((i + 1) * every, num_train_steps)`.
+    Consecutive intervals of equal length share one `fit` call.
+
+    Returns:
+        A list of `(first_epoch, end_epoch, steps_per_interval)`: `fit(initial_epoch=first_epoch,
+        epochs=end_epoch, steps_per_epoch=steps_per_interval * accumulation)`.
+    """
+    ends = list(range(every, num_train_steps, every)) + [num_train_steps]
+    groups: List[list] = []
+    previous = start_step
+    for index, end in enumerate(ends):
+        if end <= start_step:
+            continue
+        length = end - previous
+        if groups and groups[-1][1] == index and groups[-1][2] == length:
+            groups[-1][1] = index + 1
+        else:
+            groups.append([index, index + 1, length])
+        previous = end
+    return [tuple(g) for g in groups]
+
+
+# --- files ----------------------------------------------------------------------------------
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def _atomic_write_text(path: str, text: str) -> None:
+    import tensorflow as tf
+
+    directory = os.path.dirname(path)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
+    try:
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            f.write(text)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    finally:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+
+
+def _read_jsonl(path: str) -> List[Dict[str, Any]]:
+    """The records of a metrics file; an unparseable line (a write cut by a crash) is skipped."""
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(path):
+        return []
+    records = []
+    with tf.io.gfile.GFile(path, "r") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                logger.warning("%s:%d is not a JSON line (an interrupted write?); dropping it", path, number)
+                continue
+            if isinstance(record, dict) and isinstance(record.get("step"), int):
+                records.append(record)
+    return records
+
+
+class MetricsLog:
+    """``metrics.jsonl``: one JSON object per checkpoint interval.
+
+    Locally a record is appended with a single `write` on an ``O_APPEND`` descriptor and
+    fsync'ed, so a crash leaves whole lines only; filesystems without append (GCS) get the whole
+    file rewritten atomically instead.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def records(self) -> List[Dict[str, Any]]:
+        return _read_jsonl(self.path)
+
+    def append(self, record: Dict[str, Any]) -> None:
+        line = json.dumps(record, sort_keys=True) + "\n"
+        if _is_local(self.path):
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        else:
+            lines = [json.dumps(r, sort_keys=True) + "\n" for r in self.records()]
+            _atomic_write_text(self.path, "".join(lines) + line)
+
+    def truncate_after(self, step: int) -> None:
+        """Keeps the records of steps <= `step` (rewritten atomically if anything changes)."""
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(self.path):
+            return
+        with tf.io.gfile.GFile(self.path, "r") as f:
+            original = f.read()
+        kept = [r for r in self.records() if r["step"] <= step]
+        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept)
+        if text != original:
+            dropped = len(original.splitlines()) - len(kept)
+            if dropped:
+                logger.info("%s: dropping %d record(s) after step %d (not in a checkpoint)", self.path, dropped, step)
+            _atomic_write_text(self.path, text)
+
+
+# --- checkpoints ------------------------------------------------------------------------------
+
+_CHECKPOINT_NUMBER = re.compile(r"-(\d+)$")
+
+
+def _checkpoint_candidates(directory: str) -> List[str]:
+    """Checkpoint prefixes in `directory`, newest (highest step) first.
+
+    Both the manager's state file and the ``.index`` files on disk are consulted: the state
+    file may name a checkpoint whose index is gone, and a crash between writing a checkpoint and
+    updating the state file leaves one only the disk knows.
+    """
+    import tensorflow as tf
+
+    prefixes = set()
+    state = tf.train.get_checkpoint_state(directory)
+    if state is not None:
+        for path in state.all_model_checkpoint_paths:
+            prefixes.add(path if os.path.isabs(path) or not _is_local(path) else os.path.join(directory, path))
+    for index in tf.io.gfile.glob(os.path.join(directory, f"{CHECKPOINT_NAME}-*.index")):
+        prefixes.add(index[: -len(".index")])
+    numbered = []
+    for prefix in prefixes:
+        match = _CHECKPOINT_NUMBER.search(prefix)
+        if match:
+            numbered.append((int(match.group(1)), prefix))
+    return [p for _, p in sorted(numbered, reverse=True)]
+
+
+# Errors that mean "these files are not a complete checkpoint": a missing index or shard, a
+# truncated file, a checksum mismatch. Anything else (e.g. a model that does not match) is raised.
+def _unreadable_errors():
+    import tensorflow as tf
+
+    return (tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.OutOfRangeError)
+
+
+def restore_newest_readable(checkpoint, directory: str):
+    """Restores the newest checkpoint of `directory` that reads back completely.
+
+    Args:
+        checkpoint: The `tf.train.Checkpoint` to restore into.
+        directory: A `CheckpointManager` directory.
+
+    Returns:
+        `(restored_prefix or None, [unreadable prefixes skipped])`.
+
+    Raises:
+        ValueError: A readable checkpoint does not match the model (a different config).
+    """
+    import tensorflow as tf
+
+    skipped = []
+    for prefix in _checkpoint_candidates(directory):
+        try:
+            # Reading the index first turns "no index" into an error before anything is assigned.
+            tf.train.load_checkpoint(prefix)
+            status = checkpoint.restore(prefix)
+            status.assert_existing_objects_matched()
+        except _unreadable_errors() as e:
+            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            logger.warning(
+                "checkpoint %s is unreadable (%s: %s); falling back to the previous checkpoint",
+                prefix,
+                type(e).__name__,
+                message,
+            )
+            skipped.append(prefix)
+            continue
+        except (AssertionError, ValueError) as e:
+            raise ValueError(
+                f"checkpoint {prefix} does not match this model and optimizer (was the run started with "
+                f"another config?): {e}"
+            ) from None
+        return prefix, skipped
+    return None, skipped
+
+
+def training_state(model, optimizer):
+    """The `tf.train.Checkpoint` of a run: every model and optimizer variable.
+
+    Lists rather than the Keras objects themselves: Keras 3 models expose only part of their
+    variables to TensorFlow's object graph (not the dropout seed generators, and the encoder's
+    weights only through the optimizer), so the variables are collected explicitly, in their
+    deterministic creation order.
+    """
+    import tensorflow as tf
+
+    return tf.train.Checkpoint(model=list(model.variables), optimizer=list(optimizer.variables))
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+def _check_element_spec(spec, config: PretrainingRunConfig) -> None:
+    import tensorflow as tf
+
+    if not isinstance(spec, dict):
+        raise ValueError(f"the dataset must yield dicts of features, got elements of type {spec!r}")
+    missing = [k for k in MODEL_FEATURES if k not in spec]
+    if missing:
+        raise ValueError(f"the dataset lacks feature(s) {', '.join(missing)}; it has {', '.join(sorted(spec))}")
+    expected = {
+        "input_ids": config.max_seq_length,
+        "input_mask": config.max_seq_length,
+        "segment_ids": config.max_seq_length,
+        "masked_lm_positions": config.max_predictions_per_seq,
+        "masked_lm_ids": config.max_predictions_per_seq,
+        "masked_lm_weights": config.max_predictions_per_seq,
+        "next_sentence_labels": 1,
+    }
+    for name in MODEL_FEATURES:
+        s = spec[name]
+        if not isinstance(s, tf.TensorSpec):
+            raise ValueError(f"feature {name!r} must be a dense tensor, got {s!r}")
+        if name in INT_FEATURES and not s.dtype.is_integer:
+            raise ValueError(f"feature {name!r} must be an integer tensor, got {s.dtype.name}")
+        if name in FLOAT_FEATURES and not s.dtype.is_floating:
+            raise ValueError(f"feature {name!r} must be a floating-point tensor, got {s.dtype.name}")
+        rank = s.shape.rank
+        if name == "next_sentence_labels" and rank == 1:
+            continue
+        if rank != 2:
+            raise ValueError(
+                f"feature {name!r} has shape {s.shape}; the dataset must be batched: [batch, {expected[name]}]"
+            )
+        if s.shape[1] is not None and s.shape[1] != expected[name]:
+            raise ValueError(f"feature {name!r} has length {s.shape[1]}, the run config says {expected[name]}")
+    batch = spec["input_ids"].shape[0]
+    if batch is not None and batch != config.batch_size:
+        raise ValueError(f"the dataset's batches have {batch} examples, the run config's batch_size is {config.batch_size}")
+
+
+def _check_dataset(dataset, config: PretrainingRunConfig) -> None:
+    import tensorflow as tf
+
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(f"dataset_fn must return a tf.data.Dataset, got {type(dataset).__name__}")
+    _check_element_spec(dataset.element_spec, config)
+
+
+def _prepare_dataset(dataset, skip_batches: int, config: PretrainingRunConfig):
+    """The model's features, as int32/float32, from batch `skip_batches` on, deterministically."""
+    import tensorflow as tf
+
+    _check_dataset(dataset, config)
+
+    def select(features):
+        out = {k: tf.cast(features[k], tf.int32) for k in INT_FEATURES}
+        out["masked_lm_weights"] = tf.cast(features["masked_lm_weights"], tf.float32)
+        out["next_sentence_labels"] = tf.reshape(out["next_sentence_labels"], [-1, 1])
+        return out
+
+    if skip_batches:
+        dataset = dataset.skip(skip_batches)
+    dataset = dataset.map(select)
+    options = tf.data.Options()
+    options.deterministic = True
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _dummy_batch(config: PretrainingRunConfig):
+    import numpy as np
+
+    seq, preds = config.max_seq_length, config.max_predictions_per_seq
+    batch = {k: np.zeros((1, seq), "int32") for k in ("input_ids", "input_mask", "segment_ids")}
+    batch.update(
+        masked_lm_positions=np.zeros((1, preds), "int32"),
+        masked_lm_ids=np.zeros((1, preds), "int32"),
+        masked_lm_weights=np.zeros((1, preds), "float32"),
+        next_sentence_labels=np.zeros((1, 1), "int32"),
+    )
+    return batch
+
+
+# --- callbacks ----------------------------------------------------------------------------------
+
+
+def _scalar(value) -> float:
+    import numpy as np
+
+    return float(np.asarray(value))
+
+
+def _make_callbacks(keras):
+    """Callback classes, defined once Keras is imported."""
+
+    class IntervalCheckpoint(keras.callbacks.Callback):
+        """At the end of every checkpoint interval: a metrics line, then a checkpoint.
+
+        The line is written first: a crash between the two leaves a line without a checkpoint,
+        which the restart drops (`MetricsLog.truncate_after`); the other order would lose it.
+        """
+
+        def __init__(self, manager, metrics_log: Optional[MetricsLog], history: list, expected_ends: Sequence[int]):
+            super().__init__()
+            self.manager = manager
+            self.metrics_log = metrics_log
+            self.history = history
+            self.expected_ends = list(expected_ends)
+            self.last_checkpoint = None
+            self._interval_start = None
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._interval_start = time.time()
+
+        def on_epoch_end(self, epoch, logs=None):
+            optimizer = self.model.optimizer
+            step = int(_scalar(optimizer.iterations))
+            if step != self.expected_ends[epoch]:
+                raise RuntimeError(
+                    f"checkpoint interval {epoch} ended at step {step}, expected {self.expected_ends[epoch]} "
+                    "(did the dataset run out of batches?)"
+                )
+            record = {"step": step}
+            for name, value in (logs or {}).items():
+                record[name] = _scalar(value)
+            record["lr"] = _scalar(optimizer.learning_rate)
+            record["seconds"] = round(time.time() - self._interval_start, 3)
+            if self.metrics_log is not None:
+                self.metrics_log.append(record)
+            self.last_checkpoint = self.manager.save(checkpoint_number=step)
+            self.history.append(record)
+            logger.info("step %d: loss %.4f, checkpoint %s", step, record.get("loss", float("nan")), self.last_checkpoint)
+
+    class StepTensorBoard(keras.callbacks.TensorBoard):
+        """Keras's TensorBoard with the optimizer step, not the interval number, as x-axis.
+
+        The step survives restarts, so the curves of a resumed run continue where they were.
+        """
+
+        def on_epoch_end(self, epoch, logs=None):
+            super().on_epoch_end(int(_scalar(self.model.optimizer.iterations)), logs)
+
+    class RunningScalars(keras.callbacks.Callback):
+        """The running interval metrics every `log_every` updates, as TensorBoard `batch_*` scalars.
+
+        Steps are counted in Python from the interval's first step (no device round trip).
+        """
+
+        def __init__(self, log_dir: str, log_every: int, accumulation: int, interval_starts: Sequence[int]):
+            super().__init__()
+            self.log_dir = log_dir
+            self.log_every = log_every
+            self.accumulation = accumulation
+            self.interval_starts = list(interval_starts)
+            self._writer = None
+            self._start = 0
+            self._last_logged = None
+
+        def on_train_begin(self, logs=None):
+            import tensorflow as tf
+
+            self._writer = tf.summary.create_file_writer(self.log_dir)
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._start = self.interval_starts[epoch]
+
+        def on_train_batch_end(self, batch, logs=None):
+            import tensorflow as tf
+
+            step = self._start + (batch + 1) // self.accumulation
+            if step % self.log_every or step == self._last_logged or not isinstance(logs, dict):
+                return
+            self._last_logged = step
+            with self._writer.as_default():
+                for name, value in logs.items():
+                    tf.summary.scalar(f"batch_{name}", value, step=step)
+
+        def on_train_end(self, logs=None):
+            if self._writer is not None:
+                self._writer.close()
+
+    return IntervalCheckpoint, StepTensorBoard, RunningScalars
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def _build_model(config: PretrainingRunConfig, albert_config: AlbertConfig, strategy, jit_compile: bool):
+    import keras
+
+    from albert_tf.modeling import AlbertEncoder
+    from albert_tf.pretrainer import AlbertPretrainer
+    from albert_tf.training.optimizers import create_optimizer
+
+    with strategy.scope():
+        previous_policy = keras.mixed_precision.global_policy()
+        # Scoped to the model's construction so the caller's global policy is left as it was;
+        # the layers keep the policy they were built with.
+        keras.mixed_precision.set_global_policy(config.precision)
+        try:
+            encoder = AlbertEncoder.from_albert_config(albert_config, dtype=config.precision)
+            model = AlbertPretrainer(encoder, sentence_task=config.sentence_task)
+        finally:
+            keras.mixed_precision.set_global_policy(previous_policy)
+        optimizer = create_optimizer(
+            config.optimizer,
+            config.learning_rate,
+            num_train_steps=config.num_train_steps,
+            num_warmup_steps=config.num_warmup_steps,
+            weight_decay=config.weight_decay,
+            clipnorm=config.clipnorm,
+            gradient_accumulation_steps=config.gradient_accumulation_steps if config.gradient_accumulation_steps > 1 else None,
+        )
+        model.compile(optimizer=optimizer, steps_per_execution=config.steps_per_execution, jit_compile=jit_compile)
+        # Variables must exist before a checkpoint can be restored into them.
+        model(_dummy_batch(config), training=False)
+        optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def _check_resumed_config(path: str, config: PretrainingRunConfig) -> None:
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(path):
+        return
+    try:
+        with tf.io.gfile.GFile(path, "r") as f:
+            previous = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        logger.warning("%s is unreadable (%s); cannot compare with the previous run's config", path, e)
+        return
+    current = json.loads(json.dumps(config.to_dict()))
+    changed = [k for k in _TRAJECTORY_FIELDS if previous.get(k) != current.get(k)]
+    if changed:
+        logger.warning(
+            "resuming %s with changed setting(s) %s: the continuation will differ from an uninterrupted run",
+            config.model_dir,
+            ", ".join(f"{k} ({previous.get(k)!r} -> {current.get(k)!r})" for k in changed),
+        )
+
+
+def _save_keras_atomically(model, path: str) -> None:
+    import tensorflow as tf
+
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}.keras")
+    try:
+        model.save(tmp)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    finally:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+
+
+def _export_tf1(model, albert_config: AlbertConfig, directory: str) -> Dict[str, str]:
+    """The original-format checkpoint and `albert_config.json` in `directory`."""
+    import tensorflow as tf
+
+    from albert_tf.checkpoints.original import save_original_checkpoint
+
+    if _is_local(directory):
+        os.makedirs(directory, exist_ok=True)
+        prefix = save_original_checkpoint(os.path.join(directory, TF1_CHECKPOINT), model.encoder, model.mlm_head, model.sentence_head)
+        config_path = os.path.join(directory, ALBERT_CONFIG_FILE)
+        albert_config.to_json_file(config_path)
+        return {"tf1_checkpoint": prefix, "albert_config": config_path}
+    # `save_original_checkpoint` writes local files: stage them, then copy, index last (a
+    # prefix without its index is no checkpoint) and the state file after it.
+    tf.io.gfile.makedirs(directory)
+    staging = tempfile.mkdtemp(prefix="albert_tf1_")
+    try:
+        save_original_checkpoint(os.path.join(staging, TF1_CHECKPOINT), model.encoder, model.mlm_head, model.sentence_head)
+        albert_config.to_json_file(os.path.join(staging, ALBERT_CONFIG_FILE))
+        names = sorted(os.listdir(staging), key=lambda n: (n.endswith(".index"), n == "checkpoint"))
+        for name in names:
+            tf.io.gfile.copy(os.path.join(staging, name), f"{directory}/{name}", overwrite=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {"tf1_checkpoint": f"{directory}/{TF1_CHECKPOINT}", "albert_config": f"{directory}/{ALBERT_CONFIG_FILE}"}
+
+
+def run_pretraining(
+    config: PretrainingRunConfig,
+    dataset_fn: Callable[[], Any],
+    *,
+    callbacks: Optional[Sequence[Any]] = None,
+    strategy=None,
+) -> PretrainingResult:
+    """Trains (or resumes training of) an ALBERT pretrainer to `config.num_train_steps`.
+
+    Args:
+        config: The run.
+        dataset_fn: Called with no arguments, returns a `tf.data.Dataset` of batched feature
+            dicts (`input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`,
+            `masked_lm_ids` integer [batch, seq]/[batch, predictions], `masked_lm_weights`
+            float, `next_sentence_labels` [batch, 1] or [batch]; extra features are ignored),
+            with `config.batch_size` examples per batch and enough batches for the run
+            (repeat it). It must be deterministic (explicit shuffle seeds): a resumed run
+            calls it again and skips the batches already consumed. Called once per `fit`.
+        callbacks: Extra Keras callbacks for `fit` (they run after the checkpointing one).
+        strategy: A `tf.distribute.Strategy` to use instead of `get_strategy(config.strategy)`.
+
+    Returns:
+        A `PretrainingResult`.
+
+    Raises:
+        ValueError: A dataset that does not match the config, a checkpoint of another model.
+        albert_tf.config.ConfigError: An unusable model config.
+        albert_tf.training.strategies.StrategyError: A strategy that cannot be created.
+    """
+    import keras
+    import tensorflow as tf
+
+    from albert_tf.training.strategies import default_jit_compile, get_strategy, is_chief, strategy_device_kind, task_info
+
+    config.validate()
+    albert_config = config.albert_config()
+    if config.deterministic_ops:
+        tf.config.experimental.enable_op_determinism()
+    if strategy is None:
+        strategy = get_strategy(config.strategy, tpu=config.tpu)
+    chief = is_chief(strategy)
+    task_type, task_id = task_info(strategy)
+    model_dir = config.model_dir
+    # Every worker saves (saving may involve collectives); non-chief workers into a private
+    # folder that is removed at the end, as TensorFlow's multi-worker guides do.
+    write_dir = model_dir if chief else os.path.join(model_dir, f".tmp-{task_type}-{task_id}")
+    tf.io.gfile.makedirs(write_dir)
+    chief_checkpoint_dir = os.path.join(model_dir, CHECKPOINT_SUBDIR)
+    jit_compile = config.jit_compile
+    if jit_compile is None:
+        jit_compile = default_jit_compile(strategy_device_kind(strategy), config.precision)
+
+    # Checked before anything is built or written, so a wrong dataset fails fast.
+    first_dataset = dataset_fn()
+    _check_dataset(first_dataset, config)
+
+    keras.utils.set_random_seed(config.seed)
+    model, optimizer = _build_model(config, albert_config, strategy, jit_compile)
+    checkpoint = training_state(model, optimizer)
+
+    restored_from, skipped = None, []
+    if tf.io.gfile.isdir(chief_checkpoint_dir):
+        restored_from, skipped = restore_newest_readable(checkpoint, chief_checkpoint_dir)
+    accumulation = config.gradient_accumulation_steps
+    initial_step = int(_scalar(optimizer.iterations))
+    if initial_step > config.num_train_steps:
+        raise ValueError(
+            f"{restored_from} is at step {initial_step}, beyond num_train_steps={config.num_train_steps}"
+        )
+    if restored_from:
+        logger.info("restored %s (step %d)", restored_from, initial_step)
+
+    metrics_log = MetricsLog(os.path.join(model_dir, METRICS_FILE)) if chief else None
+    run_config_path = os.path.join(model_dir, RUN_CONFIG_FILE)
+    if chief:
+        if restored_from:
+            _check_resumed_config(run_config_path, config)
+        metrics_log.truncate_after(initial_step)
+        _atomic_write_text(run_config_path, json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+
+    manager = tf.train.CheckpointManager(
+        checkpoint,
+        directory=os.path.join(write_dir, CHECKPOINT_SUBDIR),
+        max_to_keep=config.keep_checkpoints if chief else 1,
+        checkpoint_name=CHECKPOINT_NAME,
+    )
+    IntervalCheckpoint, StepTensorBoard, RunningScalars = _make_callbacks(keras)
+    every = config.checkpoint_every_n_steps
+    ends = list(range(every, config.num_train_steps, every)) + [config.num_train_steps]
+    starts = [0] + ends[:-1]
+    history: List[Dict[str, Any]] = []
+    log_dir = os.path.join(model_dir, LOG_SUBDIR)
+    groups = interval_groups(initial_step, config.num_train_steps, every)
+    interval_callback = None
+    step = initial_step
+    for first_epoch, end_epoch, length in groups:
+        interval_callback = IntervalCheckpoint(manager, metrics_log, history, ends)
+        fit_callbacks = [interval_callback]
+        if chief:
+            # A fresh TensorBoard per fit: Keras's closes its writers at the end of `fit`.
+            fit_callbacks.append(StepTensorBoard(log_dir=log_dir, write_graph=False, profile_batch=0))
+            if config.log_every:
+                interval_starts = list(starts)
+                interval_starts[first_epoch] = step
+                fit_callbacks.append(
+                    RunningScalars(os.path.join(log_dir, "train"), config.log_every, accumulation, interval_starts)
+                )
+        fit_callbacks.extend(callbacks or ())
+        source, first_dataset = (first_dataset if first_dataset is not None else dataset_fn()), None
+        dataset = _prepare_dataset(source, step * accumulation, config)
+        model.fit(
+            dataset,
+            epochs=end_epoch,
+            initial_epoch=first_epoch,
+            steps_per_epoch=length * accumulation,
+            callbacks=fit_callbacks,
+            verbose=config.verbose,
+            shuffle=False,  # The dataset's own (seeded) shuffling is the only one.
+        )
+        step = ends[end_epoch - 1]
+
+    final_step = int(_scalar(optimizer.iterations))
+    if final_step != config.num_train_steps:
+        raise RuntimeError(f"training stopped at step {final_step} of {config.num_train_steps}")
+    # A run restarted after it finished trains nothing: its final checkpoint is the restored one.
+    final_checkpoint = interval_callback.last_checkpoint if interval_callback else restored_from
+
+    artifacts: Dict[str, str] = {}
+    _save_keras_atomically(model, os.path.join(write_dir, PRETRAINER_FILE))
+    _save_keras_atomically(model.encoder, os.path.join(write_dir, ENCODER_FILE))
+    tf1 = _export_tf1(model, albert_config, os.path.join(write_dir, TF1_SUBDIR))
+    if chief:
+        artifacts = {
+            "pretrainer": os.path.join(model_dir, PRETRAINER_FILE),
+            "encoder": os.path.join(model_dir, ENCODER_FILE),
+            **tf1,
+            "metrics": metrics_log.path,
+            "logs": log_dir,
+        }
+    else:
+        tf.io.gfile.rmtree(write_dir)
+        final_checkpoint = None
+    return PretrainingResult(
+        model=model,
+        strategy=strategy,
+        initial_step=initial_step,
+        final_step=final_step,
+        history=history,
+        checkpoint=final_checkpoint,
+        artifacts=artifacts,
+        restored_from=restored_from,
+        skipped_checkpoints=skipped,
+    )

@@ -1,0 +1,177 @@
+"""Tests for albert_tf.data.beam_pipeline and the make-pretraining-data CLI: output equals the in-memory
+instances, sharding does not change it, malformed input fails cleanly and leaves nothing behind."""
+
+import argparse
+import functools
+import json
+import os
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from albert_tf.data import beam_pipeline as B
+from albert_tf.data import pretraining_instances as P
+from albert_tf.data.documents import MalformedInputError, read_documents
+from albert_tf.data.tfrecords import serialize_instance
+
+SOTU = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "en" / "sotu"
+INSTANCE = P.InstanceConfig(max_seq_length=128, max_predictions_per_seq=20)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A tiny SentencePiece model, three sotu files and a pipeline config using official's tokenizer."""
+    files = sorted(str(f) for f in SOTU.glob("199*.txt"))[:3]
+    if not files:
+        pytest.skip(f"shared data not found at {SOTU}")
+    import sentencepiece as spm
+    from official.nlp.tools.tokenization import FullSentencePieceTokenizer
+
+    prefix = tmp_path_factory.mktemp("spm") / "sp"
+    sentences = [s for f in files for d in read_documents(f, "paragraphs") for s in d.sentences]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_prefix=str(prefix),
+        vocab_size=2000,
+        model_type="unigram",
+        pad_id=0,
+        unk_id=1,
+        bos_id=-1,
+        eos_id=-1,
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        minloglevel=2,
+        num_threads=1,
+    )
+    model = f"{prefix}.model"
+    config = B.PipelineConfig(
+        instance=INSTANCE,
+        tokenizer=functools.partial(FullSentencePieceTokenizer, model),
+        dupe_factor=2,
+        seed=11,
+        input_format="paragraphs",
+        num_shards=2,
+        max_tokenize_batch=2,
+    )
+    return files, model, config, tmp_path_factory.mktemp("runs")
+
+
+def _records(paths):
+    return sorted(r.numpy() for r in tf.data.TFRecordDataset(sorted(str(p) for p in paths)))
+
+
+@pytest.fixture(scope="module")
+def first_run(setup):
+    files, _, config, runs = setup
+    summary = B.make_pretraining_data(files, str(runs / "out"), config)
+    return summary
+
+
+def test_output_equals_the_in_memory_instances(setup, first_run):
+    files, _, config, _ = setup
+    tokenizer = config.tokenizer()
+    tokenize = P.DocumentTokenizer(tokenizer)
+    docs = [tokenize(d) for f in files for d in read_documents(f, "paragraphs")]
+    vocab = P.VocabInfo.from_tokenizer(tokenizer)
+    expected = sorted(
+        serialize_instance(i, 128, 20) for i in P.create_training_instances(docs, INSTANCE, vocab, seed=11, dupe_factor=2)
+    )
+    assert _records(first_run.files) == expected
+    assert first_run.counters["instances"] == len(expected)
+    assert first_run.counters["documents"] == len(docs) == 3
+    assert 0 < first_run.counters["random_next_instances"] < len(expected) / 4
+
+
+def test_shards_metadata_and_no_leftovers(setup, first_run):
+    _, _, _, runs = setup
+    out = Path(first_run.output_dir)
+    assert sorted(os.listdir(out)) == ["metadata.json", "part-00000-of-00002.tfrecord", "part-00001-of-00002.tfrecord"]
+    assert [p for p in os.listdir(runs) if ".tmp-" in p] == []
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["format"] == "albert-pretraining-tfrecord"
+    assert metadata["instance_config"]["max_seq_length"] == 128 and metadata["seed"] == 11
+    assert metadata["vocab"] == {"vocab_size": 2000, "cls_id": 2, "sep_id": 3, "mask_id": 4}
+    assert [f["name"] for f in metadata["features"]][:2] == ["input_ids", "input_mask"]
+    assert metadata["counters"]["instances"] == first_run.counters["instances"]
+    assert B.read_metadata(str(out)) == metadata
+
+
+def test_sharding_and_input_order_do_not_change_the_records(setup, first_run):
+    files, _, config, runs = setup
+    one_shard = B.PipelineConfig(**{**config.__dict__, "num_shards": 1, "max_tokenize_batch": 64})
+    # Reversed order and a glob for the same files: inputs are sorted before numbering documents.
+    summary = B.make_pretraining_data(list(reversed(files)), str(runs / "one"), one_shard)
+    assert len(summary.files) == 1
+    assert _records(summary.files) == _records(first_run.files)
+
+
+def test_existing_output_and_overwrite(setup, first_run):
+    files, _, config, runs = setup
+    target = runs / "existing"
+    target.mkdir()
+    (target / "old.txt").write_text("stale")
+    with pytest.raises(B.PipelineError, match="is not empty"):
+        B.make_pretraining_data(files[:1], str(target), config)
+    assert os.listdir(target) == ["old.txt"]
+    summary = B.make_pretraining_data(files[:1], str(target), B.PipelineConfig(**{**config.__dict__, "dupe_factor": 1}), overwrite=True)
+    assert "old.txt" not in os.listdir(target) and len(summary.files) == 2
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"Fine sentence.\nsecond \xc3\x28 line\n", "bad.txt:2: invalid UTF-8"),
+        (b"", "bad.txt: is empty"),
+    ],
+)
+def test_malformed_input_fails_without_output(setup, tmp_path, content, message):
+    files, _, config, _ = setup
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    with pytest.raises(MalformedInputError) as info:
+        B.make_pretraining_data(files[:1] + [str(bad)], str(tmp_path / "out"), config)
+    assert message in str(info.value) and str(bad) in str(info.value)
+    assert sorted(os.listdir(tmp_path)) == ["bad.txt"]
+
+
+def test_inputs_that_match_nothing(setup, tmp_path):
+    _, _, config, _ = setup
+    with pytest.raises(FileNotFoundError, match="no input file matches"):
+        B.make_pretraining_data([str(tmp_path / "nothing-*.txt")], str(tmp_path / "out"), config)
+    assert not (tmp_path / "out").exists()
+
+
+def _cli(argv):
+    from albert_tf.cli import make_pretraining_data as cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return cli.run(parser.parse_args(argv))
+
+
+def test_cli(setup, tmp_path, capsys):
+    files, model, _, _ = setup
+    out = tmp_path / "cli"
+    argv = ["--input", files[0], "--output-dir", str(out), "--spm-model", model, "--input-format", "paragraphs"]
+    argv += ["--max-seq-length", "64", "--dupe-factor", "1", "--num-shards", "1", "--seed", "5"]
+    assert _cli(argv + ["--", "--direct_running_mode=in_memory"]) == 0
+    printed = capsys.readouterr().out
+    assert "instances from 1 documents in 1 files to 1 shards" in printed
+    records = _records(out.glob("part-*"))
+    example = tf.train.Example.FromString(records[0]).features.feature
+    assert len(example["input_ids"].int64_list.value) == 64
+    assert json.loads((out / "metadata.json").read_text())["instance_config"]["max_seq_length"] == 64
+
+    from albert_tf.cli import CommandError
+
+    with pytest.raises(CommandError, match="is not empty"):
+        _cli(argv)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe")
+    with pytest.raises(CommandError, match=r"bad.txt:1: invalid UTF-8"):
+        _cli(["--input", str(bad), "--output-dir", str(tmp_path / "x"), "--spm-model", model])
+    with pytest.raises(CommandError, match="not a SentencePiece model|No such file|does not exist"):
+        _cli(["--input", files[0], "--output-dir", str(tmp_path / "y"), "--spm-model", str(bad)])
+    with pytest.raises(CommandError, match="max_seq_length"):
+        _cli(["--input", files[0], "--output-dir", str(tmp_path / "z"), "--spm-model", model, "--max-seq-length", "3"])
+    assert sorted(os.listdir(tmp_path)) == ["bad.txt", "cli"]

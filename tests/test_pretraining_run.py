@@ -1,0 +1,319 @@
+"""Tests for albert_tf.training.pretraining: checkpoints, exact resume after SIGKILL, corrupt
+checkpoints, metrics and TensorBoard logs, the exported models, precision, config validation.
+
+One tiny reference run (vocab 64, H 16, L 2, seq 16, batch 8, 10 steps, dropout 0.1, gradient
+accumulation 2, 2 steps per execution, checkpoint every 4 steps so the last interval is shorter)
+is trained in-process; the other tests resume copies of it or restart it in subprocesses.
+"""
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _pretrain_worker as worker  # noqa: E402
+
+from albert_tf.checkpoints.original import read_original_variables  # noqa: E402
+from albert_tf.config import AlbertConfig  # noqa: E402
+from albert_tf.training.pretraining import (  # noqa: E402
+    PretrainingRunConfig,
+    interval_groups,
+    run_pretraining,
+)
+from albert_tf.training.schedules import WarmupPolynomialDecay  # noqa: E402
+
+WORKER = str(Path(__file__).resolve().parent / "_pretrain_worker.py")
+LOSS_KEYS = ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy", "mlm_perplexity", "lr")
+SUBPROCESS_TIMEOUT = 300
+
+
+def read_metrics(model_dir):
+    with open(Path(model_dir) / "metrics.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def losses(records):
+    return [{k: r[k] for k in ("step",) + LOSS_KEYS} for r in records]
+
+
+def assert_same_weights(a, b):
+    assert list(a) == list(b)
+    for name in a:
+        assert np.array_equal(a[name], b[name]), f"{name} differs by {np.abs(a[name] - b[name]).max()}"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    model_dir = tmp_path_factory.mktemp("reference")
+    result = run_pretraining(worker.tiny_run_config(model_dir), worker.dataset_fn())
+    return {"dir": model_dir, "result": result, "weights": worker.model_weights(result.model), "metrics": read_metrics(model_dir)}
+
+
+def copy_run(reference, tmp_path, name):
+    target = tmp_path / name
+    shutil.copytree(reference["dir"], target)
+    return target
+
+
+def worker_env():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+# --- the reference run -------------------------------------------------------------------------
+
+
+def test_interval_groups_cover_the_run_in_checkpoint_intervals():
+    assert interval_groups(0, 10, 4) == [(0, 2, 4), (2, 3, 2)]
+    assert interval_groups(4, 10, 4) == [(1, 2, 4), (2, 3, 2)]
+    assert interval_groups(8, 10, 4) == [(2, 3, 2)]
+    assert interval_groups(10, 10, 4) == []
+    assert interval_groups(0, 12, 4) == [(0, 3, 4)]
+    # A checkpoint from a run with another interval: first up to the next boundary.
+    assert interval_groups(6, 12, 4) == [(1, 2, 2), (2, 3, 4)]
+
+
+def test_metrics_log_has_one_line_per_interval_with_the_schedule(reference):
+    records = reference["metrics"]
+    assert [r["step"] for r in records] == [4, 8, 10]
+    assert [r["step"] for r in reference["result"].history] == [4, 8, 10]
+    schedule = WarmupPolynomialDecay(num_train_steps=10, num_warmup_steps=2, peak_learning_rate=0.01)
+    for record in records:
+        assert set(LOSS_KEYS) <= set(record)
+        # `lr` is the rate of the next update, as Keras's TensorBoard callback logs it.
+        np.testing.assert_allclose(record["lr"], float(schedule(record["step"])), rtol=1e-6)
+        np.testing.assert_allclose(record["loss"], record["mlm_loss"] + record["sop_loss"], rtol=1e-5)
+        np.testing.assert_allclose(record["mlm_perplexity"], np.exp(record["mlm_loss"]), rtol=1e-4)
+        assert 0.0 <= record["mlm_accuracy"] <= 1.0
+    assert records[-1]["lr"] == 0.0
+    result = reference["result"]
+    assert (result.initial_step, result.final_step, result.restored_from) == (0, 10, None)
+
+
+def test_checkpoints_hold_every_variable_and_keep_the_last_k(reference):
+    ckpt_dir = Path(reference["dir"]) / "checkpoints"
+    assert sorted(p.name for p in ckpt_dir.glob("*.index")) == ["ckpt-10.index", "ckpt-8.index"]
+    assert tf.train.latest_checkpoint(str(ckpt_dir)) == str(ckpt_dir / "ckpt-10")
+    assert reference["result"].checkpoint == str(ckpt_dir / "ckpt-10")
+    reader = tf.train.load_checkpoint(str(ckpt_dir / "ckpt-10"))
+    model = reference["result"].model
+    # Model variables include the dropout layers' seed-generator states, which must be in the
+    # checkpoint for dropout masks to continue identically after a resume.
+    seed_states = [i for i, v in enumerate(model.variables) if "seed_generator_state" in v.path]
+    assert seed_states, "the tiny model has dropout, so it must have seed generators"
+    for i, variable in enumerate(model.variables):
+        np.testing.assert_array_equal(reader.get_tensor(f"model/{i}/.ATTRIBUTES/VARIABLE_VALUE"), variable.numpy())
+    optimizer = model.optimizer
+    names = [v.path for v in optimizer.variables]
+    assert any("iteration" in n for n in names) and any("gradient_accumulator" in n for n in names)
+    for i, variable in enumerate(optimizer.variables):
+        np.testing.assert_array_equal(reader.get_tensor(f"optimizer/{i}/.ATTRIBUTES/VARIABLE_VALUE"), variable.numpy())
+    # 10 updates of 2 accumulated batches each.
+    assert int(optimizer.iterations.numpy()) == 10
+
+
+def test_exported_models_and_tf1_checkpoint(reference):
+    model_dir = Path(reference["dir"])
+    result = reference["result"]
+    model = result.model
+    assert result.artifacts["pretrainer"] == str(model_dir / "pretrainer.keras")
+    batch = next(iter(worker.dataset_fn()()))
+    expected = model(batch, training=False)
+
+    loaded = keras.saving.load_model(model_dir / "pretrainer.keras")
+    assert_same_weights(worker.model_weights(loaded), worker.model_weights(model))
+    np.testing.assert_allclose(loaded(batch, training=False)["mlm_logits"], expected["mlm_logits"], rtol=1e-6, atol=1e-6)
+
+    encoder = keras.saving.load_model(model_dir / "encoder.keras")
+    inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
+    np.testing.assert_allclose(
+        encoder(inputs)["pooled_output"], model.encoder(inputs)["pooled_output"], rtol=1e-6, atol=1e-6
+    )
+
+    tf1 = read_original_variables(str(model_dir / "tf1" / "model.ckpt"))
+    np.testing.assert_array_equal(
+        tf1["bert/embeddings/word_embeddings"], model.encoder.embeddings.word_embeddings.numpy()
+    )
+    assert any(name.startswith("cls/predictions/") for name in tf1)
+    assert any(name.startswith("cls/seq_relationship/") for name in tf1)
+    assert AlbertConfig.from_json_file(model_dir / "tf1" / "albert_config.json") == worker.tiny_albert_config()
+    leftovers = [p for p in model_dir.rglob("*") if ".tmp-" in p.name]
+    assert not leftovers, f"temporary files left behind: {leftovers}"
+
+
+def test_tensorboard_logs_use_the_optimizer_step(reference):
+    scalars = {}
+    for path in (Path(reference["dir"]) / "logs" / "train").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append(event.step)
+    assert sorted(scalars["epoch_loss"]) == [4, 8, 10]
+    assert sorted(scalars["epoch_learning_rate"]) == [4, 8, 10]
+    # log_every=3: running metrics at steps 3, 6, 9.
+    assert sorted(scalars["batch_loss"]) == [3, 6, 9]
+
+
+# --- resume -------------------------------------------------------------------------------------
+
+
+def test_sigkilled_run_resumes_to_identical_weights_and_losses(reference, tmp_path):
+    model_dir = tmp_path / "killed"
+    model_dir.mkdir()
+    log = open(tmp_path / "worker.log", "w")
+    # The worker blocks once step 5 is done (ckpt-4 written, ckpt-8 not yet) and is killed there.
+    proc = subprocess.Popen(
+        [sys.executable, WORKER, "--model-dir", str(model_dir), "--block-at-step", "5"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=worker_env(),
+    )
+    try:
+        deadline = time.time() + SUBPROCESS_TIMEOUT
+        while not (model_dir / ".blocked-5").exists():
+            if proc.poll() is not None:
+                pytest.fail(f"worker exited with {proc.returncode}: {(tmp_path / 'worker.log').read_text()[-3000:]}")
+            if time.time() > deadline:
+                pytest.fail("worker did not reach step 5 in time")
+            time.sleep(0.5)
+        assert (model_dir / "checkpoints" / "ckpt-4.index").exists()
+        assert not (model_dir / "checkpoints" / "ckpt-8.index").exists()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert [r["step"] for r in read_metrics(model_dir)] == [4]
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            WORKER,
+            "--model-dir",
+            str(model_dir),
+            "--weights-out",
+            str(tmp_path / "weights.npz"),
+            "--result-out",
+            str(tmp_path / "result.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+        timeout=SUBPROCESS_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((tmp_path / "result.json").read_text())
+    assert summary["initial_step"] == 4 and summary["restored_from"].endswith("ckpt-4")
+    with np.load(tmp_path / "weights.npz") as resumed:
+        # Bit-identical: same kernels, same data, the same dropout masks from restored seeds.
+        assert_same_weights(dict(resumed), reference["weights"])
+    assert losses(read_metrics(model_dir)) == losses(reference["metrics"])
+
+
+@pytest.mark.parametrize("damage", ["truncate_data", "delete_index"])
+def test_unreadable_newest_checkpoint_falls_back_to_the_previous(reference, tmp_path, caplog, damage):
+    model_dir = copy_run(reference, tmp_path, damage)
+    newest = model_dir / "checkpoints" / "ckpt-10"
+    if damage == "truncate_data":
+        data = Path(f"{newest}.data-00000-of-00001")
+        data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    else:
+        Path(f"{newest}.index").unlink()
+    # A crash after the checkpoint's metrics line but before a good checkpoint: the line is redone.
+    with caplog.at_level(logging.WARNING, logger="albert_tf.training.pretraining"):
+        result = run_pretraining(worker.tiny_run_config(model_dir), worker.dataset_fn())
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(str(newest) in w and "unreadable" in w for w in warnings), warnings
+    assert result.skipped_checkpoints == [str(newest)]
+    assert result.restored_from == str(model_dir / "checkpoints" / "ckpt-8")
+    assert result.initial_step == 8 and [r["step"] for r in result.history] == [10]
+    assert_same_weights(worker.model_weights(result.model), reference["weights"])
+    assert losses(read_metrics(model_dir)) == losses(reference["metrics"])
+    # The damaged checkpoint was overwritten by a good one.
+    reader = tf.train.load_checkpoint(str(newest))
+    assert reader.get_tensor("model/0/.ATTRIBUTES/VARIABLE_VALUE").shape == reference["weights"]["000:embeddings/word_embeddings"].shape
+
+
+def test_restarting_a_finished_run_trains_nothing(reference, tmp_path):
+    model_dir = copy_run(reference, tmp_path, "finished")
+    (model_dir / "pretrainer.keras").unlink()
+    result = run_pretraining(worker.tiny_run_config(model_dir), worker.dataset_fn())
+    assert (result.initial_step, result.final_step, result.history) == (10, 10, [])
+    assert_same_weights(worker.model_weights(result.model), reference["weights"])
+    assert (model_dir / "pretrainer.keras").exists()
+    assert losses(read_metrics(model_dir)) == losses(reference["metrics"])
+
+
+# --- precision and validation --------------------------------------------------------------------
+
+
+def test_mixed_bfloat16_is_scoped_to_model_creation(tmp_path):
+    before = keras.mixed_precision.global_policy().name
+    config = worker.tiny_run_config(
+        tmp_path, precision="mixed_bfloat16", num_train_steps=2, num_warmup_steps=0, checkpoint_every_n_steps=2,
+        gradient_accumulation_steps=1, steps_per_execution=1, log_every=0,
+    )
+    result = run_pretraining(config, worker.dataset_fn())
+    assert keras.mixed_precision.global_policy().name == before
+    encoder = result.model.encoder
+    assert encoder.embeddings.dtype_policy.name == "mixed_bfloat16"
+    assert all(v.dtype == "float32" for v in result.model.trainable_variables)
+    assert np.isfinite(result.history[-1]["loss"])
+    reloaded = keras.saving.load_model(tmp_path / "encoder.keras")
+    assert reloaded.embeddings.dtype_policy.name == "mixed_bfloat16"
+
+
+def test_config_validation_names_the_problem(tmp_path):
+    with pytest.raises(ValueError, match="steps_per_execution"):
+        worker.tiny_run_config(tmp_path, steps_per_execution=3)
+    with pytest.raises(ValueError, match="num_warmup_steps"):
+        worker.tiny_run_config(tmp_path, num_warmup_steps=11)
+    with pytest.raises(ValueError, match="precision"):
+        worker.tiny_run_config(tmp_path, precision="float16")
+    with pytest.raises(ValueError, match="strategy"):
+        worker.tiny_run_config(tmp_path, strategy="horovod")
+    with pytest.raises(ValueError, match="max_predictions_per_seq"):
+        worker.tiny_run_config(tmp_path, max_predictions_per_seq=17)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        worker.tiny_run_config(tmp_path, max_seq_length=32).albert_config()
+
+
+def test_dataset_that_does_not_match_the_config_is_rejected(tmp_path):
+    config = worker.tiny_run_config(tmp_path, num_train_steps=2, checkpoint_every_n_steps=2, num_warmup_steps=0)
+
+    def without_labels():
+        features = {k: v for k, v in worker.synthetic_features().items() if k != "next_sentence_labels"}
+        return tf.data.Dataset.from_tensor_slices(features).repeat().batch(8, drop_remainder=True)
+
+    with pytest.raises(ValueError, match="next_sentence_labels"):
+        run_pretraining(config, without_labels)
+
+    def wrong_length():
+        features = {k: v[:, :8] if v.shape[1] == 16 else v for k, v in worker.synthetic_features().items()}
+        return tf.data.Dataset.from_tensor_slices(features).repeat().batch(8, drop_remainder=True)
+
+    with pytest.raises(ValueError, match="input_ids.*length 8"):
+        run_pretraining(config, wrong_length)
+    with pytest.raises(ValueError, match="batch_size"):
+        run_pretraining(config, worker.dataset_fn(batch_size=4))
+
+
+def test_checkpoint_of_another_model_is_an_error_not_a_fallback(reference, tmp_path):
+    model_dir = copy_run(reference, tmp_path, "other_model")
+    config = worker.tiny_run_config(model_dir, model_config=worker.tiny_albert_config().replace(intermediate_size=24))
+    with pytest.raises(ValueError, match="does not match this model"):
+        run_pretraining(config, worker.dataset_fn())
