@@ -74,7 +74,8 @@ def test_output_equals_the_in_memory_instances(setup, first_run):
     docs = [tokenize(d) for f in files for d in read_documents(f, "paragraphs")]
     vocab = P.VocabInfo.from_tokenizer(tokenizer)
     expected = sorted(
-        serialize_instance(i, 128, 20) for i in P.create_training_instances(docs, INSTANCE, vocab, seed=11, dupe_factor=2)
+        serialize_instance(i, 128, 20)
+        for i in P.create_training_instances(docs, INSTANCE, vocab, seed=11, dupe_factor=2)
     )
     assert _records(first_run.files) == expected
     assert first_run.counters["instances"] == len(expected)
@@ -105,16 +106,83 @@ def test_sharding_and_input_order_do_not_change_the_records(setup, first_run):
     assert _records(summary.files) == _records(first_run.files)
 
 
+class _SkippingTokenizer:
+    """official's tokenizer, but sentences containing SKIPME yield no tokens (documents to drop)."""
+
+    def __init__(self, model):
+        from official.nlp.tools.tokenization import FullSentencePieceTokenizer
+
+        self._inner = FullSentencePieceTokenizer(model)
+        self.vocab = self._inner.vocab
+
+    def tokenize(self, text):
+        return [] if "SKIPME" in text else self._inner.tokenize(text)
+
+    def convert_tokens_to_ids(self, tokens):
+        return self._inner.convert_tokens_to_ids(tokens)
+
+
+def test_documents_without_tokens_are_dropped_and_numbering_stays_dense(setup, tmp_path):
+    files, model, config, _ = setup
+    lines = [s for d in read_documents(files[0], "paragraphs") for s in d.sentences]
+    corpus = tmp_path / "a.txt"
+    corpus.write_text(
+        "\n".join(lines[:40]) + "\n\nSKIPME one.\nSKIPME two.\n\n" + "\n".join(lines[40:90]) + "\n", encoding="utf-8"
+    )
+    second = tmp_path / "b.txt"
+    second.write_text("SKIPME.\n\n" + "\n".join(lines[90:130]) + "\n", encoding="utf-8")
+    skipping = B.PipelineConfig(
+        **{**config.__dict__, "tokenizer": functools.partial(_SkippingTokenizer, model), "input_format": "sentences"}
+    )
+    summary = B.make_pretraining_data([str(corpus), str(second)], str(tmp_path / "out"), skipping)
+    assert summary.counters["documents"] == 5 and summary.counters["documents_without_tokens"] == 2
+    tokenizer = skipping.tokenizer()
+    tokenize = P.DocumentTokenizer(tokenizer)
+    docs = [tokenize(d) for f in (corpus, second) for d in read_documents(str(f))]
+    docs = [d for d in docs if len(d)]
+    assert len(docs) == 3
+    vocab = P.VocabInfo.from_tokenizer(tokenizer)
+    expected = sorted(
+        serialize_instance(i, 128, 20)
+        for i in P.create_training_instances(docs, INSTANCE, vocab, seed=11, dupe_factor=2)
+    )
+    assert _records(summary.files) == expected
+
+
 def test_existing_output_and_overwrite(setup, first_run):
     files, _, config, runs = setup
     target = runs / "existing"
-    target.mkdir()
-    (target / "old.txt").write_text("stale")
+    small = B.PipelineConfig(**{**config.__dict__, "dupe_factor": 1, "num_shards": 3})
+    B.make_pretraining_data(files[:1], str(target), small)
     with pytest.raises(B.PipelineError, match="is not empty"):
-        B.make_pretraining_data(files[:1], str(target), config)
-    assert os.listdir(target) == ["old.txt"]
-    summary = B.make_pretraining_data(files[:1], str(target), B.PipelineConfig(**{**config.__dict__, "dupe_factor": 1}), overwrite=True)
-    assert "old.txt" not in os.listdir(target) and len(summary.files) == 2
+        B.make_pretraining_data(files[:1], str(target), small)
+    summary = B.make_pretraining_data(files[:1], str(target), config, overwrite=True)
+    assert sorted(os.listdir(target)) == [
+        "metadata.json",
+        "part-00000-of-00002.tfrecord",
+        "part-00001-of-00002.tfrecord",
+    ]
+    assert len(summary.files) == 2
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(B.PipelineError, match="did not write .notes.txt"):
+        B.make_pretraining_data(files[:1], str(target), config, overwrite=True)
+    assert (target / "notes.txt").read_text() == "mine"
+
+
+def test_tokenizer_spec(setup, tmp_path):
+    _, model, _, _ = setup
+    spec = B.TokenizerSpec(spm_model=model)
+    assert spec.piece_style == "sentencepiece"
+    tokenizer = spec()
+    assert tokenizer.tokenize("Hello World")[0].startswith("\u2581")  # lower-cased SentencePiece pieces
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s"]) + "\n")
+    spec = B.TokenizerSpec(vocab_file=str(vocab))
+    assert spec.piece_style == "wordpiece" and spec().tokenize("Hello worlds") == ["hello", "world", "##s"]
+    info = P.VocabInfo.from_tokenizer(spec(), spec.piece_style)
+    assert info.start_table == bytes([1, 1, 1, 1, 1, 1, 1, 0])
+    with pytest.raises(ValueError, match="exactly one"):
+        B.TokenizerSpec()
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,8 @@ def test_split_sentences_rules():
         "Then they left.",
     ]
     # A lower-case continuation and decimals never split; closing quotes and brackets stay attached.
-    assert split_sentences('He said "stop." Then, e.g. the rest. Costs rose 1.5 percent (in 1990.) [Laughter] Now.') == [
+    text = 'He said "stop." Then, e.g. the rest. Costs rose 1.5 percent (in 1990.) [Laughter] Now.'
+    assert split_sentences(text) == [
         'He said "stop."',
         "Then, e.g. the rest.",
         "Costs rose 1.5 percent (in 1990.)",

@@ -161,8 +161,8 @@ def test_ngram_lengths(instances, unmasked, corpus):
     first = collections.Counter()
     chosen = collections.Counter()
     for inst in unmasked * 3:
-        candidates, _ = P.word_candidates(inst.input_ids, vocab)
-        spans = P.select_ngram_spans([len(c) for c in candidates], CONFIG.num_to_predict(len(inst.input_ids)), CONFIG, rng)
+        words = P.word_candidates(inst.input_ids, vocab)
+        spans = P.select_ngram_spans(words.sizes, CONFIG.num_to_predict(len(inst.input_ids)), CONFIG, rng)
         first[spans[0][1]] += 1
         chosen.update(m for _, m in spans)
         covered = [w for start, m in spans for w in range(start, start + m)]
@@ -239,7 +239,8 @@ def test_pairing_consumes_every_sentence_and_puts_back_unused_ones():
             seen_put_back = True
             assert used_a[: len(pairs[0].tokens_a) + len(pairs[1].tokens_a)] == doc.span(0, 1) + pairs[1].tokens_a
             # Sentences after A of the second chunk come back as the next chunk.
-            assert pairs[2].tokens_a[0] == pairs[1].tokens_a[-1] + 1 or pairs[2].tokens_b[0] == pairs[1].tokens_a[-1] + 1
+            after_a = pairs[1].tokens_a[-1] + 1
+            assert pairs[2].tokens_a[0] == after_a or pairs[2].tokens_b[0] == after_a
     assert seen_put_back
 
 

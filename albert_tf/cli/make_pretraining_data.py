@@ -6,7 +6,12 @@ processes) or on Dataflow/Flink/Spark with ``--runner`` and Beam options after `
     albert-tf make-pretraining-data --input 'corpus/*.txt' --output-dir data/ \\
         --spm-model 30k-clean.model --dupe-factor 5 --num-workers 2
     albert-tf make-pretraining-data --input 'gs://b/corpus/*' --output-dir gs://b/data \\
-        --spm-model gs://b/30k-clean.model --runner DataflowRunner -- --project=p --region=us-central1
+        --spm-model gs://b/30k-clean.model --runner DataflowRunner -- --project=p --region=us-central1 \\
+        --temp_location=gs://b/tmp --extra_package=dist/albert_tf-0.1.0-py3-none-any.whl
+
+Remote workers need this package: build a wheel (``python -m build``) and pass it with
+``--extra_package``, or use a custom worker container. Each run writes into a temporary directory
+beside ``--output-dir`` and moves the shards into place only when the whole pipeline succeeded.
 """
 
 from __future__ import annotations
@@ -74,7 +79,9 @@ def run(args) -> int:
         raise CommandError(f"--num-workers must be at least 1, got {args.num_workers}")
     if args.num_workers > 1:
         if args.runner != "DirectRunner":
-            raise CommandError("--num-workers applies to the DirectRunner; give other runners their own options after --")
+            raise CommandError(
+                "--num-workers applies to the DirectRunner; give other runners their own options after --"
+            )
         beam_args += ["--direct_running_mode=multi_processing", f"--direct_num_workers={args.num_workers}"]
     try:
         spec = TokenizerSpec(spm_model=args.spm_model, vocab_file=args.vocab_file, lower_case=args.lower_case)

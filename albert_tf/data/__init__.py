@@ -1,6 +1,6 @@
-"""Pretraining data for ALBERT: SOP + n-gram masked-LM instances, TFRecords, Beam and tf.data paths.
+"""Data for ALBERT; submodules are imported on demand (Beam workers never load TensorFlow for them).
 
-Modules (imported on demand, so that Beam workers do not load tf.data code and vice versa):
+Pretraining data (SOP + n-gram masked LM, exact to google-research/albert create_pretraining_data.py):
 
 * `albert_tf.data.documents` -- reading one-sentence-per-line / blank-line-separated documents,
   and a rule-based sentence splitter for paragraph-per-line text.
@@ -11,4 +11,7 @@ Modules (imported on demand, so that Beam workers do not load tf.data code and v
 * `albert_tf.data.beam_pipeline` -- the Apache Beam pipeline (`make_pretraining_data`).
 * `albert_tf.data.on_the_fly` -- masking inside tf.data with fresh masks every epoch
   (`make_on_the_fly_dataset`).
+
+Fine-tuning data: `albert_tf.data.glue` (GLUE layouts, generic TSV/CSV/JSONL), `albert_tf.data.tagging`
+(CoNLL BIO, People's Daily), `albert_tf.data.squad` (SQuAD v1.1/v2.0), `albert_tf.data.race` (RACE).
 """

@@ -38,7 +38,7 @@ import logging
 import os
 import re
 import uuid
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -173,28 +173,49 @@ class _Tokenize(beam.DoFn):
                 yield key, tokenized
 
 
-def _offsets(counts: Dict[int, int]):
-    """Per-file document counts -> ({file: index of its first document}, total documents)."""
-    offsets = {}
-    total = 0
-    for file_index in sorted(counts):
-        offsets[file_index] = total
-        total += counts[file_index]
-    return offsets, total
+class _Numbering(beam.CombineFn):
+    """(file, doc, kept) for every parsed document -> how to number the kept ones.
+
+    The result is ``{"offsets": {file: index of its first kept document}, "dropped": {file:
+    sorted doc indices without tokens}, "total": kept documents}``; small (per file), so it travels
+    as a side input.
+    """
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, accumulator, element):
+        file_index, doc_index, kept = element
+        counts = accumulator.setdefault(file_index, [0, []])
+        if kept:
+            counts[0] += 1
+        else:
+            counts[1].append(doc_index)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        merged = {}
+        for accumulator in accumulators:
+            for file_index, (kept, dropped) in accumulator.items():
+                counts = merged.setdefault(file_index, [0, []])
+                counts[0] += kept
+                counts[1].extend(dropped)
+        return merged
+
+    def extract_output(self, accumulator):
+        offsets, total = {}, 0
+        for file_index in sorted(accumulator):
+            offsets[file_index] = total
+            total += accumulator[file_index][0]
+        dropped = {f: sorted(d) for f, (_, d) in accumulator.items() if d}
+        return {"offsets": offsets, "dropped": dropped, "total": total}
 
 
-def _dropped_by_file(keys: List) -> Dict[int, List[int]]:
-    by_file: Dict[int, List[int]] = {}
-    for file_index, doc_index in keys:
-        by_file.setdefault(file_index, []).append(doc_index)
-    return {f: sorted(d) for f, d in by_file.items()}
-
-
-def _document_index(element, offsets, dropped: Dict[int, List[int]]):
+def _document_index(element, numbering):
     """((file, doc), document) -> (index among all kept documents, document)."""
     (file_index, doc_index), document = element
-    skipped = bisect.bisect_left(dropped.get(file_index, ()), doc_index)
-    return offsets[0][file_index] + doc_index - skipped, document
+    skipped = bisect.bisect_left(numbering["dropped"].get(file_index, ()), doc_index)
+    return numbering["offsets"][file_index] + doc_index - skipped, document
 
 
 class _Pair(beam.DoFn):
@@ -215,9 +236,11 @@ class _Pair(beam.DoFn):
         for dupe in range(self._dupe_factor):
             for k, pair in enumerate(instances_lib.document_pairs(document, index, dupe, num_documents, cfg, seed)):
                 if pair.random_next is not None:
-                    yield beam.pvalue.TaggedOutput(self.REQUESTS, (pair.random_next.document_index, (index, dupe, k, pair)))
+                    target = pair.random_next.document_index
+                    yield beam.pvalue.TaggedOutput(self.REQUESTS, (target, (index, dupe, k, pair)))
                     continue
-                instance = instances_lib.finish_instance(pair, cfg, vocab, instances_lib.finishing_rng(seed, index, dupe, k))
+                rng = instances_lib.finishing_rng(seed, index, dupe, k)
+                instance = instances_lib.finish_instance(pair, cfg, vocab, rng)
                 self._instances.inc()
                 yield serialize_instance(instance, cfg.max_seq_length, cfg.max_predictions_per_seq)
 
@@ -280,25 +303,19 @@ def build_pipeline(
         | "Tokenize" >> beam.ParDo(_Tokenize(config.tokenizer)).with_outputs(_Tokenize.DROPPED, main="kept")
     )
     kept = tokenized.kept
-    offsets = (
-        kept
-        | "FileOfDocument" >> beam.Map(lambda kv: (kv[0][0], 1))
-        | "DocumentsPerFile" >> beam.CombinePerKey(sum)
-        | "CountsByFile" >> beam.combiners.ToDict()
-        | "Offsets" >> beam.Map(_offsets)
+    numbering = (
+        (
+            kept | "KeptKey" >> beam.Map(lambda kv: (kv[0][0], kv[0][1], True)),
+            tokenized[_Tokenize.DROPPED] | "DroppedKey" >> beam.Map(lambda key: (key[0], key[1], False)),
+        )
+        | "AllDocuments" >> beam.Flatten()
+        | "Numbering" >> beam.CombineGlobally(_Numbering())
     )
-    dropped = (
-        tokenized[_Tokenize.DROPPED]
-        | "DroppedList" >> beam.combiners.ToList()
-        | "DroppedByFile" >> beam.Map(_dropped_by_file)
-    )
-    num_documents = offsets | "NumDocuments" >> beam.Map(lambda o: o[1])
-    numbered = kept | "Number" >> beam.Map(
-        _document_index, offsets=beam.pvalue.AsSingleton(offsets), dropped=beam.pvalue.AsSingleton(dropped)
-    )
-    paired = numbered | "Pair" >> beam.ParDo(_Pair(config, vocab), num_documents=beam.pvalue.AsSingleton(num_documents)).with_outputs(
-        _Pair.REQUESTS, main="instances"
-    )
+    num_documents = numbering | "NumDocuments" >> beam.Map(lambda n: n["total"])
+    numbered = kept | "Number" >> beam.Map(_document_index, numbering=beam.pvalue.AsSingleton(numbering))
+    paired = numbered | "Pair" >> beam.ParDo(
+        _Pair(config, vocab), num_documents=beam.pvalue.AsSingleton(num_documents)
+    ).with_outputs(_Pair.REQUESTS, main="instances")
     random_next = (
         {"document": numbered, "requests": paired[_Pair.REQUESTS]}
         | "JoinRandomNext" >> beam.CoGroupByKey()
@@ -404,6 +421,11 @@ def _list_dir(directory: str) -> List[str]:
     return sorted(m.path for m in result.metadata_list)
 
 
+_OUR_FILES = re.compile(
+    rf"^(?:{re.escape(METADATA_FILE)}|{SHARD_PREFIX}-\d{{5}}-of-\d{{5}}{re.escape(SHARD_SUFFIX)})$"
+)
+
+
 def _write_text_atomically(path: str, text: str) -> None:
     temp = f"{path}.tmp-{uuid.uuid4().hex}"
     with FileSystems.create(temp) as f:
@@ -431,7 +453,8 @@ def make_pretraining_data(
             ``--direct_num_workers`` in `pipeline_args` for worker processes), another runner name
             (``"DataflowRunner"``, ``"FlinkRunner"``, ...) or a runner object.
         pipeline_args: further Beam pipeline options, e.g. ``["--project=...", "--region=..."]``.
-        overwrite: replace the shards and metadata of an earlier run in `output_dir`.
+        overwrite: replace the shards and metadata of an earlier run in `output_dir` (a directory
+            holding any other file is never touched).
 
     Returns:
         The output directory, the shard files and the pipeline counters.
@@ -443,12 +466,15 @@ def make_pretraining_data(
     """
     input_files = expand_inputs(input_patterns)
     output_dir = output_dir.rstrip("/") or output_dir
-    if FileSystems.exists(output_dir):
-        existing = _list_dir(output_dir)
-        if existing and not overwrite:
-            raise PipelineError(f"output directory {output_dir} is not empty (pass overwrite to replace its files)")
-    else:
-        existing = []
+    existing = _list_dir(output_dir) if FileSystems.exists(output_dir) else []
+    if existing and not overwrite:
+        raise PipelineError(f"output directory {output_dir} is not empty (pass overwrite to replace an earlier run)")
+    foreign = [p for p in existing if not _OUR_FILES.match(os.path.basename(p))]
+    if foreign:
+        raise PipelineError(
+            f"output directory {output_dir} has files this pipeline did not write "
+            f"({os.path.basename(foreign[0])}, ...); refusing to overwrite it"
+        )
 
     tokenizer = config.tokenizer()
     vocab = VocabInfo.from_tokenizer(tokenizer, config.piece_style)

@@ -156,7 +156,9 @@ def _decode_line(raw: bytes, source: str, line_number: int) -> str:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise MalformedInputError(
-            source, line_number, f"invalid UTF-8 at byte {e.start} of the line ({e.reason}); pretraining text must be UTF-8"
+            source,
+            line_number,
+            f"invalid UTF-8 at byte {e.start} of the line ({e.reason}); pretraining text must be UTF-8",
         ) from None
     binary = _BINARY_CHARS.search(line)
     if binary is not None:

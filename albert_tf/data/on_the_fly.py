@@ -129,23 +129,27 @@ class MaskingConfig:
 def random_draws(config: MaskingConfig, seed) -> Dict[str, tf.Tensor]:
     """The random numbers that mask one record, from a stateless seed of shape [2].
 
+    One ``stateless_uniform`` call makes 64 random bits per position and stream (one op instead of
+    several keeps this per-record map cheap); the uniforms take the top 24 bits of theirs, the
+    random ids the top 32 (scaled to ``vocab_size``, so no modulo bias).
+
     Returns:
         ``priority`` (int64, the candidate order), ``ngram_u``, ``replace_u``, ``keep_u``
-        (float32 uniforms) and ``random_ids`` (int32), each of shape ``[max_seq_length]``.
+        (float32 uniforms in [0, 1)) and ``random_ids`` (int32 in ``[0, vocab_size)``), each of
+        shape ``[max_seq_length]``.
     """
     length = config.max_seq_length
-    seeds = tf.random.experimental.stateless_split(seed, num=3)
-    priority = tf.random.stateless_uniform([length], seed=seeds[0], minval=None, maxval=None, dtype=tf.int64)
-    uniforms = tf.random.stateless_uniform([3, length], seed=seeds[1], dtype=tf.float32)
-    random_ids = tf.random.stateless_uniform(
-        [length], seed=seeds[2], minval=0, maxval=config.vocab_size, dtype=tf.int32
-    )
+    bits = tf.random.stateless_uniform([5, length], seed=seed, minval=None, maxval=None, dtype=tf.int64)
+    top24 = tf.bitwise.right_shift(bits[1:4], 40) & 0xFFFFFF
+    uniforms = tf.cast(top24, tf.float32) * (1.0 / (1 << 24))
+    top32 = tf.bitwise.right_shift(bits[4], 32) & 0xFFFFFFFF
+    random_ids = tf.bitwise.right_shift(top32 * config.vocab_size, 32)
     return {
-        "priority": priority,
+        "priority": bits[0],
         "ngram_u": uniforms[0],
         "replace_u": uniforms[1],
         "keep_u": uniforms[2],
-        "random_ids": random_ids,
+        "random_ids": tf.cast(random_ids, tf.int32),
     }
 
 
@@ -351,7 +355,9 @@ def make_on_the_fly_dataset(
         files = list_files(source)
         if input_context is not None and input_context.num_input_pipelines > 1:
             if len(files) < input_context.num_input_pipelines:
-                raise ValueError(f"{len(files)} files cannot be sharded over {input_context.num_input_pipelines} pipelines")
+                raise ValueError(
+                    f"{len(files)} files cannot be sharded over {input_context.num_input_pipelines} input pipelines"
+                )
             files = files[input_context.input_pipeline_id :: input_context.num_input_pipelines]
             shard = input_context.input_pipeline_id
         files_tensor = tf.constant(files)

@@ -32,15 +32,16 @@ which documents are processed, which is what lets the Beam pipeline shard freely
 
 The original shuffles its documents and its instances; here the documents keep their input order
 (the index is their position over the sorted input files) and shuffling is left to the reader.
-Visiting the candidates in a uniformly random order is done lazily (a random sample of the first
-few, a shuffle of the rest only if they are reached), which draws the same permutation
-distribution as a full shuffle at a fraction of the cost.
+Visiting the candidates in a uniformly random order is done lazily (each next candidate uniform over
+those not yet visited), which draws the same permutation distribution as a full shuffle at a
+fraction of the cost.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import random
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -411,49 +412,84 @@ def truncate_seq_pair(tokens_a: List[int], tokens_b: List[int], max_num_tokens: 
     return tokens_a[a0:a1], tokens_b[b0:b1]
 
 
-def _visit_order(num_words: int, first: int, rng: random.Random) -> Iterator[int]:
+def _visit_order(num_words: int, rng: random.Random) -> Iterator[int]:
     """A uniformly random permutation of ``range(num_words)``, drawn lazily.
 
-    The first `first` entries are a random sample (O(first)); the rest are shuffled only when the
-    caller gets that far (short sequences whose budget does not fill).
+    Each next word is uniform over the words not yet visited: drawn by rejection while fewer than
+    half are visited (about one draw each), then the rest is shuffled. The walk usually stops after
+    a dozen or two words, so this costs a fraction of shuffling all of them.
     """
-    first = min(first, num_words)
-    head = rng.sample(range(num_words), first)
-    yield from head
-    if first < num_words:
-        seen = set(head)
-        rest = [w for w in range(num_words) if w not in seen]
-        rng.shuffle(rest)
-        yield from rest
+    seen = set()
+    half = num_words // 2
+    randrange = rng.randrange
+    while len(seen) < half:
+        w = randrange(num_words)
+        if w not in seen:
+            seen.add(w)
+            yield w
+    rest = [w for w in range(num_words) if w not in seen]
+    rng.shuffle(rest)
+    yield from rest
 
 
-def word_candidates(input_ids: Sequence[int], vocab: VocabInfo, whole_word: bool = True):
-    """Whole-word candidates and the ``token_boundary`` flags, as the original builds them.
+@dataclasses.dataclass(frozen=True)
+class WordCandidates:
+    """The whole-word masking candidates of one instance.
 
-    Every non-special piece belongs to one candidate: a word-start piece opens one, a continuation
-    piece joins the one before it (so right after ``[SEP]`` it joins the last word of A, as in the
-    original); without `whole_word` every piece is its own candidate.
+    Every non-special piece belongs to one word: a word-start piece opens one, a continuation piece
+    joins the one before it (so right after ``[SEP]`` it joins the last word of A, as in the
+    original); the first non-special piece opens a word whatever it is. Word ``w`` holds the
+    non-special pieces from ``starts[w]`` up to the next start.
 
-    Returns:
-        ``(candidates, token_boundary)``: lists of piece positions per word, and 1 at ``[CLS]``,
-        ``[SEP]`` and word-start pieces, 0 elsewhere.
+    Attributes:
+        starts: the first position of each word.
+        sizes: pieces per word.
+        token_boundary: 1 at ``[CLS]``, ``[SEP]`` and word-start pieces, 0 elsewhere.
+        special_positions: where ``[CLS]`` and ``[SEP]`` are.
+        length: the number of tokens.
     """
-    cls_id, sep_id = vocab.cls_id, vocab.sep_id
-    table = vocab.start_table
-    token_boundary = [0] * len(input_ids)
-    candidates: List[List[int]] = []
-    for i, token in enumerate(input_ids):
-        if token == cls_id or token == sep_id:
-            token_boundary[i] = 1
-            continue
-        if table[token]:
-            token_boundary[i] = 1
-            candidates.append([i])
-        elif whole_word and candidates:
-            candidates[-1].append(i)
-        else:
-            candidates.append([i])
-    return candidates, token_boundary
+
+    starts: List[int]
+    sizes: List[int]
+    token_boundary: List[int]
+    special_positions: frozenset
+    length: int
+
+    def positions(self, word: int) -> List[int]:
+        """The piece positions of word `word`, ascending."""
+        end = self.starts[word + 1] if word + 1 < len(self.starts) else self.length
+        special = self.special_positions
+        return [p for p in range(self.starts[word], end) if p not in special]
+
+
+def word_candidates(input_ids: Sequence[int], vocab: VocabInfo, whole_word: bool = True) -> WordCandidates:
+    """Whole-word candidates and ``token_boundary`` flags, as the original builds them (vectorized).
+
+    Args:
+        input_ids: the instance's ids.
+        vocab: special ids and word-start table.
+        whole_word: group continuation pieces with their word; otherwise every piece is a word.
+    """
+    ids = np.asarray(input_ids, dtype=np.int64)
+    special = (ids == vocab.cls_id) | (ids == vocab.sep_id)
+    start_flag = np.frombuffer(vocab.start_table, dtype=np.uint8)[ids].astype(bool)
+    candidate = ~special
+    if whole_word:
+        opens = candidate & start_flag
+        if candidate.any():
+            opens[int(np.argmax(candidate))] = True
+    else:
+        opens = candidate
+    starts = np.flatnonzero(opens)
+    word_of_piece = np.cumsum(opens) - 1
+    sizes = np.bincount(word_of_piece[candidate], minlength=len(starts)) if len(starts) else np.zeros(0, np.int64)
+    return WordCandidates(
+        starts=starts.tolist(),
+        sizes=sizes.tolist(),
+        token_boundary=(start_flag | special).astype(np.int64).tolist(),
+        special_positions=frozenset(np.flatnonzero(special).tolist()),
+        length=len(ids),
+    )
 
 
 def select_ngram_spans(
@@ -476,9 +512,7 @@ def select_ngram_spans(
         The chosen ``(first_word, num_words)`` spans, in the order chosen.
     """
     num_words = len(word_sizes)
-    pieces_before = [0] * (num_words + 1)
-    for w, size in enumerate(word_sizes):
-        pieces_before[w + 1] = pieces_before[w] + size
+    pieces_before = [0, *itertools.accumulate(word_sizes)]
     cumulative = []
     acc = 0.0
     for p in config.ngram_probabilities():
@@ -489,7 +523,7 @@ def select_ngram_spans(
     covered = bytearray(num_words)
     spans: List[Tuple[int, int]] = []
     count = 0
-    for w in _visit_order(num_words, 2 * budget + 8, rng):
+    for w in _visit_order(num_words, rng):
         if count >= budget:
             break
         u = rng.random()
@@ -523,17 +557,18 @@ def create_masked_lm_predictions(
         ``(output_ids, masked_lm_positions, masked_lm_ids, token_boundary)``: the masked ids, the
         ascending masked positions, the original ids there, and the word-boundary flags.
     """
-    candidates, token_boundary = word_candidates(input_ids, vocab, config.do_whole_word_mask)
+    words = word_candidates(input_ids, vocab, config.do_whole_word_mask)
+    token_boundary = words.token_boundary
     output_ids = list(input_ids)
-    if config.masked_lm_prob == 0 or not candidates:
+    if config.masked_lm_prob == 0 or not words.starts:
         return output_ids, [], [], token_boundary
     budget = config.num_to_predict(len(input_ids))
-    spans = select_ngram_spans([len(c) for c in candidates], budget, config, rng)
+    spans = select_ngram_spans(words.sizes, budget, config, rng)
     mask_id, vocab_size = vocab.mask_id, vocab.vocab_size
     masked_positions: List[int] = []
     for first, num_words in spans:
         for x in range(first, first + num_words):
-            for index in candidates[x]:
+            for index in words.positions(x):
                 if rng.random() < 0.8:
                     output_ids[index] = mask_id
                 elif rng.random() < 0.5:

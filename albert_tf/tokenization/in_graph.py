@@ -72,12 +72,6 @@ def lower_utf8(texts: tf.Tensor) -> tf.Tensor:
     return tf.strings.reduce_join(parts.with_flat_values(rejoined), axis=-1)
 
 
-def _first_n(values: tf.RaggedTensor, n: tf.Tensor) -> tf.RaggedTensor:
-    """Keeps the first `n[i]` items of row `i`."""
-    keep = tf.ragged.range(values.row_lengths(), dtype=n.dtype) < tf.expand_dims(n, 1)
-    return tf.ragged.boolean_mask(values, keep)
-
-
 def truncated_lengths(
     len_a: tf.Tensor, len_b: tf.Tensor, max_num_tokens: tf.Tensor
 ) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -99,6 +93,13 @@ def truncated_lengths(
     new_a = tf.minimum(len_a, tf.maximum(half_up, max_num_tokens - len_b))
     new_b = tf.minimum(len_b, max_num_tokens - new_a)
     return new_a, new_b
+
+
+def _is_pair(inputs: Any) -> bool:
+    # A tuple is a pair of segments; so is a list of tensors. A list of Python strings is a batch.
+    if isinstance(inputs, tuple):
+        return True
+    return isinstance(inputs, list) and bool(inputs) and not isinstance(inputs[0], (str, bytes))
 
 
 def _decode_model_proto(model: Union[bytes, str]) -> bytes:
@@ -359,27 +360,33 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         return texts
 
     def _sentencepiece_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        ids = self._sentencepiece.tokenize(texts).with_row_splits_dtype(tf.int64)
-        return self._split_digit_comma(ids)
+        return self._split_digit_comma(self._sentencepiece.tokenize(texts))
 
     def _split_digit_comma(self, ids: tf.RaggedTensor) -> tf.RaggedTensor:
         """The original `encode_pieces` rule (see `text.split_digit_comma_pieces`), vectorized.
 
         All matching pieces of the batch are re-encoded in one kernel call, fixed up, and
-        spliced back in place of the pieces they replace with one ragged gather.
+        scattered back in place of the pieces they replace. Only flat (dense) ops: ragged ops
+        would make the traced graph several times larger and slower to build.
         """
-        flat_ids = ids.flat_values
-        num_pieces = tf.size(flat_ids, out_type=tf.int64)
-        pieces = tf.gather(self._pieces, flat_ids)
+        flat = ids.flat_values
+        pieces = tf.gather(self._pieces, flat)
         match = tf.strings.regex_full_match(pieces, "(?s).*" + _unicode.re2_class("isdigit") + ",")
-        matched = tf.boolean_mask(pieces, match)
-        # Everything before the final comma, without "▁".
+        match_index = tf.cast(tf.where(match)[:, 0], tf.int32)
+        matched = tf.gather(pieces, match_index)
+        num_matched = tf.size(match_index)
+        # Everything before the final comma, without "▁", re-encoded.
         body_length = tf.strings.length(matched) - 1
         body = tf.strings.substr(matched, tf.zeros_like(body_length), body_length)
         body = tf.strings.regex_replace(body, SPIECE_UNDERLINE, "")
-        sub = self._sentencepiece.tokenize(body).with_row_splits_dtype(tf.int64)
-        sub_pieces = sub.with_flat_values(tf.gather(self._pieces, sub.flat_values))
-        first = sub_pieces[:, :1].to_tensor(default_value="", shape=[None, 1])[:, 0]
+        sub = self._sentencepiece.tokenize(body)
+        sub_ids = sub.flat_values
+        sub_rows = tf.cast(sub.value_rowids(), tf.int32)
+        sub_starts = tf.cast(sub.row_splits[:-1], tf.int32)
+        sub_lengths = tf.cast(sub.row_lengths(), tf.int32)
+        # First piece of each re-encoding ("" for none, which the kernel never returns).
+        sub_pieces = tf.concat([tf.gather(self._pieces, sub_ids), [""]], axis=0)
+        first = tf.gather(sub_pieces, tf.where(sub_lengths > 0, sub_starts, tf.size(sub_ids)))
         # A piece inside a word (no leading "▁") must not gain the word start that re-encoding
         # adds: drop a lone "▁" piece, or the "▁" of the first piece.
         fix = tf.logical_and(
@@ -393,25 +400,39 @@ class AlbertTokenizerLayer(keras.layers.Layer):
             first, tf.where(strip, 3, 0), tf.where(strip, first_length - 3, first_length)
         )
         # A stripped piece may be out of the vocabulary: `<unk>`, as `PieceToId` gives.
-        stripped_id = tf.cast(self._piece_ids.lookup(stripped_first), sub.dtype)
-        rows = sub.value_rowids()
-        is_first = tf.equal(tf.ragged.range(sub.row_lengths()).flat_values, 0)
-        new_values = tf.where(
-            tf.logical_and(is_first, tf.gather(strip, rows)), tf.gather(stripped_id, rows), sub.flat_values
+        stripped_id = tf.cast(self._piece_ids.lookup(stripped_first), sub_ids.dtype)
+        is_first = tf.equal(tf.range(tf.size(sub_ids)), tf.gather(sub_starts, sub_rows))
+        sub_ids = tf.where(tf.logical_and(is_first, tf.gather(strip, sub_rows)), tf.gather(stripped_id, sub_rows), sub_ids)
+        keep = tf.logical_not(tf.logical_and(is_first, tf.gather(drop, sub_rows)))
+        keep_int = tf.cast(keep, tf.int32)
+        kept = tf.math.unsorted_segment_sum(keep_int, sub_rows, num_matched)
+        rank = tf.cumsum(keep_int, exclusive=True) - tf.gather(tf.cumsum(kept, exclusive=True), sub_rows)
+        # Output layout: one slot per unmatched piece, kept pieces + "," per matched piece.
+        out_length = tf.tensor_scatter_nd_update(tf.ones_like(flat, tf.int32), match_index[:, None], kept + 1)
+        out_start = tf.cumsum(out_length, exclusive=True)
+        unmatched_index = tf.cast(tf.where(tf.logical_not(match))[:, 0], tf.int32)
+        kept_rows = tf.boolean_mask(sub_rows, keep)
+        positions = tf.concat(
+            [
+                tf.gather(out_start, unmatched_index),
+                tf.gather(out_start, tf.gather(match_index, kept_rows)) + tf.boolean_mask(rank, keep),
+                tf.gather(out_start, match_index) + kept,
+            ],
+            axis=0,
         )
-        keep = tf.logical_not(tf.logical_and(is_first, tf.gather(drop, rows)))
-        sub = tf.ragged.boolean_mask(sub.with_flat_values(new_values), sub.with_flat_values(keep))
-        commas = tf.RaggedTensor.from_tensor(
-            tf.fill(tf.stack([tf.size(matched), 1]), tf.constant(self._comma_id, sub.dtype)),
-            row_splits_dtype=tf.int64,
+        values = tf.concat(
+            [
+                tf.gather(flat, unmatched_index),
+                tf.boolean_mask(sub_ids, keep),
+                tf.fill([num_matched], tf.constant(self._comma_id, flat.dtype)),
+            ],
+            axis=0,
         )
-        replacements = tf.concat([sub, commas], axis=1)
-        singles = tf.RaggedTensor.from_row_lengths(flat_ids, tf.ones([num_pieces], tf.int64))
-        candidates = tf.concat([singles, replacements], axis=0)
-        replacement_index = tf.cumsum(tf.cast(match, tf.int64)) - 1
-        selector = tf.where(match, num_pieces + replacement_index, tf.range(num_pieces, dtype=tf.int64))
-        per_piece = tf.gather(candidates, selector)
-        return tf.RaggedTensor.from_row_splits(per_piece, ids.row_splits).merge_dims(1, 2)
+        total = tf.reduce_sum(out_length)
+        out_values = tf.scatter_nd(positions[:, None], values, total[None])
+        ends = tf.concat([[0], tf.cumsum(out_length)], axis=0)
+        row_splits = tf.gather(ends, tf.cast(ids.row_splits, tf.int32))
+        return tf.RaggedTensor.from_row_splits(out_values, tf.cast(row_splits, tf.int64), validate=False)
 
     def _wordpiece_preprocess(self, texts: tf.Tensor) -> tf.Tensor:
         texts = tf.strings.regex_replace(texts, _unicode.re2_class("bert_removed"), "")
@@ -453,41 +474,51 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         Returns:
           `input_ids`, `input_mask`, `segment_ids`: int32 `[batch, sequence_length]`.
         """
-        ids_a = tf.cast(ids_a, tf.int32).with_row_splits_dtype(tf.int64)
         length = self.sequence_length
-        len_a = ids_a.row_lengths()
+        ids_a = tf.cast(ids_a, tf.int32)
+        len_a = tf.cast(ids_a.row_lengths(), tf.int32)
         if ids_b is None:
-            ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(len_a))
-        ids_b = tf.cast(ids_b, tf.int32).with_row_splits_dtype(tf.int64)
-        len_b = ids_b.row_lengths()
-        has_b = len_b > 0
-        budget = tf.where(has_b, tf.constant(length - 3, tf.int64), tf.constant(length - 2, tf.int64))
+            ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(ids_a.row_lengths()))
+        ids_b = tf.cast(ids_b, tf.int32)
+        len_b = tf.cast(ids_b.row_lengths(), tf.int32)
+        # As the original: the pair budget applies when b has tokens before truncation, and b
+        # gets its [SEP] only when tokens are left after it.
+        budget = tf.where(len_b > 0, length - 3, length - 2)
         keep_a, keep_b = truncated_lengths(len_a, len_b, budget)
-        ids_a, ids_b = _first_n(ids_a, keep_a), _first_n(ids_b, keep_b)
-        batch = tf.shape(len_a, out_type=tf.int64)[0]
-
-        def column(value: int) -> tf.RaggedTensor:
-            return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value), row_splits_dtype=tf.int64)
-
-        sep_b = tf.RaggedTensor.from_row_lengths(
-            tf.fill(tf.reshape(tf.reduce_sum(tf.cast(has_b, tf.int64)), [1]), self.sep_id),
-            tf.cast(has_b, tf.int64),
+        keep_a, keep_b = keep_a[:, None], keep_b[:, None]
+        total = 2 + keep_a + keep_b + tf.cast(keep_b > 0, tf.int32)
+        # Dense ops only: each output position reads its token from a, from b, or is special.
+        dense_a = ids_a.to_tensor(default_value=0, shape=[None, length])
+        dense_b = ids_b.to_tensor(default_value=0, shape=[None, length])
+        position = tf.range(length, dtype=tf.int32)[None, :]
+        index_a = tf.broadcast_to(tf.clip_by_value(position - 1, 0, length - 1), tf.shape(dense_a))
+        from_a = tf.gather(dense_a, index_a, batch_dims=1)
+        from_b = tf.gather(dense_b, tf.clip_by_value(position - 2 - keep_a, 0, length - 1), batch_dims=1)
+        b_start = keep_a + 2
+        input_ids = tf.where(
+            position == 0,
+            self.cls_id,
+            tf.where(
+                position <= keep_a,
+                from_a,
+                tf.where(
+                    position == keep_a + 1,
+                    self.sep_id,
+                    tf.where(position < b_start + keep_b, from_b, tf.where(position < total, self.sep_id, self.pad_id)),
+                ),
+            ),
         )
-        input_ids = tf.concat([column(self.cls_id), ids_a, column(self.sep_id), ids_b, sep_b], axis=1)
-        segment_ids = tf.concat(
-            [column(0), tf.zeros_like(ids_a), column(0), tf.ones_like(ids_b), tf.ones_like(sep_b)], axis=1
-        )
-        input_ids, input_mask = tf_text.pad_model_inputs(input_ids, length, pad_value=self.pad_id)
-        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, length, pad_value=0)
+        input_mask = tf.cast(position < total, tf.int32)
+        segment_ids = tf.cast(tf.logical_and(position >= b_start, position < total), tf.int32)
         return {
-            "input_ids": tf.ensure_shape(tf.cast(input_ids, tf.int32), [None, length]),
-            "input_mask": tf.ensure_shape(tf.cast(input_mask, tf.int32), [None, length]),
-            "segment_ids": tf.ensure_shape(tf.cast(segment_ids, tf.int32), [None, length]),
+            "input_ids": tf.ensure_shape(input_ids, [None, length]),
+            "input_mask": tf.ensure_shape(input_mask, [None, length]),
+            "segment_ids": tf.ensure_shape(segment_ids, [None, length]),
         }
 
     def call(self, inputs: Any) -> Dict[str, tf.Tensor]:
         """Tokenizes and packs; `inputs` is a `[batch]` string tensor or a pair `(a, b)` of them."""
-        if isinstance(inputs, (tuple, list)):
+        if _is_pair(inputs):
             if len(inputs) != 2:
                 raise ValueError(f"a tuple input must be a pair (text_a, text_b), got {len(inputs)} items")
             text_a, text_b = self._as_strings(inputs[0], "text_a"), self._as_strings(inputs[1], "text_b")
@@ -512,7 +543,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         return outputs
 
     def compute_output_spec(self, inputs: Any) -> Dict[str, keras.KerasTensor]:
-        first = inputs[0] if isinstance(inputs, (tuple, list)) else inputs
+        first = inputs[0] if _is_pair(inputs) else inputs
         shape = tuple(first.shape) + (self.sequence_length,)
         return {k: keras.KerasTensor(shape, dtype="int32") for k in OUTPUT_KEYS}
 

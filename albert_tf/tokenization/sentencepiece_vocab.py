@@ -147,7 +147,7 @@ def train_sentencepiece(
       keep_accents, normalize_quotes: the other `preprocess_text` options (off in the original).
       input_sentence_size: at most this many sentences are used, a uniform sample when
         `shuffle_input_sentence` (reservoir sampling, so a huge corpus is never held in memory
-        beyond the sample). 0 means all.
+        beyond the sample). 0 means all; otherwise it must exceed 100 (SentencePiece's limit).
       shuffle_input_sentence: sample randomly rather than taking the first sentences.
       character_coverage: share of characters the model covers; the rest map to `<unk>`.
       control_symbols: pieces with ids that never come out of tokenizing text.
@@ -174,8 +174,9 @@ def train_sentencepiece(
         raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
     if not isinstance(vocab_size, int) or vocab_size <= 0:
         raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
-    if input_sentence_size < 0:
-        raise ValueError(f"input_sentence_size must be >= 0, got {input_sentence_size}")
+    if input_sentence_size < 0 or 0 < input_sentence_size <= 100:
+        # SentencePiece's own limit: a sample of 100 sentences or fewer is refused.
+        raise ValueError(f"input_sentence_size must be 0 (all sentences) or > 100, got {input_sentence_size}")
     if not 0.0 < character_coverage <= 1.0:
         raise ValueError(f"character_coverage must be in (0, 1], got {character_coverage}")
     num_reserved = 2 + len(control_symbols) + len(user_defined_symbols)

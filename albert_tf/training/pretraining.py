@@ -31,6 +31,7 @@ count updates, as in the original `run_pretraining.py`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -402,16 +403,26 @@ def _checkpoint_candidates(directory: str) -> List[str]:
     return [p for _, p in sorted(numbered, reverse=True)]
 
 
-# Errors that mean "these files are not a complete checkpoint": a missing index or shard, a
-# truncated file, a checksum mismatch. Anything else (e.g. a model that does not match) is raised.
-def _unreadable_errors():
+def _read_fully(prefix: str) -> None:
+    """Reads every tensor of a checkpoint once (one at a time, so memory stays one tensor).
+
+    Raises whatever the reader raises for a missing index or shard, a truncated file
+    (`IndexError`: "Read less bytes than requested") or a checksum mismatch (`DataLossError`).
+    Checking before restoring keeps "unreadable" apart from "does not match the model" and
+    never assigns half a checkpoint; it costs one extra read of the checkpoint.
+    """
     import tensorflow as tf
 
-    return (tf.errors.DataLossError, tf.errors.NotFoundError, tf.errors.OutOfRangeError)
+    reader = tf.train.load_checkpoint(prefix)
+    for name in reader.get_variable_to_shape_map():
+        reader.get_tensor(name)
 
 
 def restore_newest_readable(checkpoint, directory: str):
     """Restores the newest checkpoint of `directory` that reads back completely.
+
+    Unreadable checkpoints are skipped with a warning, not deleted: training overwrites them
+    when it reaches their step again.
 
     Args:
         checkpoint: The `tf.train.Checkpoint` to restore into.
@@ -428,12 +439,9 @@ def restore_newest_readable(checkpoint, directory: str):
     skipped = []
     for prefix in _checkpoint_candidates(directory):
         try:
-            # Reading the index first turns "no index" into an error before anything is assigned.
-            tf.train.load_checkpoint(prefix)
-            status = checkpoint.restore(prefix)
-            status.assert_existing_objects_matched()
-        except _unreadable_errors() as e:
-            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            _read_fully(prefix)
+        except (tf.errors.OpError, IndexError) as e:
+            message = str(e).strip().splitlines()[0] if str(e).strip() else ""
             logger.warning(
                 "checkpoint %s is unreadable (%s: %s); falling back to the previous checkpoint",
                 prefix,
@@ -442,7 +450,9 @@ def restore_newest_readable(checkpoint, directory: str):
             )
             skipped.append(prefix)
             continue
-        except (AssertionError, ValueError) as e:
+        try:
+            checkpoint.restore(prefix).assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
             raise ValueError(
                 f"checkpoint {prefix} does not match this model and optimizer (was the run started with "
                 f"another config?): {e}"
@@ -652,6 +662,34 @@ def _make_callbacks(keras):
 # --- the run ------------------------------------------------------------------------------------
 
 
+def effective_steps_per_execution(strategy, steps_per_execution: int) -> int:
+    """`steps_per_execution`, or 1 where Keras cannot run more under this strategy.
+
+    Keras 3 runs several steps per call in a `tf.while_loop` whose body is a `tf.cond`; with
+    several replicas under `MirroredStrategy` or `MultiWorkerMirroredStrategy` the cross-replica
+    gradient sum inside that `cond` fails with "You must feed a value for placeholder tensor"
+    (keras-team/keras#19246; reproduced here with plain `keras.optimizers.Adam`). TPUs are not
+    affected. One step per call computes exactly the same updates, only with more host round
+    trips.
+    """
+    import tensorflow as tf
+
+    if (
+        steps_per_execution > 1
+        and strategy.num_replicas_in_sync > 1
+        and not isinstance(strategy, tf.distribute.TPUStrategy)
+    ):
+        logger.warning(
+            "steps_per_execution=%d is not supported by Keras under %s with %d replicas "
+            "(keras-team/keras#19246); using 1 (the updates are the same)",
+            steps_per_execution,
+            type(strategy).__name__,
+            strategy.num_replicas_in_sync,
+        )
+        return 1
+    return steps_per_execution
+
+
 def _build_model(config: PretrainingRunConfig, albert_config: AlbertConfig, strategy, jit_compile: bool):
     import keras
 
@@ -678,11 +716,70 @@ def _build_model(config: PretrainingRunConfig, albert_config: AlbertConfig, stra
             clipnorm=config.clipnorm,
             gradient_accumulation_steps=config.gradient_accumulation_steps if config.gradient_accumulation_steps > 1 else None,
         )
-        model.compile(optimizer=optimizer, steps_per_execution=config.steps_per_execution, jit_compile=jit_compile)
+        model.compile(
+            optimizer=optimizer,
+            steps_per_execution=effective_steps_per_execution(strategy, config.steps_per_execution),
+            jit_compile=jit_compile,
+        )
         # Variables must exist before a checkpoint can be restored into them.
         model(_dummy_batch(config), training=False)
         optimizer.build(model.trainable_variables)
     return model, optimizer
+
+
+@contextlib.contextmanager
+def _fit_scope(model, strategy):
+    """The context `model.fit` runs in: the strategy's scope, without Keras's batch-eating build.
+
+    Keras 3's TensorFlow trainer, for a model created under a strategy, takes one batch off the
+    training iterator to build the model symbolically (`_maybe_symbolic_build`), and with
+    `steps_per_epoch` that batch is never trained: every `fit` call would silently skip a batch,
+    so a strategy run would neither match a single-device run nor resume exactly. The model is
+    fully built before `fit` here, so the strategy is hidden from that check for the duration of
+    `fit`, which runs inside the strategy's scope, where Keras finds the same strategy through
+    `tf.distribute.get_strategy()`.
+    """
+    hidden = hasattr(model, "_distribute_strategy")
+    saved = getattr(model, "_distribute_strategy", None)
+    if hidden:
+        model._distribute_strategy = None
+    wrapped = _multi_worker_safe_logs(model, strategy)
+    try:
+        with strategy.scope():
+            yield
+    finally:
+        if hidden:
+            model._distribute_strategy = saved
+        if wrapped:
+            del model.train_step
+
+
+def _multi_worker_safe_logs(model, strategy) -> bool:
+    """Makes the train step's scalar logs shape [1] when Keras reduces them across workers.
+
+    With several `MultiWorkerMirroredStrategy` workers, Keras 3 reduces the per-replica logs
+    of `fit` with `strategy.reduce("MEAN", value, axis=0)`, which fails for the scalar metric
+    values ("Invalid reduction dimension 0 for input with 0 dimensions",
+    tensorflow/tensorflow#72388). A [1]-shaped value reduces to the same mean, as a scalar.
+    Returns whether the (instance-level) wrapper was installed.
+    """
+    import tensorflow as tf
+
+    from albert_tf.training.strategies import task_info
+
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or task_info(strategy)[0] is None:
+        return False
+    jobs = strategy.cluster_resolver.cluster_spec().as_dict()
+    if sum(len(jobs.get(t, ())) for t in ("chief", "worker")) < 2:
+        return False
+    train_step = model.train_step
+
+    def train_step_with_rank1_logs(data):
+        logs = train_step(data)
+        return {k: tf.reshape(v, [1]) if getattr(v, "shape", None) is not None and v.shape.rank == 0 else v for k, v in logs.items()}
+
+    model.train_step = train_step_with_rank1_logs
+    return True
 
 
 def _check_resumed_config(path: str, config: PretrainingRunConfig) -> None:
@@ -797,8 +894,14 @@ def run_pretraining(
     if jit_compile is None:
         jit_compile = default_jit_compile(strategy_device_kind(strategy), config.precision)
 
+    def make_dataset():
+        # The same global seed before every call: op-level seeds of `shuffle` and friends are
+        # derived from it, so the data order cannot depend on what the process did before.
+        tf.random.set_seed(config.seed)
+        return dataset_fn()
+
     # Checked before anything is built or written, so a wrong dataset fails fast.
-    first_dataset = dataset_fn()
+    first_dataset = make_dataset()
     _check_dataset(first_dataset, config)
 
     keras.utils.set_random_seed(config.seed)
@@ -853,17 +956,18 @@ def run_pretraining(
                     RunningScalars(os.path.join(log_dir, "train"), config.log_every, accumulation, interval_starts)
                 )
         fit_callbacks.extend(callbacks or ())
-        source, first_dataset = (first_dataset if first_dataset is not None else dataset_fn()), None
+        source, first_dataset = (first_dataset if first_dataset is not None else make_dataset()), None
         dataset = _prepare_dataset(source, step * accumulation, config)
-        model.fit(
-            dataset,
-            epochs=end_epoch,
-            initial_epoch=first_epoch,
-            steps_per_epoch=length * accumulation,
-            callbacks=fit_callbacks,
-            verbose=config.verbose,
-            shuffle=False,  # The dataset's own (seeded) shuffling is the only one.
-        )
+        with _fit_scope(model, strategy):
+            model.fit(
+                dataset,
+                epochs=end_epoch,
+                initial_epoch=first_epoch,
+                steps_per_epoch=length * accumulation,
+                callbacks=fit_callbacks,
+                verbose=config.verbose,
+                shuffle=False,  # The dataset's own (seeded) shuffling is the only one.
+            )
         step = ends[end_epoch - 1]
 
     final_step = int(_scalar(optimizer.iterations))

@@ -1,0 +1,724 @@
+"""`albert-tf finetune`: fine-tune ALBERT on a classification, regression or NER task.
+
+Tasks (`--task`):
+
+* a GLUE task: `cola`, `sst-2`, `mrpc`, `sts-b`, `qqp`, `mnli`, `qnli`, `rte`, `wnli`, read from
+  the standard GLUE files in `--data`, with the original ALBERT hyper-parameters as defaults
+  (`albert_tf.tasks.presets`);
+* `classification` / `regression`: any `train` / `dev` / `test` `.tsv`, `.csv` or `.jsonl` files
+  in `--data`, with the text in `--text-column` (and `--text-b-column`) and the label in
+  `--label-column`; the label list is read from the training file;
+* `conll`: token classification from CoNLL-style BIO files in `--data` (`train.txt`,
+  `dev.txt`/`valid.txt`, `test.txt`, or the `eng.train`/`eng.testa`/`eng.testb` names);
+* `peoples-daily`: Chinese NER (PER/LOC/ORG per character) from the People's Daily corpus file
+  given as `--data`, split by position into 80% train, 10% dev, 10% test.
+
+The encoder starts from `--init` (any checkpoint kind `albert_tf.checkpoints.init.init_encoder`
+reads) or from random weights; its architecture is `--config` or the one stored with the
+checkpoint. The run is `albert_tf.training.finetuning.run_finetuning`: Keras `model.fit` with
+the original AdamW recipe, dev evaluation every `--eval-every` steps, the best weights by the
+task's dev metric kept. `--model-dir` receives, atomically, everything `albert-tf evaluate` and
+`albert-tf predict` need: `model.keras`, `albert_config.json`, the tokenizer file, `task.json`
+(task, labels, sequence length, columns, tokenizer settings), `eval_results.json` (the best
+model on every dev split and on labelled test files) and, for unlabelled test files,
+`predictions_<split>.tsv`.
+
+The helpers at the bottom (`TaskSpec`, `load_tokenizer`, `read_split`, ...) are shared with the
+`evaluate` and `predict` subcommands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from albert_tf.cli import CommandError
+
+NAME = "finetune"
+HELP = "Fine-tune ALBERT on a GLUE task, a TSV/CSV/JSONL classification or regression task, or NER."
+
+GLUE_TASKS = ("cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "qnli", "rte", "wnli")
+TABLE_TASKS = ("classification", "regression")
+TAGGING_TASKS = ("conll", "peoples-daily")
+TASKS = GLUE_TASKS + TABLE_TASKS + TAGGING_TASKS
+
+TASK_FILE = "task.json"
+CONFIG_FILE = "albert_config.json"
+RESULTS_FILE = "eval_results.json"
+TASK_FORMAT_VERSION = 1
+
+# Defaults of the non-GLUE tasks: the BERT/ALBERT fine-tuning recipe's usual values.
+GENERIC_DEFAULTS = dict(learning_rate=2e-5, batch_size=32, num_epochs=3.0, warmup_proportion=0.1, max_seq_length=128)
+CONLL_FILES = {
+    "train": ("train.txt", "train.conll", "train.bio", "eng.train"),
+    "dev": ("dev.txt", "valid.txt", "validation.txt", "dev.conll", "dev.bio", "eng.testa"),
+    "test": ("test.txt", "test.conll", "test.bio", "eng.testb"),
+}
+PEOPLES_DAILY_FRACTIONS = (0.8, 0.1, 0.1)
+
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    task = parser.add_argument_group("task and data")
+    task.add_argument("--task", required=True, type=str.lower, choices=TASKS, metavar="TASK", help=f"one of {', '.join(TASKS)}")
+    task.add_argument("--data", required=True, help="data directory (the People's Daily corpus file for peoples-daily)")
+    task.add_argument("--text-column", help="classification/regression: column (or JSON key) of the text")
+    task.add_argument("--text-b-column", help="classification/regression: column of the second text of a pair")
+    task.add_argument("--label-column", help="classification/regression: column of the label")
+    task.add_argument("--table-format", choices=("tsv", "csv", "jsonl"), help="file format (default: from the extension)")
+    task.add_argument(
+        "--tsv-quoting", choices=("csv", "none"), default="csv",
+        help="TSV fields quoted the CSV way where needed (default, as pandas/csv write them) or quotes as literal text",
+    )
+    task.add_argument("--on-error", choices=("raise", "skip"), default="raise", help="malformed rows: stop (default) or skip and count them")
+    task.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
+    task.add_argument("--max-eval-examples", type=int, help="use only the first N examples of each dev/test split")
+
+    model = parser.add_argument_group("model")
+    model.add_argument("--init", help="checkpoint to start from (.keras, TF1/TF2 checkpoint, Hugging Face, keras-hub, or a run directory); default: random weights")
+    model.add_argument("--config", help="preset (base-v2, ...) or albert_config.json; default: the one stored with --init")
+    model.add_argument("--spm-model", help="SentencePiece model (English models); default: one beside --init")
+    model.add_argument("--vocab-file", help="WordPiece vocab.txt (Chinese models); default: one beside --init")
+    model.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=True, help="lower-case the text (default: on)")
+    model.add_argument("--dropout", type=float, help="dropout before the task head (default 0.1)")
+    model.add_argument("--encoder-dropout", type=float, help="dropout inside the encoder (default: the GLUE preset's, else the config's)")
+
+    train = parser.add_argument_group("training (GLUE defaults from the original ALBERT recipe)")
+    train.add_argument("--model-dir", required=True, help="output directory (written atomically)")
+    train.add_argument("--overwrite", action="store_true", help="replace an existing --model-dir once the run completes")
+    train.add_argument("--max-seq-length", type=int)
+    train.add_argument("--learning-rate", type=float)
+    train.add_argument("--batch-size", type=int)
+    train.add_argument("--eval-batch-size", type=int)
+    train.add_argument("--num-train-steps", type=int, help="optimizer updates (default: the preset's, else --num-epochs)")
+    train.add_argument("--num-epochs", type=float, help="passes over the training data when --num-train-steps is not given (default 3)")
+    train.add_argument("--warmup-steps", type=int)
+    train.add_argument("--warmup-proportion", type=float, help="warmup as a fraction of the steps (default 0.1)")
+    train.add_argument("--eval-every", type=int, help="steps between dev evaluations (default: one epoch)")
+    train.add_argument("--weight-decay", type=float, default=0.01)
+    train.add_argument("--gradient-accumulation-steps", type=int, default=1)
+    train.add_argument("--precision", choices=("float32", "mixed_bfloat16"), default="float32")
+    train.add_argument("--strategy", default="default", help="default, one_device, mirrored, multi_worker or tpu")
+    train.add_argument("--tpu", help="TPU name or address for --strategy tpu")
+    train.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=None, help="XLA (default: on for GPU/TPU)")
+    train.add_argument("--seed", type=int, default=12345)
+    train.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+# --- the task spec stored in the model directory -------------------------------------------------
+
+
+@dataclasses.dataclass
+class TaskSpec:
+    """`task.json`: what the fine-tuned model does and how to feed it.
+
+    Attributes:
+        task: The `--task` name.
+        kind: "classification", "regression" or "tagging".
+        labels: Class labels / tags in id order (None for regression).
+        max_seq_length: Sequence length of the inputs.
+        metrics: Reported dev metrics; `best_metric` selected the weights.
+        best_metric: See `metrics`.
+        tokenizer: {"type": "sentencepiece"|"wordpiece", "file": name in the model dir, "lower_case"}.
+        columns: Table columns {"text", "text_b", "label", "format"} of classification/regression.
+        token_unit: For tagging, how `predict` splits raw text: "char" or "word".
+    """
+
+    task: str
+    kind: str
+    labels: Optional[List[str]]
+    max_seq_length: int
+    metrics: List[str]
+    best_metric: str
+    tokenizer: Dict[str, Any]
+    columns: Dict[str, Optional[str]] = dataclasses.field(default_factory=dict)
+    token_unit: str = "word"
+    format_version: int = TASK_FORMAT_VERSION
+
+    @property
+    def is_pair(self) -> bool:
+        if self.task in GLUE_TASKS:
+            from albert_tf.data.glue import glue_layout
+
+            return glue_layout(self.task).text_b is not None
+        return bool(self.columns.get("text_b"))
+
+    def write(self, directory: str) -> None:
+        path = os.path.join(directory, TASK_FILE)
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True, ensure_ascii=False)
+            f.write("\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def read(cls, model_dir: str) -> "TaskSpec":
+        from albert_tf.training.finetuning import is_complete
+
+        if not os.path.isdir(model_dir):
+            raise CommandError(f"model directory not found: {model_dir}")
+        if not is_complete(model_dir):
+            raise CommandError(f"{model_dir} is not a completed fine-tuning directory (no COMPLETE file)")
+        path = os.path.join(model_dir, TASK_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = json.load(f)
+        except FileNotFoundError:
+            raise CommandError(f"{path} is missing: {model_dir} was not written by `albert-tf finetune`") from None
+        except (ValueError, UnicodeDecodeError) as e:
+            raise CommandError(f"{path} is not valid JSON: {e}") from None
+        if not isinstance(values, dict) or values.get("format_version") != TASK_FORMAT_VERSION:
+            raise CommandError(f"{path}: unsupported task file (format_version {values.get('format_version')!r})")
+        names = {f.name for f in dataclasses.fields(cls)}
+        try:
+            return cls(**{k: v for k, v in values.items() if k in names})
+        except TypeError as e:
+            raise CommandError(f"{path}: {e}") from None
+
+    def label_vocab(self):
+        from albert_tf.data.glue import LabelVocab
+        from albert_tf.data.tagging import TagVocab
+
+        if self.kind == "tagging":
+            return TagVocab(self.labels)
+        return LabelVocab(self.labels) if self.labels is not None else None
+
+
+# --- shared helpers ------------------------------------------------------------------------------
+
+
+def load_tokenizer(kind: str, path: str, lower_case: bool):
+    """A `SentencePieceTokenizer` ("sentencepiece") or `WordPieceTokenizer` ("wordpiece")."""
+    from albert_tf.tokenization import SentencePieceTokenizer, WordPieceTokenizer
+
+    if not os.path.isfile(path):
+        raise CommandError(f"tokenizer file not found: {path}")
+    try:
+        if kind == "sentencepiece":
+            return SentencePieceTokenizer(path, lower_case=lower_case)
+        if kind == "wordpiece":
+            return WordPieceTokenizer(path, lower_case=lower_case)
+    except (ValueError, OSError) as e:
+        raise CommandError(str(e)) from None
+    raise CommandError(f"unknown tokenizer type {kind!r}")
+
+
+def tokenizer_from_model_dir(model_dir: str, spec: TaskSpec):
+    return load_tokenizer(spec.tokenizer["type"], os.path.join(model_dir, spec.tokenizer["file"]), spec.tokenizer["lower_case"])
+
+
+def _find_tokenizer_file(args) -> Tuple[str, str]:
+    """(type, path) from --spm-model / --vocab-file, else a tokenizer file beside --init."""
+    if args.spm_model and args.vocab_file:
+        raise CommandError("pass --spm-model or --vocab-file, not both")
+    if args.spm_model:
+        return "sentencepiece", args.spm_model
+    if args.vocab_file:
+        return "wordpiece", args.vocab_file
+    if args.init:
+        directory = args.init if os.path.isdir(args.init) else os.path.dirname(os.path.abspath(args.init))
+        task_file = os.path.join(directory, TASK_FILE)
+        if os.path.isfile(task_file):
+            with open(task_file, encoding="utf-8") as f:
+                tokenizer = json.load(f).get("tokenizer", {})
+            if tokenizer.get("file") and os.path.isfile(os.path.join(directory, tokenizer["file"])):
+                return tokenizer["type"], os.path.join(directory, tokenizer["file"])
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(".model"):
+                return "sentencepiece", os.path.join(directory, name)
+        for name in ("vocab.txt", "vocab_chinese.txt"):
+            if os.path.isfile(os.path.join(directory, name)):
+                return "wordpiece", os.path.join(directory, name)
+    raise CommandError("no tokenizer: pass --spm-model (SentencePiece .model) or --vocab-file (WordPiece vocab.txt)")
+
+
+def _resolve_config(args):
+    from albert_tf.checkpoints.init import config_from_init
+    from albert_tf.checkpoints.original import CheckpointError
+    from albert_tf.config import ConfigError, load_config
+
+    try:
+        if args.config:
+            return load_config(args.config)
+        if args.init:
+            config = config_from_init(args.init)
+            if config is not None:
+                return config
+    except (ConfigError, CheckpointError) as e:
+        raise CommandError(str(e)) from None
+    raise CommandError("no model architecture: pass --config (a preset such as base-v2, or an albert_config.json)")
+
+
+def _limit(items: List, count: Optional[int]) -> List:
+    return items if count is None else items[:count]
+
+
+def conll_split_file(data_dir: str, split: str) -> Optional[str]:
+    for name in CONLL_FILES[split]:
+        path = os.path.join(data_dir, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def peoples_daily_splits(path: str) -> Dict[str, list]:
+    """The corpus cut by position into train / dev / test (80 / 10 / 10 %)."""
+    from albert_tf.data.tagging import read_peoples_daily
+
+    sentences = read_peoples_daily(path)
+    n = len(sentences)
+    first = int(n * PEOPLES_DAILY_FRACTIONS[0])
+    second = first + int(n * PEOPLES_DAILY_FRACTIONS[1])
+    return {"train": sentences[:first], "dev": sentences[first:second], "test": sentences[second:]}
+
+
+def split_names(spec: TaskSpec, data: str) -> Dict[str, List[str]]:
+    """{"dev": [...], "test": [...]} split names available for the task in `data`."""
+    from albert_tf.data.glue import find_split_file, glue_layout
+
+    if spec.task in GLUE_TASKS:
+        layout = glue_layout(spec.task)
+        return {
+            "dev": [s for s in layout.dev_files if os.path.isfile(os.path.join(data, layout.dev_files[s]))],
+            "test": [s for s in layout.test_files if os.path.isfile(os.path.join(data, layout.test_files[s]))],
+        }
+    if spec.task == "conll":
+        return {kind: [kind] for kind in ("dev", "test") if conll_split_file(data, kind)}
+    if spec.task == "peoples-daily":
+        return {"dev": ["dev"], "test": ["test"]}
+    out = {}
+    for kind in ("dev", "test"):
+        try:
+            find_split_file(data, kind)
+            out[kind] = [kind]
+        except ValueError:
+            pass
+    return out
+
+
+def read_split(spec: TaskSpec, data: str, split: str, *, on_error: str = "raise", cache: Optional[dict] = None):
+    """The examples (`TextExample`s or `TaggedSentence`s) of `split` for the task.
+
+    Raises:
+        CommandError: A missing or malformed file (the message names the file and line).
+    """
+    from albert_tf.data.glue import DataFormatError, find_split_file, read_glue_split, read_table
+    from albert_tf.data.tagging import read_conll, split_long_sentences
+
+    try:
+        if spec.task in GLUE_TASKS:
+            return read_glue_split(spec.task, data, split, on_error=on_error)
+        if spec.kind == "tagging":
+            if spec.task == "peoples-daily":
+                if cache is None or "peoples-daily" not in cache:
+                    splits = peoples_daily_splits(data)
+                    if cache is not None:
+                        cache["peoples-daily"] = splits
+                else:
+                    splits = cache["peoples-daily"]
+                sentences = splits[split]
+            else:
+                path = conll_split_file(data, split)
+                if path is None:
+                    raise CommandError(f"no CoNLL {split} file in {data} (looked for {', '.join(CONLL_FILES[split])})")
+                sentences = read_conll(path)
+            # Long sentences are cut so that every token gets a prediction.
+            return split_long_sentences(sentences, max(1, spec.max_seq_length - 2))
+        path = find_split_file(data, split)
+        is_test = split == "test"
+        label_column = spec.columns.get("label")
+        if is_test:
+            # A test file may or may not carry labels.
+            try:
+                return read_table(
+                    path, text_column=spec.columns["text"], text_b_column=spec.columns.get("text_b"),
+                    label_column=label_column, table_format=spec.columns.get("format"),
+                    tsv_quoting=spec.columns.get("quoting") or "csv", on_error=on_error,
+                )
+            except DataFormatError as e:
+                if label_column and f"{label_column!r}" in str(e):
+                    return read_table(
+                        path, text_column=spec.columns["text"], text_b_column=spec.columns.get("text_b"),
+                        table_format=spec.columns.get("format"),
+                    tsv_quoting=spec.columns.get("quoting") or "csv", on_error=on_error,
+                    )
+                raise
+        return read_table(
+            path, text_column=spec.columns["text"], text_b_column=spec.columns.get("text_b"),
+            label_column=label_column, table_format=spec.columns.get("format"),
+                    tsv_quoting=spec.columns.get("quoting") or "csv", on_error=on_error,
+        )
+    except (DataFormatError, ValueError) as e:
+        if isinstance(e, CommandError):
+            raise
+        raise CommandError(str(e)) from None
+
+
+def has_labels(spec: TaskSpec, examples) -> bool:
+    if spec.kind == "tagging":
+        return True
+    return all(e.label is not None for e in examples)
+
+
+def evaluate_examples(model, spec: TaskSpec, tokenizer, examples, batch_size: int) -> Dict[str, float]:
+    """The task's metrics of `model` on labelled examples."""
+    from albert_tf.data.glue import DataFormatError
+
+    try:
+        if spec.kind == "tagging":
+            from albert_tf.tasks import tagging
+
+            vocab = spec.label_vocab()
+            encoded = tagging.encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
+            logits = tagging.predict_logits(model, encoded.features, batch_size)
+            return tagging.score_tagging(logits, encoded, examples, vocab)
+        from albert_tf.tasks import classification
+
+        regression = spec.kind == "regression"
+        features = classification.encode_examples(
+            examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=spec.label_vocab(), regression=regression
+        )
+        scores = classification.predict_scores(model, features, batch_size)
+        return classification.score_predictions(scores, features["labels"], spec.metrics, regression)
+    except DataFormatError as e:
+        raise CommandError(str(e)) from None
+
+
+def predict_examples(model, spec: TaskSpec, tokenizer, examples, batch_size: int) -> List[Dict[str, Any]]:
+    """One prediction record per example: classification `label` and `probabilities`, regression
+    `prediction`, tagging `tags` and `entities`."""
+    import numpy as np
+
+    if spec.kind == "tagging":
+        from albert_tf.metrics import get_entities
+        from albert_tf.tasks import tagging
+
+        vocab = spec.label_vocab()
+        encoded = tagging.encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab, with_labels=False)
+        logits = tagging.predict_logits(model, encoded.features, batch_size)
+        records = []
+        for sentence, tags in zip(examples, tagging.decode_predictions(logits, encoded.word_positions, vocab)):
+            joiner = "" if spec.token_unit == "char" else " "
+            entities = [
+                {"type": kind, "text": joiner.join(sentence.tokens[start : end + 1]), "start": start, "end": end + 1}
+                for kind, start, end in get_entities(tags)
+            ]
+            records.append({"tokens": list(sentence.tokens), "tags": tags, "entities": entities})
+        return records
+    from albert_tf.tasks import classification
+
+    features = classification.encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, with_labels=False)
+    scores = classification.predict_scores(model, features, batch_size)
+    if spec.kind == "regression":
+        return [{"prediction": float(v)} for v in scores]
+    shifted = scores - scores.max(axis=-1, keepdims=True)
+    probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+    return [
+        {"label": spec.labels[int(p.argmax())], "probabilities": {label: float(q) for label, q in zip(spec.labels, p)}}
+        for p in probabilities
+    ]
+
+
+def write_predictions_tsv(path: str, examples, records, spec: TaskSpec) -> None:
+    """GLUE-submission style `index<TAB>prediction` (tagging: the tags, space-separated)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("index\tprediction\n")
+        for index, (example, record) in enumerate(zip(examples, records)):
+            if spec.kind == "tagging":
+                value = " ".join(record["tags"])
+                guid = f"{example.source}:{example.line}"
+            else:
+                value = record["label"] if spec.kind == "classification" else f"{record['prediction']:.6f}"
+                guid = example.guid if example.guid and ":" not in example.guid else str(index)
+            f.write(f"{guid}\t{value}\n")
+    os.replace(tmp, path)
+
+
+def load_model(model_dir: str):
+    """The fine-tuned task model of `model_dir` (best weights)."""
+    from albert_tf.checkpoints.init import register_saved_classes
+    from albert_tf.training.finetuning import load_finetuned_model
+
+    register_saved_classes()
+    try:
+        return load_finetuned_model(model_dir)
+    except (FileNotFoundError, ValueError, OSError) as e:
+        raise CommandError(f"cannot load the model in {model_dir}: {e}") from None
+
+
+# --- the finetune command ------------------------------------------------------------------------
+
+
+def _task_settings(args) -> Dict[str, Any]:
+    """Hyper-parameters from the command line, else the GLUE preset, else the generic defaults
+    (steps and warmup are settled by `_steps`, which knows the training-set size)."""
+    from albert_tf.tasks.presets import finetune_preset
+
+    preset = finetune_preset(args.task) if args.task in GLUE_TASKS else None
+
+    def pick(value, preset_field, default):
+        if value is not None:
+            return value
+        return getattr(preset, preset_field) if preset is not None else default
+
+    return {
+        "preset": preset,
+        "learning_rate": pick(args.learning_rate, "learning_rate", GENERIC_DEFAULTS["learning_rate"]),
+        "batch_size": pick(args.batch_size, "batch_size", GENERIC_DEFAULTS["batch_size"]),
+        "max_seq_length": pick(args.max_seq_length, "max_seq_length", GENERIC_DEFAULTS["max_seq_length"]),
+        "dropout": pick(args.dropout, "classifier_dropout", 0.1),
+        "encoder_dropout": pick(args.encoder_dropout, "encoder_dropout", None),
+        "metrics": list(preset.metrics) if preset else None,
+        "best_metric": preset.best_metric if preset else None,
+    }
+
+
+def _build_spec(args, settings, tokenizer_type, tokenizer_file, train_examples) -> TaskSpec:
+    from albert_tf.data.glue import LabelVocab, glue_layout
+    from albert_tf.data.tagging import TagVocab
+
+    tokenizer = {"type": tokenizer_type, "file": os.path.basename(tokenizer_file), "lower_case": bool(args.lower_case)}
+    if args.task in GLUE_TASKS:
+        layout = glue_layout(args.task)
+        kind = "regression" if layout.is_regression else "classification"
+        labels = list(layout.labels) if layout.labels else None
+        return TaskSpec(args.task, kind, labels, settings["max_seq_length"], settings["metrics"], settings["best_metric"], tokenizer)
+    if args.task in TAGGING_TASKS:
+        vocab = TagVocab.from_sentences(train_examples)
+        return TaskSpec(
+            args.task, "tagging", list(vocab.tags), settings["max_seq_length"],
+            ["entity_f1", "entity_precision", "entity_recall", "token_accuracy"], "entity_f1", tokenizer,
+            token_unit="char" if args.task == "peoples-daily" else "word",
+        )
+    regression = args.task == "regression"
+    columns = {"text": args.text_column, "text_b": args.text_b_column, "label": args.label_column, "format": args.table_format, "quoting": args.tsv_quoting}
+    if regression:
+        return TaskSpec(args.task, "regression", None, settings["max_seq_length"], ["pearson", "spearman"], "pearson", tokenizer, columns)
+    try:
+        vocab = LabelVocab.from_examples(train_examples)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+    metrics = ["accuracy", "f1"] if len(vocab) == 2 else ["accuracy"]
+    return TaskSpec(args.task, "classification", list(vocab.labels), settings["max_seq_length"], metrics, "accuracy", tokenizer, columns)
+
+
+def _check_args(args) -> None:
+    if args.task in TABLE_TASKS:
+        if not args.text_column or not args.label_column:
+            raise CommandError(f"--task {args.task} needs --text-column and --label-column")
+    elif args.text_column or args.text_b_column or args.label_column:
+        raise CommandError(f"--text-column/--text-b-column/--label-column are for --task classification or regression, not {args.task}")
+    if args.task == "peoples-daily":
+        if not os.path.isfile(args.data):
+            raise CommandError(f"--data for peoples-daily must be the corpus file; not a file: {args.data}")
+    elif not os.path.isdir(args.data):
+        raise CommandError(f"--data must be a directory: {args.data}")
+    for name in ("max_seq_length", "batch_size", "num_train_steps", "eval_every", "max_train_examples", "max_eval_examples"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise CommandError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.num_epochs is not None and not args.num_epochs > 0:
+        raise CommandError(f"--num-epochs must be > 0, got {args.num_epochs}")
+    if args.warmup_proportion is not None and not 0 <= args.warmup_proportion <= 1:
+        raise CommandError(f"--warmup-proportion must be in [0, 1], got {args.warmup_proportion}")
+    if args.init and not os.path.exists(args.init) and not os.path.exists(args.init + ".index"):
+        raise CommandError(f"--init not found: {args.init}")
+
+
+def run(args) -> int:
+    _check_args(args)
+    from albert_tf.training.finetuning import FinetuningError, is_complete
+
+    if os.path.exists(args.model_dir) and os.listdir(args.model_dir) and not args.overwrite:
+        what = "a completed fine-tuning run" if is_complete(args.model_dir) else "not empty"
+        raise CommandError(f"--model-dir {args.model_dir} is {what}; pass --overwrite to replace it")
+
+    settings = _task_settings(args)
+    tokenizer_type, tokenizer_file = _find_tokenizer_file(args)
+    tokenizer = load_tokenizer(tokenizer_type, tokenizer_file, args.lower_case)
+    config = _resolve_config(args)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise CommandError(
+            f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is {config.vocab_size}"
+        )
+    if settings["max_seq_length"] > config.max_position_embeddings:
+        raise CommandError(
+            f"--max-seq-length {settings['max_seq_length']} exceeds the model's max_position_embeddings "
+            f"({config.max_position_embeddings})"
+        )
+    if settings["encoder_dropout"] is not None:
+        config = config.replace(
+            hidden_dropout_prob=settings["encoder_dropout"], attention_probs_dropout_prob=settings["encoder_dropout"]
+        )
+
+    cache: Dict[str, Any] = {}
+    # Read the training data with a provisional spec (the label list comes from it for tables).
+    provisional = TaskSpec(
+        args.task, "tagging" if args.task in TAGGING_TASKS else "classification", None, settings["max_seq_length"], [], "",
+        {}, {"text": args.text_column, "text_b": args.text_b_column, "label": args.label_column, "format": args.table_format, "quoting": args.tsv_quoting},
+    )
+    train_examples = _limit(read_split(provisional, args.data, "train", on_error=args.on_error, cache=cache), args.max_train_examples)
+    spec = _build_spec(args, settings, tokenizer_type, tokenizer_file, train_examples)
+    splits = split_names(spec, args.data)
+    if not splits.get("dev"):
+        raise CommandError(f"no dev split for {args.task} in {args.data}: the run selects its best weights on dev data")
+    dev_split = splits["dev"][0]
+    dev_examples = _limit(read_split(spec, args.data, dev_split, on_error=args.on_error, cache=cache), args.max_eval_examples)
+
+    steps, warmup = _steps(args, settings, len(train_examples), spec)
+    train_data, eval_data, eval_fn = _prepare_data(spec, tokenizer, train_examples, dev_examples, args, settings)
+
+    from albert_tf.checkpoints.init import init_encoder
+    from albert_tf.checkpoints.original import CheckpointError
+    from albert_tf.modeling import AlbertEncoder
+    from albert_tf.training.finetuning import run_finetuning
+    from albert_tf.training.strategies import StrategyError, get_strategy
+
+    try:
+        strategy = get_strategy(args.strategy, tpu=args.tpu)
+    except StrategyError as e:
+        raise CommandError(str(e)) from None
+    init_info: Dict[str, Any] = {}
+
+    def build_model():
+        from albert_tf.tasks.classification import build_task_model
+        from albert_tf.tasks.tagging import AlbertTokenClassifier
+
+        encoder = AlbertEncoder.from_albert_config(config, dtype=args.precision)
+        if args.init:
+            try:
+                result = init_encoder(encoder, args.init)
+            except (CheckpointError, ValueError) as e:
+                raise CommandError(str(e)) from None
+            init_info.update(kind=result.kind, source=result.source)
+            print(f"initialised the encoder from {result.source} ({result.kind})", flush=True)
+        else:
+            print("no --init: the encoder starts from random weights", flush=True)
+        if spec.kind == "tagging":
+            return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=settings["dropout"])
+        return build_task_model(encoder, None if spec.kind == "regression" else len(spec.labels), dropout=settings["dropout"])
+
+    eval_batch_size = args.eval_batch_size or settings["batch_size"]
+
+    def save_assets(directory: str, model) -> None:
+        shutil.copyfile(tokenizer_file, os.path.join(directory, spec.tokenizer["file"]))
+        config.to_json_file(os.path.join(directory, CONFIG_FILE))
+        spec.write(directory)
+        results: Dict[str, Any] = {}
+        for kind in ("dev", "test"):
+            for split in splits.get(kind, []):
+                examples = dev_examples if split == dev_split else _limit(
+                    read_split(spec, args.data, split, on_error=args.on_error, cache=cache), args.max_eval_examples
+                )
+                if has_labels(spec, examples):
+                    results[split] = evaluate_examples(model, spec, tokenizer, examples, eval_batch_size)
+                    print(f"{split}: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(results[split].items())), flush=True)
+                else:
+                    records = predict_examples(model, spec, tokenizer, examples, eval_batch_size)
+                    write_predictions_tsv(os.path.join(directory, f"predictions_{split}.tsv"), examples, records, spec)
+                    print(f"{split}: wrote predictions_{split}.tsv ({len(records)} predictions)", flush=True)
+        tmp = os.path.join(directory, RESULTS_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, os.path.join(directory, RESULTS_FILE))
+
+    print(
+        f"fine-tuning {args.task}: {len(train_examples)} train / {len(dev_examples)} dev examples, "
+        f"{steps} steps (warmup {warmup}), batch {settings['batch_size']}, lr {settings['learning_rate']}, "
+        f"seq {spec.max_seq_length}",
+        flush=True,
+    )
+    try:
+        result = run_finetuning(
+            build_model,
+            train_data,
+            eval_data,
+            num_train_steps=steps,
+            warmup_steps=warmup,
+            learning_rate=settings["learning_rate"],
+            model_dir=args.model_dir,
+            eval_fn=eval_fn,
+            best_metric=spec.best_metric,
+            eval_every_n_steps=args.eval_every,
+            batch_size=settings["batch_size"],
+            eval_batch_size=eval_batch_size,
+            shuffle_buffer=len(train_examples),
+            weight_decay=args.weight_decay,
+            gradient_accumulation_steps=args.gradient_accumulation_steps,
+            jit_compile=args.jit_compile,
+            precision=args.precision,
+            strategy=strategy,
+            seed=args.seed,
+            save_assets=save_assets,
+            metadata={"task": spec.task, "init": init_info, "config": config.to_dict(), "data": os.path.abspath(args.data)},
+            overwrite=args.overwrite,
+            verbose=0 if args.quiet else "auto",
+        )
+    except (FinetuningError, FileExistsError) as e:
+        raise CommandError(str(e)) from None
+    shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_metrics.items()))
+    print(f"best dev {spec.best_metric} at step {result.best_step}: {shown}")
+    print(f"wrote {result.model_dir}")
+    return 0
+
+
+def _steps(args, settings, num_train: int, spec: TaskSpec) -> Tuple[int, int]:
+    """(train steps, warmup steps): `--num-train-steps`, else `--num-epochs`, else the GLUE
+    preset's steps, else 3 epochs; warmup `--warmup-steps`, else `--warmup-proportion`, else the
+    preset's when its steps are used, else 10%."""
+    preset = settings["preset"]
+    per_step = settings["batch_size"] * args.gradient_accumulation_steps
+    uses_preset_steps = False
+    if args.num_train_steps is not None:
+        steps = args.num_train_steps
+    elif args.num_epochs is not None or preset is None:
+        epochs = args.num_epochs if args.num_epochs is not None else GENERIC_DEFAULTS["num_epochs"]
+        steps = max(1, math.ceil(epochs * num_train / per_step))
+    else:
+        steps, uses_preset_steps = preset.num_train_steps, True
+    if args.warmup_steps is not None:
+        warmup = args.warmup_steps
+    elif args.warmup_proportion is not None:
+        warmup = int(steps * args.warmup_proportion)
+    elif uses_preset_steps:
+        warmup = preset.warmup_steps
+    else:
+        warmup = int(steps * GENERIC_DEFAULTS["warmup_proportion"])
+    if warmup > steps:
+        raise CommandError(f"--warmup-steps ({warmup}) exceeds the number of training steps ({steps})")
+    return steps, warmup
+
+
+def _prepare_data(spec: TaskSpec, tokenizer, train_examples, dev_examples, args, settings):
+    """(train dataset, dev dataset, eval_fn), unbatched datasets of encoded features."""
+    from albert_tf.data.glue import DataFormatError
+
+    try:
+        if spec.kind == "tagging":
+            from albert_tf.tasks import tagging
+            from albert_tf.tasks.classification import examples_dataset
+
+            vocab = spec.label_vocab()
+            train = tagging.encode_sentences(train_examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
+            dev = tagging.encode_sentences(dev_examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
+            eval_fn = tagging.make_eval_fn(dev, dev_examples, vocab, batch_size=args.eval_batch_size or settings["batch_size"])
+            return examples_dataset(train.features), examples_dataset(dev.features), eval_fn
+        from albert_tf.tasks import classification
+
+        regression = spec.kind == "regression"
+        vocab = spec.label_vocab()
+        train = classification.encode_examples(train_examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=vocab, regression=regression)
+        dev = classification.encode_examples(dev_examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=vocab, regression=regression)
+        eval_fn = classification.make_eval_fn(spec.metrics, regression)
+        return classification.examples_dataset(train), classification.examples_dataset(dev), eval_fn
+    except DataFormatError as e:
+        raise CommandError(str(e)) from None

@@ -1,0 +1,306 @@
+"""Token-classification (NER) data: CoNLL-style BIO files and the People's Daily corpus.
+
+CoNLL format (`read_conll`): one token per line, whitespace-separated columns with the token
+first and the tag in the last column (CoNLL-2003: `word POS chunk NER`), a blank line between
+sentences, `-DOCSTART-` lines (document boundaries) skipped. Tags are `O` or `B-TYPE` / `I-TYPE`
+(`E-`/`S-` of IOBES are accepted too); anything else is an error naming the file and line.
+
+People's Daily (`read_peoples_daily`): the January 1998 corpus, one paragraph per line,
+`word/tag` tokens separated by two spaces, optionally preceded by an id token
+(`19980101-01-001-001/m`). Words tagged `nr` (person), `ns` (place) and `nt` (organisation)
+become `PER`, `LOC`, `ORG` entities, labelled per character (`B-` on the first character, `I-`
+on the others); other words are `O`. Two conventions of the corpus are honoured:
+
+* a bracketed compound `[中央/n 人民/n 广播/vn 电台/n]nt` is one word with the tag after `]`:
+  an `nt`/`ns`/`nr` compound is one entity over all its characters; a compound with any other
+  tag (`]nz`, `]l`, ...) keeps its inner words' own entities;
+* a person's surname and given name are separate `nr` words (`江/nr 泽民/nr`): consecutive `nr`
+  words form one `PER` entity, as in the usual People's Daily NER data.
+
+The characters of a line are its tokens; `split_long_sentences` cuts long paragraphs after
+sentence-final punctuation (and, failing that, before an entity) to fit a sequence length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+from albert_tf.data.glue import DataFormatError, _read_text
+
+logger = logging.getLogger(__name__)
+
+PEOPLES_DAILY_ENTITY_TAGS = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
+_PD_ID_TOKEN = re.compile(r"^\d{8}-\d{2}-\d{3}-\d{3}/m$")
+_TAG = re.compile(r"^(O|[BIES]-\S+)$")
+SENTENCE_END = frozenset("。！？!?；;")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggedSentence:
+    """One sentence of token classification data.
+
+    Attributes:
+        tokens: The words (CoNLL) or characters (People's Daily).
+        tags: One tag per token.
+        source: The file it came from.
+        line: The line of its first token.
+    """
+
+    tokens: Tuple[str, ...]
+    tags: Tuple[str, ...]
+    source: str = ""
+    line: int = 0
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
+
+
+def check_tag(tag: str, path: str, line: int) -> str:
+    """`tag` if it is `O` or `PREFIX-TYPE` (PREFIX in B, I, E, S), else `DataFormatError`."""
+    if not _TAG.match(tag):
+        raise DataFormatError(f"tag {tag!r} is not 'O' or B-/I-TYPE (BIO)", path, line)
+    return tag
+
+
+def read_conll(path: str, *, min_columns: int = 2) -> List[TaggedSentence]:
+    """Sentences of a CoNLL-style file (see the module docstring).
+
+    Args:
+        path: The file (strict UTF-8).
+        min_columns: Columns every token line must have (token and tag at least).
+
+    Raises:
+        DataFormatError: Invalid UTF-8, a token line with too few columns, an invalid tag, or a
+            file without sentences; the message names the file and line.
+    """
+    path = os.fspath(path)
+    sentences: List[TaggedSentence] = []
+    tokens: List[str] = []
+    tags: List[str] = []
+    first_line = 0
+
+    def flush():
+        if tokens:
+            sentences.append(TaggedSentence(tuple(tokens), tuple(tags), path, first_line))
+        tokens.clear()
+        tags.clear()
+
+    for number, line in enumerate(_read_text(path).split("\n"), 1):
+        stripped = line.strip()
+        if not stripped:
+            flush()
+            continue
+        columns = stripped.split()
+        if columns[0] == "-DOCSTART-":
+            flush()
+            continue
+        if len(columns) < min_columns:
+            raise DataFormatError(
+                f"expected a token and a tag (at least {min_columns} columns), found {len(columns)}: {stripped!r}",
+                path,
+                number,
+            )
+        if not tokens:
+            first_line = number
+        tokens.append(columns[0])
+        tags.append(check_tag(columns[-1], path, number))
+    flush()
+    if not sentences:
+        raise DataFormatError("no sentences", path)
+    return sentences
+
+
+def _pd_word(token: str, path: str, number: int) -> Tuple[str, str]:
+    if "/" not in token:
+        raise DataFormatError(f"token {token!r} is not word/tag", path, number)
+    word, tag = token.rsplit("/", 1)
+    if not word or not tag:
+        raise DataFormatError(f"token {token!r} is not word/tag", path, number)
+    return word, tag
+
+
+def _word_entity(tag: str) -> Optional[str]:
+    """The entity type of a single word's tag; a person's name parts are merged later."""
+    return "PER_PART" if tag == "nr" else PEOPLES_DAILY_ENTITY_TAGS.get(tag)
+
+
+def parse_peoples_daily_line(line: str, path: str = "", number: int = 0) -> Optional[TaggedSentence]:
+    """The character-level `TaggedSentence` of one corpus line (None for an empty line).
+
+    Raises:
+        DataFormatError: A token that is not `word/tag`, or unbalanced `[ ... ]` brackets.
+    """
+    tokens = line.split()
+    if tokens and _PD_ID_TOKEN.match(tokens[0]):
+        tokens = tokens[1:]
+    if not tokens:
+        return None
+    # (word, entity type or None): an entity word or compound is one span.
+    spans: List[Tuple[str, Optional[str]]] = []
+    compound: Optional[List[Tuple[str, str]]] = None
+    for token in tokens:
+        opens = token.startswith("[") and len(token) > 1
+        if opens:
+            if compound is not None:
+                raise DataFormatError(f"nested '[' at {token!r}", path, number)
+            compound = []
+            token = token[1:]
+        closing_tag = None
+        word, tag = _pd_word(token, path, number)
+        if "]" in tag:
+            tag, closing_tag = tag.split("]", 1)
+            if compound is None:
+                raise DataFormatError(f"']' without '[' at {token!r}", path, number)
+            if not tag or not closing_tag:
+                raise DataFormatError(f"token {token!r} is not word/tag]compound_tag", path, number)
+        if compound is not None:
+            compound.append((word, tag))
+            if closing_tag is not None:
+                entity = PEOPLES_DAILY_ENTITY_TAGS.get(closing_tag)
+                if entity is not None:
+                    spans.append(("".join(w for w, _ in compound), entity))
+                else:
+                    spans.extend((w, _word_entity(t)) for w, t in compound)
+                compound = None
+            continue
+        spans.append((word, _word_entity(tag)))
+    if compound is not None:
+        raise DataFormatError("'[' compound not closed by the end of the line", path, number)
+
+    characters: List[str] = []
+    tags: List[str] = []
+    previous = None
+    for word, entity in spans:
+        chars = list(word)
+        if entity is None:
+            tags.extend("O" for _ in chars)
+        elif entity == "PER_PART":
+            # Surname and given name are separate `nr` words: continue the person entity.
+            continuing = previous == "PER_PART"
+            tags.extend(("I-PER" if (continuing or i) else "B-PER") for i in range(len(chars)))
+        else:
+            tags.extend((f"B-{entity}" if i == 0 else f"I-{entity}") for i in range(len(chars)))
+        characters.extend(chars)
+        previous = entity
+    return TaggedSentence(tuple(characters), tuple(tags), path, number)
+
+
+def read_peoples_daily(path: str, *, max_sentences: Optional[int] = None) -> List[TaggedSentence]:
+    """Character-level NER sentences of the People's Daily corpus (see the module docstring).
+
+    Args:
+        path: The corpus file (strict UTF-8).
+        max_sentences: Stop after this many non-empty lines (None: all).
+
+    Raises:
+        DataFormatError: Malformed tokens or brackets, naming the file and line.
+    """
+    path = os.fspath(path)
+    sentences: List[TaggedSentence] = []
+    for number, line in enumerate(_read_text(path).split("\n"), 1):
+        sentence = parse_peoples_daily_line(line, path, number)
+        if sentence is not None:
+            sentences.append(sentence)
+            if max_sentences is not None and len(sentences) >= max_sentences:
+                break
+    if not sentences:
+        raise DataFormatError("no sentences", path)
+    return sentences
+
+
+def _cut_points(sentence: TaggedSentence, max_tokens: int) -> List[int]:
+    """Where to cut: after sentence-final punctuation when possible, never inside an entity
+    unless an entity alone is longer than `max_tokens`."""
+    n = len(sentence.tokens)
+    cuts, start = [], 0
+    while n - start > max_tokens:
+        limit = start + max_tokens
+        cut = None
+        for i in range(limit, start, -1):
+            if sentence.tokens[i - 1] in SENTENCE_END:
+                cut = i
+                break
+        if cut is None:
+            cut = limit
+            while cut > start + 1 and sentence.tags[cut].startswith(("I-", "E-")):
+                cut -= 1
+            if cut == start + 1 and sentence.tags[cut].startswith(("I-", "E-")):
+                cut = limit
+        cuts.append(cut)
+        start = cut
+    return cuts
+
+
+def split_long_sentences(sentences: Iterable[TaggedSentence], max_tokens: int) -> List[TaggedSentence]:
+    """Sentences of at most `max_tokens` tokens, longer ones cut (see `_cut_points`)."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    out: List[TaggedSentence] = []
+    for sentence in sentences:
+        start = 0
+        for cut in _cut_points(sentence, max_tokens) + [len(sentence.tokens)]:
+            tags = list(sentence.tags[start:cut])
+            if tags and tags[0].startswith("I-"):
+                # Only an over-long entity is cut inside; its continuation starts afresh.
+                tags[0] = "B-" + tags[0][2:]
+            out.append(dataclasses.replace(sentence, tokens=sentence.tokens[start:cut], tags=tuple(tags)))
+            start = cut
+    return out
+
+
+class TagVocab:
+    """The tag list of a tagging task: tag <-> id, `O` first.
+
+    Args:
+        tags: The tags in id order.
+    """
+
+    def __init__(self, tags: Sequence[str]):
+        tags = [str(t) for t in tags]
+        if not tags:
+            raise ValueError("a tag list must not be empty")
+        if len(set(tags)) != len(tags):
+            raise ValueError(f"duplicate tags in {tags}")
+        for tag in tags:
+            if not _TAG.match(tag):
+                raise ValueError(f"tag {tag!r} is not 'O' or B-/I-TYPE")
+        self.tags: Tuple[str, ...] = tuple(tags)
+        self._ids = {t: i for i, t in enumerate(tags)}
+
+    @classmethod
+    def from_sentences(cls, sentences: Iterable[TaggedSentence]) -> "TagVocab":
+        """`O`, then the other tags found, sorted by entity type and then prefix (B before I)."""
+        found = {tag for s in sentences for tag in s.tags}
+        found.add("O")
+        others = sorted(found - {"O"}, key=lambda t: (t[2:], "BIES".index(t[0])))
+        return cls(["O"] + others)
+
+    def __len__(self) -> int:
+        return len(self.tags)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TagVocab) and other.tags == self.tags
+
+    def __repr__(self) -> str:
+        return f"TagVocab({list(self.tags)!r})"
+
+    def id_of(self, tag: str, sentence: TaggedSentence) -> int:
+        """The id of `tag` (of `sentence`).
+
+        Raises:
+            DataFormatError: An unknown tag, naming the sentence's file and line.
+        """
+        try:
+            return self._ids[tag]
+        except KeyError:
+            raise DataFormatError(
+                f"unknown tag {tag!r}; the task's tags are {', '.join(self.tags)}", sentence.source, sentence.line
+            ) from None
+
+    def tag_of(self, tag_id: int) -> str:
+        return self.tags[int(tag_id)]

@@ -1,0 +1,213 @@
+"""The TF Serving compatibility check every export runs before it publishes a version.
+
+Two parts:
+
+* `check_ops(saved_model_dir)`: every op of the `serve` MetaGraphDef, in its graph and in every
+  function of its library, must be one TF Serving 2.20 has: a core TensorFlow op (the op
+  registry of this TensorFlow 2.20 build, `tf.raw_ops`, as the proxy, minus the ops that only
+  work with a Python interpreter) or an op of the tensorflow-text op libraries (which the
+  serving image must load, see serving/README.md). `PyFunc`/`EagerPyFunc` (they call back into
+  Python, which the C++ server has not) and any `_XlaMustCompile` attribute (a serving build
+  may lack the XLA JIT) are flagged too.
+* `check_reload(saved_model_dir, inputs, expected)`: a FRESH Python process loads the SavedModel
+  the way TF Serving does (`albert_tf.serving.servable.SessionServable`: TF1 loader, restore,
+  init op) and runs every signature on `inputs`; its outputs must reproduce `expected` (the
+  in-memory outputs). A fresh process is the point: nothing already loaded or traced in the
+  exporting process (op libraries, Python objects, resources) can hide a missing piece.
+
+`python -m albert_tf.export.compatibility SAVED_MODEL_DIR INPUTS.npz OUTPUTS.npz` is that child.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List, Set
+
+import numpy as np
+
+# In the op registry of a TensorFlow build but useless in a C++ server: they run Python code.
+PYTHON_ONLY_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+XLA_MUST_COMPILE_ATTR = "_XlaMustCompile"
+RELOAD_TIMEOUT_S = 600
+
+
+class CompatibilityError(RuntimeError):
+    """An export that TF Serving could not load or that would not reproduce the model's outputs."""
+
+
+@dataclasses.dataclass
+class CompatibilityReport:
+    """What `check_ops` found.
+
+    Attributes:
+      ops: every op type used (graph and functions).
+      text_ops: the subset provided by tensorflow-text's op libraries.
+      problems: human-readable findings; empty when the model is servable.
+    """
+
+    ops: List[str]
+    text_ops: List[str]
+    problems: List[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _tensorflow_text_ops() -> Set[str]:
+    """The op names registered by tensorflow-text's shared libraries (each library's OpList)."""
+    import tensorflow_text
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as py_tf
+
+    names: Set[str] = set()
+    root = os.path.dirname(tensorflow_text.__file__)
+    for directory, _, files in os.walk(root):
+        for name in files:
+            if not (name.startswith("_") and name.endswith(".so")):
+                continue
+            # `tf.load_op_library` keeps no OpList; the C API it uses gives each library's.
+            handle = py_tf.TF_LoadLibrary(os.path.join(directory, name))
+            try:
+                op_list = op_def_pb2.OpList.FromString(py_tf.TF_GetOpList(handle))
+            finally:
+                py_tf.TF_DeleteLibraryHandle(handle)
+            names.update(op.name for op in op_list.op)
+    return names
+
+
+def _core_ops() -> Set[str]:
+    import tensorflow as tf
+
+    return set(dir(tf.raw_ops)) - PYTHON_ONLY_OPS
+
+
+def _read_meta_graph(saved_model_dir: str, tags=("serve",)):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = os.path.join(saved_model_dir, "saved_model.pb")
+    saved_model = saved_model_pb2.SavedModel()
+    with open(path, "rb") as f:
+        saved_model.ParseFromString(f.read())
+    for meta_graph in saved_model.meta_graphs:
+        if set(tags) <= set(meta_graph.meta_info_def.tags):
+            return meta_graph
+    raise CompatibilityError(f"{path} has no MetaGraphDef tagged {list(tags)}")
+
+
+def check_ops(saved_model_dir: str) -> CompatibilityReport:
+    """Checks every op (graph + function library) of a SavedModel against TF Serving 2.20's set."""
+    meta_graph = _read_meta_graph(saved_model_dir)
+    graph_def = meta_graph.graph_def
+    nodes = [("graph", node) for node in graph_def.node]
+    for function in graph_def.library.function:
+        nodes.extend((f"function {function.signature.name}", node) for node in function.node_def)
+        if XLA_MUST_COMPILE_ATTR in function.attr and function.attr[XLA_MUST_COMPILE_ATTR].b:
+            nodes.append((f"function {function.signature.name}", None))
+    core, text = _core_ops(), _tensorflow_text_ops()
+    used: Set[str] = set()
+    problems: List[str] = []
+    for where, node in nodes:
+        if node is None:
+            problems.append(f"{where} has {XLA_MUST_COMPILE_ATTR}=true (jit_compile): the serving build may lack XLA")
+            continue
+        used.add(node.op)
+        if node.op in PYTHON_ONLY_OPS:
+            problems.append(f"{where}: node {node.name} is {node.op}, which calls Python: TF Serving cannot run it")
+        elif node.op not in core and node.op not in text:
+            problems.append(f"{where}: node {node.name} uses op {node.op}, in neither TensorFlow 2.20 nor tensorflow-text")
+        if XLA_MUST_COMPILE_ATTR in node.attr and node.attr[XLA_MUST_COMPILE_ATTR].b:
+            problems.append(f"{where}: node {node.name} has {XLA_MUST_COMPILE_ATTR}=true (jit_compile)")
+    return CompatibilityReport(sorted(used), sorted(used & text), problems)
+
+
+def _save_arrays(path: str, arrays: Dict[str, Dict[str, np.ndarray]]) -> None:
+    flat = {f"{sig}/{name}": value for sig, values in arrays.items() for name, value in values.items()}
+    np.savez(path, **flat)
+
+
+def _load_arrays(path: str) -> Dict[str, Dict[str, np.ndarray]]:
+    result: Dict[str, Dict[str, np.ndarray]] = {}
+    with np.load(path, allow_pickle=True) as data:
+        for key in data.files:
+            signature, name = key.split("/", 1)
+            result.setdefault(signature, {})[name] = data[key]
+    return result
+
+
+def _same(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if a.dtype == object or b.dtype == object or a.dtype.kind in "SUb" or b.dtype.kind in "SUb":
+        return a.tolist() == b.tolist()
+    if a.dtype.kind in "iu":
+        return bool(np.array_equal(a, b))
+    return bool(np.allclose(a, b, rtol=rtol, atol=atol))
+
+
+def check_reload(
+    saved_model_dir: str,
+    inputs: Dict[str, Dict[str, np.ndarray]],
+    expected: Dict[str, Dict[str, np.ndarray]],
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> None:
+    """Reloads the SavedModel in a fresh process, TF Serving's way, and compares every output.
+
+    Args:
+      saved_model_dir: the version directory.
+      inputs: `{signature: {input: array}}`.
+      expected: `{signature: {output: array}}`, the in-memory outputs for `inputs`.
+      rtol, atol: float tolerance (integers and strings must match exactly).
+
+    Raises:
+      CompatibilityError: the child failed to load or run it, or an output differs.
+    """
+    with tempfile.TemporaryDirectory(prefix="albert-reload-") as tmp:
+        inputs_path, outputs_path = os.path.join(tmp, "inputs.npz"), os.path.join(tmp, "outputs.npz")
+        _save_arrays(inputs_path, inputs)
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+        try:
+            process = subprocess.run(
+                [sys.executable, "-m", "albert_tf.export.compatibility", saved_model_dir, inputs_path, outputs_path],
+                capture_output=True, text=True, timeout=RELOAD_TIMEOUT_S, env=env,
+            )
+        except subprocess.TimeoutExpired:
+            raise CompatibilityError(f"reloading {saved_model_dir} in a fresh process took over {RELOAD_TIMEOUT_S}s") from None
+        if process.returncode != 0:
+            tail = (process.stderr or process.stdout).strip().splitlines()[-15:]
+            raise CompatibilityError(f"a fresh process could not load and run {saved_model_dir}:\n" + "\n".join(tail))
+        reloaded = _load_arrays(outputs_path)
+    problems = []
+    for signature, outputs in expected.items():
+        for name, value in outputs.items():
+            got = reloaded.get(signature, {}).get(name)
+            if got is None:
+                problems.append(f"{signature}/{name}: missing after reload")
+            elif not _same(value, got, rtol, atol):
+                problems.append(f"{signature}/{name}: reloaded output differs from the in-memory one")
+    if problems:
+        raise CompatibilityError(f"{saved_model_dir} does not reproduce the model: " + "; ".join(problems))
+
+
+def _child(saved_model_dir: str, inputs_path: str, outputs_path: str) -> int:
+    from albert_tf.serving.servable import SessionServable
+
+    servable = SessionServable(saved_model_dir)
+    inputs = _load_arrays(inputs_path)
+    outputs = {signature: servable.run(signature, values) for signature, values in inputs.items()}
+    _save_arrays(outputs_path, outputs)
+    servable.close()
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        print("usage: python -m albert_tf.export.compatibility SAVED_MODEL_DIR INPUTS.npz OUTPUTS.npz", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(_child(*sys.argv[1:]))

@@ -1,0 +1,241 @@
+"""`export_saved_model`: a model + its in-graph tokenizer as a TF Serving SavedModel version.
+
+The layout is TF Serving's: `<export_base>/<model_name>/<version>/` with
+
+* `saved_model.pb` + `variables/`: the signatures of `albert_tf.export.signatures` (raw text in,
+  tokenization in the graph), with TF Serving's method names on `classify` / `regress` (TF2's
+  `tf.saved_model.save` writes `tensorflow/serving/predict` on every signature, so the
+  SignatureDefs are rewritten after saving);
+* `assets/`: the vocabulary (`spiece.model` or `vocab.txt`), `albert_config.json` and
+  `export.json` (kind, labels, sequence length, tokenizer settings), for provenance;
+* `assets.extra/tf_serving_warmup_requests`: one warmup request per signature.
+
+A version is written into a hidden temporary directory inside `<export_base>/<model_name>/` (not
+an integer name, so TF Serving never loads it), checked (`albert_tf.export.compatibility`: ops,
+and a fresh-process reload that must reproduce the in-memory outputs), and only then renamed to
+its version number; a crash leaves no half version. `models.config` and
+`batching_parameters.txt` for the export base are (re)written last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import uuid
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from albert_tf.export import compatibility, serving_config, signatures, warmup
+
+logger = logging.getLogger(__name__)
+
+EXPORT_INFO_FILE = "export.json"
+CONFIG_ASSET = "albert_config.json"
+SENTENCEPIECE_ASSET = "spiece.model"
+WORDPIECE_ASSET = "vocab.txt"
+TEMP_PREFIX = ".tmp-export-"
+
+
+class ExportError(ValueError):
+    """An export that cannot be written as asked (bad name, existing version, failed check)."""
+
+
+@dataclasses.dataclass
+class ExportResult:
+    """What `export_saved_model` wrote.
+
+    Attributes:
+      path: the version directory.
+      version: its integer version.
+      signatures: `{signature key: method name}`.
+      ops_report: the op check's report.
+      serving_configs: paths of `models.config` and `batching_parameters.txt`.
+    """
+
+    path: str
+    version: int
+    signatures: Dict[str, str]
+    ops_report: compatibility.CompatibilityReport
+    serving_configs: Dict[str, str]
+
+
+def _check_name(model_name: str) -> None:
+    if not model_name or not all(c.isalnum() or c in "-_." for c in model_name) or model_name.startswith("."):
+        raise ExportError(f"model_name must be letters, digits, '-', '_' or '.', not starting with '.', got {model_name!r}")
+
+
+def next_version(model_dir: str) -> int:
+    """One more than the largest integer version in `model_dir` (1 for none)."""
+    versions = serving_config.model_versions(model_dir)
+    return versions[-1] + 1 if versions else 1
+
+
+def set_method_names(saved_model_dir: str, method_names: Dict[str, str]) -> None:
+    """Rewrites the SignatureDefs' method names in `saved_model.pb` (atomically)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = os.path.join(saved_model_dir, "saved_model.pb")
+    saved_model = saved_model_pb2.SavedModel()
+    with open(path, "rb") as f:
+        saved_model.ParseFromString(f.read())
+    for meta_graph in saved_model.meta_graphs:
+        for key, method in method_names.items():
+            if key not in meta_graph.signature_def:
+                raise ExportError(f"signature {key!r} is not in {path}")
+            meta_graph.signature_def[key].method_name = method
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(saved_model.SerializeToString())
+    os.replace(tmp, path)
+
+
+def _write_assets(directory: str, module: signatures.ServingModule, extra_assets: Sequence[str]) -> None:
+    assets = os.path.join(directory, "assets")
+    os.makedirs(assets, exist_ok=True)
+    tokenizer = module.tokenizer
+    config = tokenizer.get_config()
+    if tokenizer.is_sentencepiece:
+        vocab_file = SENTENCEPIECE_ASSET
+        with open(os.path.join(assets, vocab_file), "wb") as f:
+            f.write(tokenizer._model_proto)
+    else:
+        vocab_file = WORDPIECE_ASSET
+        with open(os.path.join(assets, vocab_file), "w", encoding="utf-8") as f:
+            f.write("\n".join(config["wordpiece_vocab"]) + "\n")
+    encoder = module.model if module.kind == signatures.KIND_ENCODER else module.model.encoder
+    encoder.to_albert_config().to_json_file(os.path.join(assets, CONFIG_ASSET))
+    info = {
+        "kind": module.kind,
+        "labels": module.labels,
+        "pair": module.pair,
+        "sequence_length": module.sequence_length,
+        "tokenizer": {
+            "type": "sentencepiece" if tokenizer.is_sentencepiece else "wordpiece",
+            "file": vocab_file,
+            "lower_case": tokenizer.lower_case,
+            "keep_accents": tokenizer.keep_accents,
+            "normalize_quotes": tokenizer.normalize_quotes,
+        },
+        "signatures": module.signatures_keys(),
+        "dtype_policy": str(encoder.dtype_policy.name),
+    }
+    with open(os.path.join(assets, EXPORT_INFO_FILE), "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=2, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
+    for path in extra_assets:
+        shutil.copyfile(path, os.path.join(assets, os.path.basename(path)))
+
+
+def _in_memory_outputs(module: signatures.ServingModule, inputs: Dict[str, Dict[str, np.ndarray]]) -> Dict[str, Dict[str, np.ndarray]]:
+    import tensorflow as tf
+
+    functions = module.signatures()
+    outputs = {}
+    for key, values in inputs.items():
+        result = functions[key](**{k: tf.constant(v) for k, v in values.items()})
+        outputs[key] = {k: v.numpy() for k, v in result.items()}
+    return outputs
+
+
+def export_saved_model(
+    model,
+    tokenizer_layer,
+    export_base: str,
+    model_name: str,
+    version: Optional[int] = None,
+    labels: Optional[Sequence[str]] = None,
+    *,
+    pair: bool = False,
+    extra_assets: Sequence[str] = (),
+    check: bool = True,
+    batching: Optional[serving_config.BatchingConfig] = None,
+    container_base: str = "/models",
+) -> ExportResult:
+    """Exports `model` with in-graph tokenization as `<export_base>/<model_name>/<version>/`.
+
+    Args:
+      model: an `AlbertClassifier`, `AlbertRegressor`, `AlbertEncoder` or `AlbertPretrainer`
+        (built; its weights are what is exported).
+      tokenizer_layer: the `AlbertTokenizerLayer` of the training preprocessing (vocabulary,
+        casing, sequence length).
+      export_base: the TF Serving model base directory (local path).
+      model_name: the served model name (the directory under `export_base`).
+      version: the integer version; default one more than the largest existing one.
+      labels: class labels in id order (classifiers).
+      pair: text signatures take `text` and `text_b` (sentence-pair tasks).
+      extra_assets: more files to copy into `assets/` (e.g. `task.json`).
+      check: run the compatibility check (ops + fresh-process reload); on by default, as TF
+        Serving would otherwise be the first to find a broken export.
+      batching: the `batching_parameters.txt` settings.
+      container_base: where the server mounts `export_base` (for `models.config`).
+
+    Returns:
+      An `ExportResult`.
+
+    Raises:
+      ExportError: a bad name or version, an existing version, or a failed check (nothing is
+        published then).
+      TypeError: an unsupported model.
+    """
+    import tensorflow as tf
+
+    _check_name(model_name)
+    model_dir = os.path.join(export_base, model_name)
+    os.makedirs(model_dir, exist_ok=True)
+    if version is None:
+        version = next_version(model_dir)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ExportError(f"version must be a non-negative integer, got {version!r}")
+    final = os.path.join(model_dir, str(version))
+    if os.path.exists(final):
+        raise ExportError(f"{final} exists: a served version is never overwritten; pick another version")
+    module = signatures.ServingModule(model, tokenizer_layer, labels=labels, pair=pair)
+    staging = os.path.join(model_dir, f"{TEMP_PREFIX}{version}-{uuid.uuid4().hex[:8]}")
+    try:
+        functions = module.signatures()
+        tf.saved_model.save(module, staging, signatures=functions)
+        set_method_names(staging, module.method_names())
+        _write_assets(staging, module, extra_assets)
+        meta_graph = compatibility._read_meta_graph(staging)
+        inputs = warmup.warmup_inputs(meta_graph.signature_def, pair, module.sequence_length)
+        warmup.write_warmup_file(staging, warmup.prediction_logs(model_name, meta_graph.signature_def, inputs))
+        report = compatibility.check_ops(staging)
+        if check:
+            if not report.ok:
+                raise ExportError("the export is not servable by TF Serving 2.20:\n  " + "\n  ".join(report.problems))
+            bf16 = "bfloat16" in str(getattr(module.model, "dtype_policy", "")) or "bfloat16" in str(
+                (module.model if module.kind == signatures.KIND_ENCODER else module.model.encoder).dtype_policy.name
+            )
+            tolerance = dict(rtol=2e-2, atol=2e-2) if bf16 else {}
+            try:
+                compatibility.check_reload(staging, inputs, _in_memory_outputs(module, inputs), **tolerance)
+            except compatibility.CompatibilityError as e:
+                raise ExportError(str(e)) from None
+        os.rename(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    configs = serving_config.write_serving_configs(export_base, container_base, batching)
+    method_names = {key: signatures.METHOD_NAMES.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
+    logger.info("exported %s version %d to %s (signatures %s)", model_name, version, final, ", ".join(method_names))
+    return ExportResult(final, version, method_names, report, configs)
+
+
+def read_export_info(saved_model_dir: str) -> Dict:
+    """The `assets/export.json` of an exported version."""
+    with open(os.path.join(saved_model_dir, "assets", EXPORT_INFO_FILE), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def list_exports(export_base: str) -> List[str]:
+    """`<model>/<version>` of every published version under `export_base`."""
+    result = []
+    if os.path.isdir(export_base):
+        for name in sorted(os.listdir(export_base)):
+            for version in serving_config.model_versions(os.path.join(export_base, name)):
+                result.append(f"{name}/{version}")
+    return result

@@ -1,0 +1,139 @@
+"""TF Serving configuration files for an export base: `models.config` and `batching_parameters.txt`.
+
+`models.config` is a `ModelServerConfig` text proto (`--model_config_file`) listing every model
+directory of the export base that holds at least one integer version, with its path as the
+server sees it (`container_base/<name>`, `/models` in the official image) and the "latest"
+version policy. `batching_parameters.txt` is a `BatchingParameters` text proto
+(`--enable_batching --batching_parameters_file`). `read_batching_parameters` parses the latter
+for the local development server, so both servers batch with the same settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import uuid
+from typing import Dict, List, Optional
+
+MODELS_CONFIG_FILE = "models.config"
+BATCHING_FILE = "batching_parameters.txt"
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchingConfig:
+    """TF Serving's `BatchingParameters` (the fields this project sets).
+
+    Attributes:
+      max_batch_size: largest batch the server forms; a larger request is rejected.
+      batch_timeout_micros: how long a batch waits for more requests before it runs.
+      max_enqueued_batches: queue bound; beyond it requests fail with UNAVAILABLE.
+      num_batch_threads: batches processed in parallel.
+    """
+
+    max_batch_size: int = 32
+    batch_timeout_micros: int = 2000
+    max_enqueued_batches: int = 100
+    num_batch_threads: int = 4
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            minimum = 0 if field.name == "batch_timeout_micros" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ValueError(f"{field.name} must be an integer >= {minimum}, got {value!r}")
+
+    def to_text_proto(self) -> str:
+        return "".join(f"{f.name} {{ value: {getattr(self, f.name)} }}\n" for f in dataclasses.fields(self))
+
+
+def read_batching_parameters(path: str) -> BatchingConfig:
+    """The `BatchingConfig` of a `batching_parameters.txt` text proto (unknown fields ignored).
+
+    Raises:
+      ValueError: a file that is not in the `name { value: N }` form.
+    """
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    values: Dict[str, int] = {}
+    stripped = re.sub(r"#[^\n]*", "", text)
+    for match in re.finditer(r"(\w+)\s*\{\s*value\s*:\s*(-?\d+)\s*\}", stripped):
+        values[match.group(1)] = int(match.group(2))
+    leftover = re.sub(r"(\w+)\s*\{\s*value\s*:\s*(-?\d+)\s*\}", "", stripped)
+    if leftover.strip():
+        raise ValueError(f"{path}: not a BatchingParameters text proto near {leftover.strip()[:40]!r}")
+    names = {f.name for f in dataclasses.fields(BatchingConfig)}
+    return BatchingConfig(**{k: v for k, v in values.items() if k in names})
+
+
+def model_versions(model_dir: str) -> List[int]:
+    """The integer version directories of a model directory, ascending (what TF Serving loads)."""
+    if not os.path.isdir(model_dir):
+        return []
+    versions = []
+    for name in os.listdir(model_dir):
+        if name.isdigit() and os.path.isdir(os.path.join(model_dir, name)):
+            versions.append(int(name))
+    return sorted(versions)
+
+
+def models_config_text(export_base: str, container_base: str = "/models", version_labels: Optional[Dict[str, Dict[str, int]]] = None) -> str:
+    """The `ModelServerConfig` text proto for every model under `export_base`.
+
+    Args:
+      export_base: the directory holding `<model_name>/<version>/` SavedModels.
+      container_base: where the server sees `export_base` (the Compose/Kubernetes mount point).
+      version_labels: optional `{model_name: {label: version}}` (e.g. `stable`, `canary`).
+
+    Raises:
+      ValueError: no model with a version under `export_base`.
+    """
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = model_server_config_pb2.ModelServerConfig()
+    names = sorted(
+        n for n in os.listdir(export_base) if not n.startswith(".") and model_versions(os.path.join(export_base, n))
+    ) if os.path.isdir(export_base) else []
+    if not names:
+        raise ValueError(f"{export_base} holds no model with an integer version directory")
+    for name in names:
+        model = config.model_config_list.config.add()
+        model.name = name
+        model.base_path = f"{container_base.rstrip('/')}/{name}"
+        model.model_platform = "tensorflow"
+        model.model_version_policy.latest.num_versions = 1
+        for label, version in sorted((version_labels or {}).get(name, {}).items()):
+            model.version_labels[label] = int(version)
+    return text_format.MessageToString(config)
+
+
+def _write_atomically(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_serving_configs(
+    export_base: str,
+    container_base: str = "/models",
+    batching: Optional[BatchingConfig] = None,
+    version_labels: Optional[Dict[str, Dict[str, int]]] = None,
+) -> Dict[str, str]:
+    """Writes `models.config` and `batching_parameters.txt` into `export_base`, atomically.
+
+    Returns:
+      `{"models_config": path, "batching_parameters": path}`.
+    """
+    paths = {
+        "models_config": os.path.join(export_base, MODELS_CONFIG_FILE),
+        "batching_parameters": os.path.join(export_base, BATCHING_FILE),
+    }
+    _write_atomically(paths["models_config"], models_config_text(export_base, container_base, version_labels))
+    _write_atomically(paths["batching_parameters"], (batching or BatchingConfig()).to_text_proto())
+    return paths

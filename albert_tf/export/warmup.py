@@ -1,0 +1,133 @@
+"""TF Serving warmup requests: `assets.extra/tf_serving_warmup_requests`.
+
+TF Serving replays this TFRecord file of `PredictionLog` protos when it loads a version, before
+the version serves, so the first real request does not pay for graph optimization and kernel
+initialization. `warmup_inputs` gives one small batch per signature (also the inputs of the
+compatibility check's reload comparison), `prediction_logs` the protos, `write_warmup_file`
+the file, and `read_warmup_file` reads it back (the local server replays it the same way).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+WARMUP_DIR = "assets.extra"
+WARMUP_FILE = "tf_serving_warmup_requests"
+WARMUP_TEXTS = ("ALBERT reads this sentence.", "A second, longer sentence: 1,000 words in 2024!")
+
+
+def _example(text: str, text_b=None) -> "tf.train.Example":
+    import tensorflow as tf
+
+    feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode("utf-8")]))}
+    if text_b is not None:
+        feature["text_b"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text_b.encode("utf-8")]))
+    return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def warmup_inputs(signature_defs, pair: bool, sequence_length: int, texts: Sequence[str] = WARMUP_TEXTS) -> Dict[str, Dict[str, np.ndarray]]:
+    """One batch of inputs per signature key: `{signature: {input_name: array}}`.
+
+    Text inputs get `texts` (`text_b` the same texts reversed); token inputs a `[CLS] ... [SEP]`
+    batch of small ids; `classify`/`regress` the serialized `tf.Example`s of the texts.
+    """
+    texts = list(texts)
+    texts_b = texts[::-1]
+    batch = len(texts)
+    result: Dict[str, Dict[str, np.ndarray]] = {}
+    for key, signature in signature_defs.items():
+        if key.startswith("__"):  # `__saved_model_init_op` is no signature to call
+            continue
+        names = set(signature.inputs.keys())
+        if names == {"inputs"}:
+            examples = [_example(a, b if pair else None).SerializeToString() for a, b in zip(texts, texts_b)]
+            result[key] = {"inputs": np.array(examples, dtype=object)}
+        elif "text" in names:
+            inputs = {"text": np.array([t.encode("utf-8") for t in texts], dtype=object)}
+            if "text_b" in names:
+                inputs["text_b"] = np.array([t.encode("utf-8") for t in texts_b], dtype=object)
+            result[key] = inputs
+        else:
+            ids = np.zeros((batch, sequence_length), np.int32)
+            mask = np.zeros((batch, sequence_length), np.int32)
+            for row in range(batch):
+                used = min(sequence_length, 4 + row)
+                ids[row, :used] = 5 + np.arange(used) % 3
+                ids[row, 0], ids[row, used - 1] = 2, 3  # [CLS], [SEP] in both vocabularies
+                mask[row, :used] = 1
+            inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+            if "mlm_positions" in names:
+                inputs["mlm_positions"] = np.tile(np.array([[1, 2]], np.int32), (batch, 1))
+            result[key] = inputs
+    return result
+
+
+def prediction_logs(model_name: str, signature_defs, inputs: Dict[str, Dict[str, np.ndarray]]) -> List:
+    """The `PredictionLog`s for `inputs`: Classify/Regress requests for those method names, else Predict."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2, regression_pb2
+
+    from albert_tf.export.signatures import CLASSIFY_METHOD, REGRESS_METHOD
+
+    logs = []
+    for key in sorted(inputs):
+        method = signature_defs[key].method_name
+        if method in (CLASSIFY_METHOD, REGRESS_METHOD):
+            request = (classification_pb2.ClassificationRequest() if method == CLASSIFY_METHOD else regression_pb2.RegressionRequest())
+            request.model_spec.name = model_name
+            request.model_spec.signature_name = key
+            for serialized in inputs[key]["inputs"]:
+                request.input.example_list.examples.add().ParseFromString(serialized)
+            if method == CLASSIFY_METHOD:
+                log = prediction_log_pb2.PredictionLog(classify_log=prediction_log_pb2.ClassifyLog(request=request))
+            else:
+                log = prediction_log_pb2.PredictionLog(regress_log=prediction_log_pb2.RegressLog(request=request))
+        else:
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = model_name
+            request.model_spec.signature_name = key
+            for name, value in inputs[key].items():
+                request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+        logs.append(log)
+    return logs
+
+
+def write_warmup_file(saved_model_dir: str, logs: Sequence) -> str:
+    """Writes the logs as `assets.extra/tf_serving_warmup_requests` of `saved_model_dir`."""
+    import tensorflow as tf
+
+    directory = os.path.join(saved_model_dir, WARMUP_DIR)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, WARMUP_FILE)
+    with tf.io.TFRecordWriter(path) as writer:
+        for log in logs:
+            writer.write(log.SerializeToString())
+    return path
+
+
+def read_warmup_file(saved_model_dir: str) -> List:
+    """The `PredictionLog`s of a SavedModel's warmup file ([] when it has none).
+
+    Raises:
+      ValueError: a record that is not a `PredictionLog`.
+    """
+    import tensorflow as tf
+    from google.protobuf.message import DecodeError
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    path = os.path.join(saved_model_dir, WARMUP_DIR, WARMUP_FILE)
+    if not os.path.exists(path):
+        return []
+    logs = []
+    for index, record in enumerate(tf.compat.v1.io.tf_record_iterator(path)):
+        log = prediction_log_pb2.PredictionLog()
+        try:
+            log.ParseFromString(record)
+        except DecodeError as e:
+            raise ValueError(f"{path}: record {index} is not a PredictionLog: {e}") from None
+        logs.append(log)
+    return logs

@@ -1,0 +1,162 @@
+"""`SessionServable`: one SavedModel version loaded the way TF Serving's C++ server loads it.
+
+TF Serving does not use `tf.saved_model.load`: it imports the MetaGraphDef tagged `serve` into a
+graph, restores the variables with the graph's `saver_def`, runs the init op
+(`__saved_model_init_op`, which initializes the lookup tables), and then runs signatures with
+`Session::Run` on the tensor names of the SignatureDef. `tf.compat.v1.saved_model.loader.load`
+does exactly those steps, so a model that works here works there (given the same ops).
+
+`run(signature_name, inputs)` validates the inputs against the SignatureDef the way TF Serving's
+`predict_util` does (missing or extra inputs, dtypes) and raises `ServingError` with TF Serving's
+status code and message.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Dict, Iterable, Optional
+
+import numpy as np
+
+OK = "OK"
+INVALID_ARGUMENT = "INVALID_ARGUMENT"
+NOT_FOUND = "NOT_FOUND"
+FAILED_PRECONDITION = "FAILED_PRECONDITION"
+UNAVAILABLE = "UNAVAILABLE"
+INTERNAL = "INTERNAL"
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+
+
+class ServingError(Exception):
+    """A request failure with a TF Serving (gRPC) status code name and message."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _import_custom_ops() -> None:
+    # The tokenizer kernels live in tensorflow-text's op libraries, loaded by importing it; TF
+    # Serving needs the same libraries (see serving/README.md).
+    import tensorflow_text  # noqa: F401
+
+
+def _format_names(names: Iterable[str]) -> str:
+    return "{" + ", ".join(sorted(names)) + "}"
+
+
+class SessionServable:
+    """A loaded SavedModel version: a graph, a session, the SignatureDefs.
+
+    Args:
+      path: the version directory (`.../<model>/<version>`).
+      tags: MetaGraphDef tags (TF Serving's default `serve`).
+
+    Raises:
+      ServingError: the SavedModel cannot be loaded (`FAILED_PRECONDITION`, TF's message).
+    """
+
+    def __init__(self, path: str, tags=("serve",)):
+        import tensorflow as tf
+
+        _import_custom_ops()
+        self.path = path
+        self.graph = tf.Graph()
+        config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+        self.session = tf.compat.v1.Session(graph=self.graph, config=config)
+        try:
+            with self.graph.as_default():
+                self.meta_graph = tf.compat.v1.saved_model.loader.load(self.session, list(tags), path)
+        except (tf.errors.OpError, OSError, RuntimeError, ValueError, KeyError) as e:
+            self.session.close()
+            raise ServingError(FAILED_PRECONDITION, f"Failed to load SavedModel at {path}: {e}") from None
+        self.signature_defs = dict(self.meta_graph.signature_def)
+        self.signature_defs.pop("__saved_model_init_op", None)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def signature(self, name: Optional[str]):
+        """The SignatureDef `name` ("" or None: `serving_default`), else ServingError."""
+        key = name or "serving_default"
+        if key not in self.signature_defs:
+            raise ServingError(INVALID_ARGUMENT, f'Serving signature key "{key}" not found.')
+        return self.signature_defs[key]
+
+    def validate_inputs(self, signature_name: Optional[str], inputs: Dict[str, np.ndarray]) -> None:
+        """TF Serving's input checks: exact input names, then each input's dtype and rank."""
+        import tensorflow as tf
+
+        signature = self.signature(signature_name)
+        expected, sent = set(signature.inputs), set(inputs)
+        if expected != sent:
+            raise ServingError(
+                INVALID_ARGUMENT,
+                f"input size does not match signature: {len(sent)}!={len(expected)} "
+                f"len({_format_names(sent)}) != len({_format_names(expected)}). "
+                f"Sent extra: {_format_names(sent - expected)}. "
+                f"Missing but required: {_format_names(expected - sent)}.",
+            )
+        for index, name in enumerate(sorted(expected)):
+            info = signature.inputs[name]
+            want = tf.dtypes.as_dtype(info.dtype)
+            value = inputs[name]
+            got = tf.dtypes.as_dtype(value.dtype) if value.dtype != object else tf.string
+            if got != want:
+                raise ServingError(
+                    INVALID_ARGUMENT, f"Expects arg[{index}] to be {want.name} but {got.name} is provided"
+                )
+            if not info.tensor_shape.unknown_rank:
+                dims = [d.size for d in info.tensor_shape.dim]
+                if value.ndim != len(dims) or any(d >= 0 and d != s for d, s in zip(dims, value.shape)):
+                    shape = "[" + ",".join(str(d) for d in dims) + "]"
+                    raise ServingError(
+                        INVALID_ARGUMENT,
+                        f"input {name} has shape [{','.join(str(s) for s in value.shape)}], "
+                        f"the signature expects {shape}",
+                    )
+
+    def run(self, signature_name: Optional[str], inputs: Dict[str, np.ndarray], output_filter: Iterable[str] = ()) -> Dict[str, np.ndarray]:
+        """Runs a signature on numpy inputs; returns `{output_name: array}`.
+
+        Raises:
+          ServingError: unknown signature, bad inputs, an unknown output in `output_filter`, or
+            an op failure (TF's status code and message).
+        """
+        import tensorflow as tf
+
+        signature = self.signature(signature_name)
+        self.validate_inputs(signature_name, inputs)
+        wanted = list(output_filter) or sorted(signature.outputs)
+        for name in wanted:
+            if name not in signature.outputs:
+                raise ServingError(INVALID_ARGUMENT, f"output tensor alias not found in signature: {name}")
+        fetches = {name: signature.outputs[name].name for name in wanted}
+        feeds = {signature.inputs[name].name: value for name, value in inputs.items()}
+        if self._closed:
+            raise ServingError(UNAVAILABLE, f"the servable at {self.path} was unloaded")
+        try:
+            return self.session.run(fetches, feeds)
+        except tf.errors.OpError as e:
+            code = tf.errors.exception_type_from_error_code(e.error_code).__name__
+            raise ServingError(_OP_ERROR_CODES.get(code, INTERNAL), e.message) from None
+
+    def close(self) -> None:
+        self._closed = True
+        self.session.close()
+
+
+_OP_ERROR_CODES = {
+    "InvalidArgumentError": INVALID_ARGUMENT,
+    "NotFoundError": NOT_FOUND,
+    "FailedPreconditionError": FAILED_PRECONDITION,
+    "ResourceExhaustedError": RESOURCE_EXHAUSTED,
+    "UnavailableError": UNAVAILABLE,
+    "OutOfRangeError": "OUT_OF_RANGE",
+    "UnimplementedError": "UNIMPLEMENTED",
+}
+
+
+def is_saved_model_dir(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "saved_model.pb")) or os.path.isfile(os.path.join(path, "saved_model.pbtxt"))

@@ -1,0 +1,220 @@
+"""Sentence and sentence-pair classification and regression (GLUE-style tasks).
+
+The models follow google-research/albert `run_classifier.py`: the pooled output (tanh dense on
+`[CLS]`) -> dropout (0.1) -> a dense layer initialised with a truncated normal of the encoder's
+`initializer_range`, giving `num_labels` logits trained with the mean cross-entropy, or one value
+trained with the mean squared error for regression (STS-B). Labels travel in the input dict
+(`labels`: int class ids, or float targets), so `model.fit(dataset)` needs no `y`.
+
+Also here: `encode_examples` (tokenize and pack `TextExample`s into model features with the
+Python tokenizers), `examples_dataset` (a `tf.data.Dataset` of them), `predict_scores`
+(logits or regression values for features) and `make_eval_fn` (the dev evaluation for
+`albert_tf.training.finetuning.run_finetuning`, computing the task's GLUE metrics).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence
+
+import keras
+import numpy as np
+from keras import ops
+
+from albert_tf.data.glue import LabelVocab, TextExample, regression_target
+from albert_tf.metrics import glue_metrics
+from albert_tf.tasks.base import AlbertTaskModel
+
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertClassifier(AlbertTaskModel):
+    """Sentence(-pair) classifier: pooled output -> dropout -> dense(`num_labels`).
+
+    Inputs: `input_ids`, `input_mask`, `segment_ids` [batch, seq] and, for training and
+    evaluation, `labels` [batch] (class ids). Outputs: `{"logits": [batch, num_labels]}`.
+    Metrics: `accuracy`.
+
+    Args:
+        encoder: An `AlbertEncoder`.
+        num_labels: Number of classes (>= 2).
+        dropout: Dropout on the pooled output (0.1 as the original).
+    """
+
+    def __init__(self, encoder, num_labels: int, dropout: float = 0.1, **kwargs):
+        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 2:
+            raise ValueError(f"num_labels must be an integer >= 2, got {num_labels!r}")
+        self.num_labels = num_labels
+        super().__init__(encoder, dropout=dropout, **kwargs)
+        self.accuracy = keras.metrics.Mean(name="accuracy")
+
+    def build_head(self):
+        return keras.layers.Dense(
+            self.num_labels,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=self.encoder.initializer_range),
+            dtype=self.encoder.embeddings.dtype_policy,
+            name="classifier",
+        )
+
+    def call_head(self, encoder_outputs, inputs, training=None):
+        pooled = self.head_dropout(encoder_outputs["pooled_output"], training=training)
+        return {"logits": self.head(pooled)}
+
+    def compute_task_loss(self, inputs, outputs):
+        labels = ops.reshape(ops.cast(inputs["labels"], "int32"), (-1,))
+        return ops.mean(keras.losses.sparse_categorical_crossentropy(labels, outputs["logits"], from_logits=True))
+
+    def update_task_metrics(self, inputs, outputs):
+        labels = ops.reshape(ops.cast(inputs["labels"], "int32"), (-1,))
+        predicted = ops.cast(ops.argmax(outputs["logits"], axis=-1), "int32")
+        self.accuracy.update_state(ops.cast(ops.equal(predicted, labels), "float32"))
+
+    def get_config(self):
+        config = super().get_config()
+        config["num_labels"] = self.num_labels
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertRegressor(AlbertTaskModel):
+    """Sentence(-pair) regression: pooled output -> dropout -> dense(1), mean squared error.
+
+    Inputs as `AlbertClassifier`, with float `labels` [batch]. Outputs:
+    `{"predictions": [batch]}`.
+
+    Args:
+        encoder: An `AlbertEncoder`.
+        dropout: Dropout on the pooled output.
+    """
+
+    def build_head(self):
+        return keras.layers.Dense(
+            1,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=self.encoder.initializer_range),
+            dtype=self.encoder.embeddings.dtype_policy,
+            name="regressor",
+        )
+
+    def call_head(self, encoder_outputs, inputs, training=None):
+        pooled = self.head_dropout(encoder_outputs["pooled_output"], training=training)
+        return {"predictions": ops.squeeze(self.head(pooled), axis=-1)}
+
+    def compute_task_loss(self, inputs, outputs):
+        labels = ops.reshape(ops.cast(inputs["labels"], "float32"), (-1,))
+        return ops.mean(ops.square(outputs["predictions"] - labels))
+
+
+def build_task_model(encoder, num_labels: Optional[int], dropout: float = 0.1) -> AlbertTaskModel:
+    """An `AlbertClassifier` for `num_labels` classes, or an `AlbertRegressor` for None."""
+    if num_labels is None:
+        return AlbertRegressor(encoder, dropout=dropout)
+    return AlbertClassifier(encoder, num_labels=num_labels, dropout=dropout)
+
+
+# --- features ------------------------------------------------------------------------------------
+
+
+def encode_examples(
+    examples: Sequence[TextExample],
+    tokenizer,
+    *,
+    seq_length: int,
+    label_vocab: Optional[LabelVocab] = None,
+    regression: bool = False,
+    with_labels: bool = True,
+) -> Dict[str, np.ndarray]:
+    """Tokenizes and packs examples the original way (`[CLS] a [SEP] b [SEP]`, pair truncation).
+
+    Args:
+        examples: The examples.
+        tokenizer: A `SentencePieceTokenizer` or `WordPieceTokenizer` (anything with
+            `encode_inputs(text_a, text_b, seq_length=...)`).
+        seq_length: The model's sequence length.
+        label_vocab: The label list of a classification task.
+        regression: Labels are float targets (no `label_vocab`).
+        with_labels: Add `labels` (int32 ids, or float32 targets); False for prediction.
+
+    Returns:
+        int32 arrays `input_ids`, `input_mask`, `segment_ids` [n, seq_length], and `labels` [n].
+
+    Raises:
+        DataFormatError: An unknown label or non-numeric target, naming the example's file and line.
+        ValueError: Empty `examples`, or labels requested without a way to encode them.
+    """
+    if not examples:
+        raise ValueError("no examples to encode")
+    if with_labels and not regression and label_vocab is None:
+        raise ValueError("classification labels need a label_vocab")
+    columns: Dict[str, List] = {name: [] for name in FEATURE_NAMES}
+    labels: List = []
+    for example in examples:
+        packed = tokenizer.encode_inputs(example.text_a, example.text_b, seq_length=seq_length)
+        for name in FEATURE_NAMES:
+            columns[name].append(packed[name])
+        if with_labels:
+            labels.append(regression_target(example) if regression else label_vocab.id_of(example))
+    features = {name: np.asarray(values, dtype=np.int32) for name, values in columns.items()}
+    if with_labels:
+        features["labels"] = np.asarray(labels, dtype=np.float32 if regression else np.int32)
+    return features
+
+
+def examples_dataset(features: Dict[str, np.ndarray]):
+    """An unbatched `tf.data.Dataset` of feature dicts."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(dict(features))
+
+
+def predict_scores(model, features, batch_size: int = 64) -> np.ndarray:
+    """Logits [n, num_labels] of a classifier or predictions [n] of a regressor.
+
+    `features` is a dict of arrays or a batched `tf.data.Dataset` of feature dicts.
+    """
+    import tensorflow as tf
+
+    if isinstance(features, dict):
+        inputs = {k: features[k] for k in FEATURE_NAMES}
+        dataset = tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size)
+    else:
+        dataset = features.map(lambda batch: {k: batch[k] for k in FEATURE_NAMES})
+    outputs = model.predict(dataset, verbose=0)
+    return np.asarray(outputs["logits"] if "logits" in outputs else outputs["predictions"])
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def score_predictions(scores: np.ndarray, labels: np.ndarray, metric_names: Sequence[str], regression: bool) -> Dict[str, float]:
+    """The task's metrics (and `loss`) from logits / predictions and the true labels."""
+    labels = np.asarray(labels).reshape(-1)
+    if regression:
+        predictions = np.asarray(scores, dtype=np.float64).reshape(-1)
+        metrics = glue_metrics(metric_names, predictions, labels.astype(np.float64))
+        metrics["loss"] = float(np.mean((predictions - labels) ** 2))
+        return metrics
+    logits = np.asarray(scores, dtype=np.float64)
+    predictions = logits.argmax(axis=-1)
+    metrics = glue_metrics(metric_names, predictions, labels.astype(np.int64))
+    metrics["loss"] = float(-np.mean(_log_softmax(logits)[np.arange(labels.size), labels.astype(np.int64)]))
+    return metrics
+
+
+def make_eval_fn(metric_names: Sequence[str], regression: bool) -> Callable:
+    """`eval_fn(model, eval_dataset) -> metrics` for `run_finetuning`.
+
+    The dataset is batched feature dicts with `labels`; the labels are read from it once and
+    cached, the predictions come from `model.predict`.
+    """
+    cache: Dict[int, np.ndarray] = {}
+
+    def eval_fn(model, eval_dataset) -> Dict[str, float]:
+        key = id(eval_dataset)
+        if key not in cache:
+            cache[key] = np.concatenate([batch["labels"] for batch in eval_dataset.as_numpy_iterator()])
+        scores = predict_scores(model, eval_dataset)
+        return score_predictions(scores, cache[key], metric_names, regression)
+
+    return eval_fn

@@ -1,0 +1,78 @@
+"""Fine-tuning defaults of the GLUE tasks, from the original ALBERT release.
+
+Learning rate, batch size, training steps, warmup steps and sequence length are those of
+google-research/albert's `run_glue.sh` and the README's fine-tuning table (all with AdamW and
+`max_seq_length=512`); the dropout rates (encoder and classifier) follow Table 14 of the paper,
+which also gives WNLI (not in `run_glue.sh`). `metrics` are what GLUE reports for the task and
+`best_metric` selects the checkpoint kept, as `run_classifier.py` picks its best checkpoint by dev
+accuracy (by Pearson correlation for STS-B and Matthews correlation for CoLA).
+
+`finetune_preset(name)` returns the `TaskPreset`; `PRESETS` holds them all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskPreset:
+    """Fine-tuning defaults of one task.
+
+    Attributes:
+        name: Task name ("sst-2", "mnli", ...).
+        learning_rate: Peak learning rate (AdamW, linear warmup then linear decay).
+        batch_size: Training batch size.
+        num_train_steps: Optimizer updates.
+        warmup_steps: Warmup updates.
+        max_seq_length: Sequence length.
+        encoder_dropout: Dropout inside the encoder during fine-tuning (the paper's "ALBERT DR").
+        classifier_dropout: Dropout before the task head ("Classifier DR").
+        save_checkpoints_steps: Interval between the original's checkpoints (each evaluated).
+        metrics: The metrics GLUE reports for the task.
+        best_metric: The dev metric that selects the kept weights.
+    """
+
+    name: str
+    learning_rate: float
+    batch_size: int
+    num_train_steps: int
+    warmup_steps: int
+    max_seq_length: int = 512
+    encoder_dropout: float = 0.0
+    classifier_dropout: float = 0.1
+    save_checkpoints_steps: int = 100
+    metrics: Tuple[str, ...] = ("accuracy",)
+    best_metric: str = "accuracy"
+
+
+PRESETS: Dict[str, TaskPreset] = {
+    preset.name: preset
+    for preset in (
+        TaskPreset("cola", 1e-5, 16, 5336, 320, metrics=("mcc", "accuracy"), best_metric="mcc"),
+        TaskPreset("sst-2", 1e-5, 32, 20935, 1256),
+        TaskPreset("mrpc", 2e-5, 32, 800, 200, metrics=("accuracy", "f1")),
+        TaskPreset("sts-b", 2e-5, 16, 3598, 214, metrics=("pearson", "spearman"), best_metric="pearson"),
+        TaskPreset("qqp", 5e-5, 128, 14000, 1000, encoder_dropout=0.1, metrics=("accuracy", "f1")),
+        TaskPreset("mnli", 3e-5, 128, 10000, 1000),
+        TaskPreset("qnli", 1e-5, 32, 33112, 1986, save_checkpoints_steps=200),
+        TaskPreset("rte", 3e-5, 32, 800, 200, encoder_dropout=0.1),
+        TaskPreset("wnli", 2e-5, 16, 2000, 250, encoder_dropout=0.1),
+    )
+}
+
+_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b"}
+
+
+def finetune_preset(name: str) -> TaskPreset:
+    """The `TaskPreset` of a GLUE task (case-insensitive; "sst2", "stsb" accepted).
+
+    Raises:
+        ValueError: For a task without a preset.
+    """
+    key = name.lower()
+    key = _ALIASES.get(key, key)
+    if key not in PRESETS:
+        raise ValueError(f"no fine-tuning preset for {name!r}; presets: {', '.join(PRESETS)}")
+    return PRESETS[key]

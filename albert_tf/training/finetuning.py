@@ -1,0 +1,644 @@
+"""The fine-tuning run: `run_finetuning` trains any task model with `model.fit` and keeps the best.
+
+The run is task-agnostic. A task supplies its model (an `AlbertTaskModel` subclass, labels inside
+the input dicts), its datasets, and an `eval_fn(model, eval_dataset) -> {metric: value}`; the run
+
+* compiles the model with the original fine-tuning optimizer, `create_optimizer("adamw", ...)`
+  (AdamW without bias correction, weight decay 0.01 inside the update, gradients clipped to
+  global norm 1, linear warmup then linear decay to 0 at `num_train_steps`);
+* trains with `model.fit`, one Keras epoch per evaluation interval of `eval_every_n_steps`
+  optimizer updates, and after every interval evaluates on the dev data;
+* keeps the weights of the best evaluation by `best_metric` (`best_mode` "max" or "min"),
+  written atomically (temporary name, then rename) whenever the metric improves, and restores
+  them into the model at the end, as the original `run_classifier.py` picks its best checkpoint
+  by dev accuracy;
+* writes everything into a staging directory beside `model_dir` and renames it to `model_dir`
+  only when complete, with `COMPLETE` the last file written in it. A run that fails or is
+  interrupted removes its staging directory; one that is killed leaves only a hidden
+  ``.NAME.partial-*`` directory, never a `model_dir` that looks finished.
+
+The output directory holds `model.keras` (the task model with the best weights),
+`finetuning.json` (the run's settings, the evaluation history and the best result),
+`eval_history.jsonl` (one JSON object per evaluation), TensorBoard `logs/`, whatever the task's
+`save_assets(directory, model)` writes (tokenizer, label list, ...), and `COMPLETE`.
+
+Units: a *step* is one optimizer update; with `gradient_accumulation_steps=A` one step consumes
+A batches, as in `albert_tf.training.pretraining`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = "model.keras"
+BEST_WEIGHTS_FILE = "best.weights.h5"
+RUN_INFO_FILE = "finetuning.json"
+EVAL_HISTORY_FILE = "eval_history.jsonl"
+COMPLETE_FILE = "COMPLETE"
+LOG_SUBDIR = "logs"
+BEST_MODES = ("max", "min")
+
+EvalFn = Callable[[Any, Any], Mapping[str, float]]
+
+
+class FinetuningError(ValueError):
+    """A fine-tuning run that cannot proceed as configured (bad settings, missing metric, ...)."""
+
+
+@dataclasses.dataclass
+class FinetuningResult:
+    """What `run_finetuning` did and wrote.
+
+    Attributes:
+        model: The task model, holding the best weights (the last ones without evaluation).
+        model_dir: The completed output directory (None on non-chief workers).
+        best_metrics: The evaluation whose weights were kept ({} without evaluation).
+        best_step: The step of that evaluation (`final_step` without evaluation).
+        final_step: The number of optimizer updates done (`num_train_steps`).
+        history: One record per evaluation interval: `step`, the training logs of the interval
+            (`train_*`), the evaluation metrics (`eval_*`) and `is_best`.
+        artifacts: Paths of the files written ("model", "run_info", "eval_history", "logs").
+    """
+
+    model: Any
+    model_dir: Optional[str]
+    best_metrics: Dict[str, float]
+    best_step: int
+    final_step: int
+    history: List[Dict[str, Any]]
+    artifacts: Dict[str, str]
+
+
+# --- the output directory ------------------------------------------------------------------------
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def is_complete(model_dir: str) -> bool:
+    """Whether `model_dir` is the finished output of a fine-tuning run (its `COMPLETE` exists)."""
+    import tensorflow as tf
+
+    return tf.io.gfile.exists(os.path.join(model_dir, COMPLETE_FILE))
+
+
+def _check_writable_target(model_dir: str, overwrite: bool) -> None:
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(model_dir):
+        return
+    if not tf.io.gfile.isdir(model_dir):
+        raise FileExistsError(f"model_dir {model_dir} exists and is not a directory")
+    if tf.io.gfile.listdir(model_dir) and not overwrite:
+        what = "a completed fine-tuning run" if is_complete(model_dir) else "a non-empty directory"
+        raise FileExistsError(f"model_dir {model_dir} is {what}; pass overwrite=True (--overwrite) to replace it")
+
+
+def _staging_dir(model_dir: str) -> str:
+    """A fresh directory to build the output in: beside `model_dir` (same filesystem, so the final
+    rename is atomic) when local, a local temporary directory when `model_dir` is remote."""
+    if not _is_local(model_dir):
+        return tempfile.mkdtemp(prefix="albert_finetune_")
+    parent, name = os.path.split(os.path.abspath(model_dir))
+    os.makedirs(parent, exist_ok=True)
+    return tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
+
+
+def _copy_tree_remote(source: str, target: str) -> None:
+    """Copies a local tree to a remote directory, `COMPLETE` last, so a reader never sees it
+    before every other file is there."""
+    import tensorflow as tf
+
+    files = []
+    for root, _, names in os.walk(source):
+        for name in names:
+            files.append(os.path.relpath(os.path.join(root, name), source))
+    files.sort(key=lambda rel: rel == COMPLETE_FILE)
+    for rel in files:
+        destination = f"{target.rstrip('/')}/{rel.replace(os.sep, '/')}"
+        tf.io.gfile.makedirs(os.path.dirname(destination))
+        tf.io.gfile.copy(os.path.join(source, rel), destination, overwrite=True)
+
+
+def _publish(staging: str, model_dir: str, overwrite: bool) -> None:
+    """Moves the finished staging directory to `model_dir` (replacing an old one if allowed)."""
+    import tensorflow as tf
+
+    _check_writable_target(model_dir, overwrite)
+    if not _is_local(model_dir):
+        if tf.io.gfile.exists(model_dir):
+            tf.io.gfile.rmtree(model_dir)
+        _copy_tree_remote(staging, model_dir)
+        shutil.rmtree(staging, ignore_errors=True)
+        return
+    model_dir = os.path.abspath(model_dir)
+    old = None
+    if os.path.exists(model_dir):
+        # Moved aside rather than deleted first, so that some complete directory is always there.
+        parent, name = os.path.split(model_dir)
+        old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex}")
+        os.rename(model_dir, old)
+    try:
+        os.rename(staging, model_dir)
+    except OSError:
+        if old is not None:
+            os.rename(old, model_dir)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_text_atomically(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def read_run_info(model_dir: str) -> Dict[str, Any]:
+    """The `finetuning.json` of a completed run.
+
+    Raises:
+        FileNotFoundError: `model_dir` is not a completed fine-tuning output.
+        FinetuningError: the file is malformed.
+    """
+    import tensorflow as tf
+
+    if not is_complete(model_dir):
+        raise FileNotFoundError(
+            f"{model_dir} is not a completed fine-tuning directory (no {COMPLETE_FILE} file)"
+        )
+    path = os.path.join(model_dir, RUN_INFO_FILE)
+    try:
+        with tf.io.gfile.GFile(path, "r") as f:
+            info = json.load(f)
+    except tf.errors.NotFoundError:
+        raise FileNotFoundError(f"{path} is missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise FinetuningError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(info, dict):
+        raise FinetuningError(f"{path} must hold a JSON object")
+    return info
+
+
+def load_finetuned_model(model_dir: str, compile: bool = False):
+    """The task model saved by `run_finetuning` in `model_dir` (with the best weights).
+
+    The task modules (`albert_tf.tasks.*`) register their model classes with Keras when
+    imported; import the module of the task before calling this.
+
+    Raises:
+        FileNotFoundError: `model_dir` is not a completed fine-tuning output.
+    """
+    import keras
+
+    if not is_complete(model_dir):
+        raise FileNotFoundError(
+            f"{model_dir} is not a completed fine-tuning directory (no {COMPLETE_FILE} file)"
+        )
+    return keras.saving.load_model(os.path.join(model_dir, MODEL_FILE), compile=compile)
+
+
+# --- evaluation and the best checkpoint ----------------------------------------------------------
+
+
+def _to_float(name: str, value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise FinetuningError(f"eval_fn returned a non-numeric value for {name!r}: {value!r}") from None
+
+
+def default_eval_fn(model, eval_dataset) -> Dict[str, float]:
+    """`model.evaluate` on the dev data: the loss and the model's Keras metrics."""
+    return {k: float(v) for k, v in model.evaluate(eval_dataset, return_dict=True, verbose=0).items()}
+
+
+def resolve_best_mode(best_metric: str, best_mode: str) -> str:
+    """`best_mode`, with "auto" meaning "min" for losses and errors and "max" for the rest."""
+    if best_mode == "auto":
+        lowered = best_metric.lower()
+        return "min" if ("loss" in lowered or "error" in lowered or lowered in ("mse", "mae")) else "max"
+    if best_mode not in BEST_MODES:
+        raise FinetuningError(f"best_mode must be 'max', 'min' or 'auto', got {best_mode!r}")
+    return best_mode
+
+
+def _is_better(value: float, best: Optional[float], mode: str) -> bool:
+    if math.isnan(value):
+        return False
+    if best is None:
+        return True
+    return value > best if mode == "max" else value < best
+
+
+def _make_callback(keras):
+    class EvaluateAndKeepBest(keras.callbacks.Callback):
+        """After every interval: evaluate, log, and save the weights when the metric improves;
+        stop at `num_train_steps` in a last interval shorter than the others."""
+
+        def __init__(self, run: "_Run"):
+            super().__init__()
+            self.run = run
+            self.epoch = 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_end(self, batch, logs=None):
+            done = self.epoch * self.run.batches_per_interval + batch + 1
+            if done >= self.run.total_batches:
+                self.model.stop_training = True
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.run.end_interval(self.model, epoch, logs or {})
+
+    return EvaluateAndKeepBest
+
+
+class _Run:
+    """The bookkeeping of one run (history, best result, files in the staging directory)."""
+
+    def __init__(self, *, staging, eval_dataset, eval_fn, best_metric, best_mode, num_train_steps,
+                 eval_every, accumulation, verbose):
+        self.staging = staging
+        self.eval_dataset = eval_dataset
+        self.eval_fn = eval_fn
+        self.best_metric = best_metric
+        self.best_mode = best_mode
+        self.num_train_steps = num_train_steps
+        self.eval_every = eval_every
+        self.batches_per_interval = eval_every * accumulation
+        self.total_batches = num_train_steps * accumulation
+        self.verbose = verbose
+        self.history: List[Dict[str, Any]] = []
+        self.best_value: Optional[float] = None
+        self.best_metrics: Dict[str, float] = {}
+        self.best_step: Optional[int] = None
+        self.started = time.time()
+
+    @property
+    def best_weights_path(self) -> str:
+        return os.path.join(self.staging, BEST_WEIGHTS_FILE)
+
+    def evaluate(self, model) -> Dict[str, float]:
+        if self.eval_dataset is None:
+            return {}
+        metrics = self.eval_fn(model, self.eval_dataset)
+        if not isinstance(metrics, Mapping):
+            raise FinetuningError(f"eval_fn must return a dict of metrics, got {type(metrics).__name__}")
+        metrics = {str(k): _to_float(str(k), v) for k, v in metrics.items()}
+        if self.best_metric not in metrics:
+            raise FinetuningError(
+                f"best_metric {self.best_metric!r} is not among the evaluation metrics {sorted(metrics)}"
+            )
+        return metrics
+
+    def end_interval(self, model, epoch: int, logs: Mapping[str, Any]) -> None:
+        step = min((epoch + 1) * self.eval_every, self.num_train_steps)
+        record: Dict[str, Any] = {"step": step, "elapsed_s": round(time.time() - self.started, 3)}
+        for name, value in logs.items():
+            try:
+                record[f"train_{name}"] = float(value)
+            except (TypeError, ValueError):
+                continue
+        metrics = self.evaluate(model)
+        record.update({f"eval_{k}": v for k, v in metrics.items()})
+        is_best = False
+        if metrics:
+            value = metrics[self.best_metric]
+            is_best = _is_better(value, self.best_value, self.best_mode)
+            if is_best:
+                self.best_value, self.best_metrics, self.best_step = value, metrics, step
+                tmp = os.path.join(self.staging, f".best-{uuid.uuid4().hex}.weights.h5")
+                model.save_weights(tmp)
+                os.replace(tmp, self.best_weights_path)
+            shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()))
+            logger.info("step %d: %s%s", step, shown, " (best)" if is_best else "")
+            if self.verbose:
+                print(f"eval at step {step}: {shown}{'  [best]' if is_best else ''}", flush=True)
+        record["is_best"] = is_best
+        self.history.append(record)
+        with open(os.path.join(self.staging, EVAL_HISTORY_FILE), "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+
+def _check_positive_int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FinetuningError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise FinetuningError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _model_precision(model) -> str:
+    policy = getattr(model, "dtype_policy", None)
+    encoder = getattr(model, "encoder", None)
+    if encoder is not None and hasattr(encoder, "embeddings"):
+        policy = encoder.embeddings.dtype_policy
+    return getattr(policy, "name", "float32")
+
+
+def _build(model, strategy, precision: Optional[str]):
+    """The model, created under the strategy's scope (and the precision policy) when it is a
+    callable; an instance is checked against `precision`."""
+    import keras
+
+    if isinstance(model, keras.Model):
+        if precision is not None and _model_precision(model) != precision:
+            raise FinetuningError(
+                f"the model was built with precision {_model_precision(model)!r}, not {precision!r}; "
+                f"pass a model-building function to let the run set the precision"
+            )
+        return model
+    if not callable(model):
+        raise FinetuningError(f"model must be a keras.Model or a function returning one, got {type(model).__name__}")
+    with strategy.scope():
+        previous = keras.mixed_precision.global_policy()
+        if precision is not None:
+            keras.mixed_precision.set_global_policy(precision)
+        try:
+            built = model()
+        finally:
+            keras.mixed_precision.set_global_policy(previous)
+    if not isinstance(built, keras.Model):
+        raise FinetuningError(f"the model function returned {type(built).__name__}, not a keras.Model")
+    return built
+
+
+def _batch_datasets(train_dataset, eval_dataset, batch_size, eval_batch_size, shuffle_buffer, seed):
+    train = train_dataset
+    if shuffle_buffer:
+        train = train.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    train = train.repeat().batch(batch_size, drop_remainder=True)
+    if eval_dataset is not None:
+        eval_dataset = eval_dataset.batch(eval_batch_size or batch_size)
+    return train, eval_dataset
+
+
+def _default_eval_interval(train_dataset, accumulation: int, num_train_steps: int) -> int:
+    """One pass over the (batched) training data when its length is known, else the whole run."""
+    cardinality = int(train_dataset.cardinality())
+    if cardinality == 0:
+        raise FinetuningError("the training dataset is empty")
+    if cardinality > 0:
+        return max(1, cardinality // accumulation)
+    return num_train_steps
+
+
+def run_finetuning(
+    model: Union[Any, Callable[[], Any]],
+    train_dataset,
+    eval_dataset=None,
+    *,
+    num_train_steps: int,
+    warmup_steps: int,
+    learning_rate: float,
+    model_dir: str,
+    eval_fn: Optional[EvalFn] = None,
+    best_metric: str = "loss",
+    best_mode: str = "auto",
+    eval_every_n_steps: Optional[int] = None,
+    batch_size: Optional[int] = None,
+    eval_batch_size: Optional[int] = None,
+    shuffle_buffer: int = 0,
+    weight_decay: float = 0.01,
+    clipnorm: Optional[float] = 1.0,
+    gradient_accumulation_steps: int = 1,
+    steps_per_execution: int = 1,
+    jit_compile: Optional[bool] = None,
+    precision: Optional[str] = None,
+    strategy=None,
+    seed: Optional[int] = None,
+    save_assets: Optional[Callable[[str, Any], None]] = None,
+    metadata: Optional[Mapping[str, Any]] = None,
+    overwrite: bool = False,
+    tensorboard: bool = True,
+    callbacks: Optional[Sequence[Any]] = None,
+    verbose: Union[int, str] = "auto",
+) -> FinetuningResult:
+    """Fine-tunes `model` with `model.fit` and keeps the best weights by a dev metric.
+
+    Args:
+        model: The task model (labels travel inside its input dicts), or a function that builds
+            it; a function is called under `strategy.scope()` with `precision` as the global
+            dtype policy, which is how to fine-tune under a distribution strategy.
+        train_dataset: A `tf.data.Dataset` of feature dicts: batched (and repeated, if it holds
+            fewer than `num_train_steps * gradient_accumulation_steps` batches; a finite one is
+            repeated here), or unbatched examples when `batch_size` is given.
+        eval_dataset: The dev data (batched, or unbatched with `batch_size`), or None to train
+            without evaluation (the last weights are kept).
+        num_train_steps: Optimizer updates in the run.
+        warmup_steps: Linear-warmup updates (the original: 10% of `num_train_steps` by default).
+        learning_rate: Peak learning rate.
+        model_dir: The output directory (local, or any `tf.io.gfile` filesystem).
+        eval_fn: `eval_fn(model, eval_dataset) -> {name: value}`; defaults to `model.evaluate`
+            (loss and the model's metrics).
+        best_metric: The metric that selects the kept weights.
+        best_mode: "max", "min", or "auto" ("min" for names with "loss"/"error", else "max").
+        eval_every_n_steps: Updates between evaluations; default one pass over the training
+            data when its length is known, else only at the end.
+        batch_size: When given, the datasets are unbatched examples: the training set is
+            shuffled (`shuffle_buffer`), repeated and batched (remainder dropped), the dev set
+            batched by `eval_batch_size` (default `batch_size`).
+        eval_batch_size: See `batch_size`.
+        shuffle_buffer: Shuffle buffer of the training examples when `batch_size` is given.
+        weight_decay: AdamW's in-update weight-decay rate (0.01 as the original).
+        clipnorm: Global-norm gradient clipping (1.0 as the original); None disables it.
+        gradient_accumulation_steps: Batches per update.
+        steps_per_execution: Batches per `tf.function` call; must divide the batches of every
+            evaluation interval and of the whole run.
+        jit_compile: XLA for the train step; None picks
+            `albert_tf.training.strategies.default_jit_compile` for the device and precision.
+        precision: "float32" or "mixed_bfloat16" for a model built by a function; for a model
+            instance, only checked against the precision it was built with.
+        strategy: A `tf.distribute.Strategy` (default: the current one).
+        seed: Seeds Python, NumPy, TensorFlow and Keras before the model is built and trained.
+        save_assets: `save_assets(directory, model)` writes the task's files (tokenizer, labels,
+            final evaluations, ...) into the staging directory before it is completed; the model
+            holds the best weights by then.
+        metadata: Extra JSON-serializable information stored in `finetuning.json` ("task").
+        overwrite: Replace an existing non-empty `model_dir` (only once the new run completes).
+        tensorboard: Write TensorBoard logs to `model_dir/logs`.
+        callbacks: Extra Keras callbacks for `fit`.
+        verbose: Passed to `fit`; also prints each evaluation when truthy.
+
+    Returns:
+        A `FinetuningResult`; the model holds the best weights.
+
+    Raises:
+        FinetuningError: Invalid settings, `best_metric` not among the evaluation's metrics.
+        FileExistsError: `model_dir` exists, is not empty and `overwrite` is False.
+    """
+    import keras
+    import tensorflow as tf
+
+    from albert_tf.training.optimizers import create_optimizer
+    from albert_tf.training.strategies import PRECISIONS, default_jit_compile, is_chief, strategy_device_kind
+
+    num_train_steps = _check_positive_int("num_train_steps", num_train_steps)
+    warmup_steps = _check_positive_int("warmup_steps", warmup_steps, minimum=0)
+    if warmup_steps > num_train_steps:
+        raise FinetuningError(f"warmup_steps ({warmup_steps}) exceeds num_train_steps ({num_train_steps})")
+    accumulation = _check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
+    steps_per_execution = _check_positive_int("steps_per_execution", steps_per_execution)
+    if precision is not None and precision not in PRECISIONS:
+        raise FinetuningError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if not isinstance(best_metric, str) or not best_metric:
+        raise FinetuningError(f"best_metric must be a metric name, got {best_metric!r}")
+    mode = resolve_best_mode(best_metric, best_mode)
+    if batch_size is not None:
+        _check_positive_int("batch_size", batch_size)
+    if not isinstance(model_dir, (str, os.PathLike)) or not os.fspath(model_dir):
+        raise FinetuningError(f"model_dir must be a path, got {model_dir!r}")
+    model_dir = os.fspath(model_dir)
+    _check_writable_target(model_dir, overwrite)
+
+    if strategy is None:
+        strategy = tf.distribute.get_strategy()
+    chief = is_chief(strategy)
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    if batch_size is not None:
+        examples = int(train_dataset.cardinality())
+        if examples == 0:
+            raise FinetuningError("the training dataset is empty")
+        eval_default = max(1, examples // (batch_size * accumulation)) if examples > 0 else num_train_steps
+        train_dataset, eval_dataset = _batch_datasets(
+            train_dataset, eval_dataset, batch_size, eval_batch_size, shuffle_buffer, seed
+        )
+    else:
+        eval_default = _default_eval_interval(train_dataset, accumulation, num_train_steps)
+        if int(train_dataset.cardinality()) != tf.data.INFINITE_CARDINALITY:
+            # Keras would stop at the end of a finite dataset; the run counts steps, not epochs.
+            train_dataset = train_dataset.repeat()
+    eval_every = eval_every_n_steps if eval_every_n_steps is not None else eval_default
+    eval_every = min(_check_positive_int("eval_every_n_steps", eval_every), num_train_steps)
+    batches_per_interval = eval_every * accumulation
+    last_interval = (num_train_steps * accumulation) - (math.ceil(num_train_steps / eval_every) - 1) * batches_per_interval
+    if batches_per_interval % steps_per_execution or last_interval % steps_per_execution:
+        raise FinetuningError(
+            f"steps_per_execution ({steps_per_execution}) must divide the batches of every evaluation "
+            f"interval ({batches_per_interval}, last {last_interval})"
+        )
+    if eval_fn is None:
+        eval_fn = default_eval_fn
+
+    model = _build(model, strategy, precision)
+    run_precision = precision or _model_precision(model)
+    if jit_compile is None:
+        jit_compile = default_jit_compile(
+            strategy_device_kind(strategy), run_precision if run_precision in PRECISIONS else "float32"
+        )
+
+    staging = _staging_dir(model_dir) if chief else tempfile.mkdtemp(prefix="albert_finetune_worker_")
+    succeeded = False
+    try:
+        with strategy.scope():
+            optimizer = create_optimizer(
+                "adamw",
+                learning_rate,
+                num_train_steps=num_train_steps,
+                num_warmup_steps=warmup_steps,
+                weight_decay=weight_decay,
+                clipnorm=clipnorm,
+                gradient_accumulation_steps=accumulation if accumulation > 1 else None,
+            )
+            model.compile(optimizer=optimizer, jit_compile=jit_compile, steps_per_execution=steps_per_execution)
+        run = _Run(
+            staging=staging,
+            eval_dataset=eval_dataset,
+            eval_fn=eval_fn,
+            best_metric=best_metric,
+            best_mode=mode,
+            num_train_steps=num_train_steps,
+            eval_every=eval_every,
+            accumulation=accumulation,
+            verbose=verbose if verbose != "auto" else 1,
+        )
+        fit_callbacks: List[Any] = [_make_callback(keras)(run)]
+        if tensorboard and chief:
+            fit_callbacks.append(
+                keras.callbacks.TensorBoard(log_dir=os.path.join(staging, LOG_SUBDIR), write_graph=False, profile_batch=0)
+            )
+        fit_callbacks.extend(callbacks or ())
+        model.fit(
+            train_dataset,
+            epochs=math.ceil(num_train_steps / eval_every),
+            steps_per_epoch=batches_per_interval,
+            callbacks=fit_callbacks,
+            verbose=verbose,
+            shuffle=False,
+        )
+        final_step = int(optimizer.iterations.numpy())
+        if final_step != num_train_steps:
+            raise FinetuningError(f"training stopped at step {final_step} of {num_train_steps}")
+        if run.best_step is not None:
+            model.load_weights(run.best_weights_path)
+            os.remove(run.best_weights_path)
+        best_step = run.best_step if run.best_step is not None else final_step
+
+        model.save(os.path.join(staging, MODEL_FILE))
+        if save_assets is not None:
+            save_assets(staging, model)
+        info = {
+            "num_train_steps": num_train_steps,
+            "warmup_steps": warmup_steps,
+            "learning_rate": learning_rate,
+            "batch_size": batch_size,
+            "weight_decay": weight_decay,
+            "clipnorm": clipnorm,
+            "gradient_accumulation_steps": accumulation,
+            "eval_every_n_steps": eval_every,
+            "precision": run_precision,
+            "jit_compile": bool(jit_compile),
+            "seed": seed,
+            "best_metric": best_metric,
+            "best_mode": mode,
+            "best_step": best_step,
+            "best_metrics": run.best_metrics,
+            "history": run.history,
+            "metadata": dict(metadata or {}),
+        }
+        _write_text_atomically(os.path.join(staging, RUN_INFO_FILE), json.dumps(info, indent=2, sort_keys=True) + "\n")
+        _write_text_atomically(os.path.join(staging, COMPLETE_FILE), f"step {final_step}\n")
+        if chief:
+            _publish(staging, model_dir, overwrite)
+        succeeded = True
+    finally:
+        if not succeeded or not chief:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    artifacts = {}
+    if chief:
+        artifacts = {
+            "model": os.path.join(model_dir, MODEL_FILE),
+            "run_info": os.path.join(model_dir, RUN_INFO_FILE),
+            "eval_history": os.path.join(model_dir, EVAL_HISTORY_FILE),
+        }
+        if tensorboard:
+            artifacts["logs"] = os.path.join(model_dir, LOG_SUBDIR)
+    return FinetuningResult(
+        model=model,
+        model_dir=model_dir if chief else None,
+        best_metrics=run.best_metrics,
+        best_step=best_step,
+        final_step=final_step,
+        history=run.history,
+        artifacts=artifacts,
+    )

@@ -1,0 +1,157 @@
+"""Tests of the `finetune`, `evaluate` and `predict` subcommands (`albert_tf.cli.finetune`,
+`albert_tf.cli.evaluate`, `albert_tf.cli.predict`) on tiny synthetic data."""
+
+import argparse
+import importlib
+import json
+import os
+
+import pytest
+
+from albert_tf.cli import CommandError
+
+MODULES = ("albert_tf.cli.finetune", "albert_tf.cli.evaluate", "albert_tf.cli.predict")
+WORDS = ["good", "great", "fine", "bad", "awful", "dull", "film", "movie", "plot", "a", "the", "very", "paris", "london", "is", "big", "in", "i", "live"]
+CONFIG = {
+    "vocab_size": 40, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+    "intermediate_size": 32, "max_position_embeddings": 32,
+}
+
+
+def cli(argv):
+    """Runs a subcommand the way `albert-tf` does: exit status 2 and one line for user errors."""
+    parser = argparse.ArgumentParser(prog="albert-tf")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in MODULES:
+        module = importlib.import_module(name)
+        command = sub.add_parser(module.NAME)
+        module.add_arguments(command)
+        command.set_defaults(_run=module.run)
+    args = parser.parse_args([str(a) for a in argv])
+    try:
+        return int(args._run(args) or 0), ""
+    except CommandError as e:
+        return 2, str(e)
+
+
+@pytest.fixture(scope="module")
+def assets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("assets")
+    (root / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n", encoding="utf-8")
+    (root / "config.json").write_text(json.dumps(CONFIG), encoding="utf-8")
+    data = root / "sentiment"
+    data.mkdir()
+    rows = {"train": 96, "dev": 32, "test": 16}
+    for split, n in rows.items():
+        lines = ["label\ttext"]
+        for i in range(n):
+            positive = i % 2 == 0
+            word = ["good", "great", "fine"][i % 3] if positive else ["bad", "awful", "dull"][i % 3]
+            # The sentiment word first: a randomly initialised encoder learns that in a few dozen steps.
+            lines.append(f"{'pos' if positive else 'neg'}\t{word} {['film', 'movie', 'plot'][i % 3]}")
+        (data / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def test_classification_then_glue_from_the_finetuned_model(assets, tmp_path, capsys):
+    out = tmp_path / "sentiment_model"
+    status, error = cli([
+        "finetune", "--task", "classification", "--data", assets / "sentiment", "--text-column", "text",
+        "--label-column", "label", "--config", assets / "config.json", "--vocab-file", assets / "vocab.txt",
+        "--model-dir", out, "--max-seq-length", 12, "--batch-size", 16, "--num-train-steps", 60,
+        "--eval-every", 30, "--learning-rate", 3e-3, "--quiet",
+    ])
+    assert (status, error) == (0, "")
+    for name in ("COMPLETE", "model.keras", "albert_config.json", "vocab.txt", "task.json", "eval_results.json", "finetuning.json"):
+        assert (out / name).is_file(), name
+    spec = json.loads((out / "task.json").read_text())
+    assert spec["labels"] == ["neg", "pos"] and spec["kind"] == "classification" and spec["max_seq_length"] == 12
+    results = json.loads((out / "eval_results.json").read_text())
+    assert set(results) == {"dev", "test"} and results["dev"]["accuracy"] > 0.9  # an easy task
+    capsys.readouterr()
+
+    status, _ = cli(["evaluate", "--model-dir", out, "--data", assets / "sentiment", "--split", "dev"])
+    assert status == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["dev"]["accuracy"] == pytest.approx(results["dev"]["accuracy"])
+    assert evaluated["dev"]["num_examples"] == 32
+
+    status, _ = cli(["predict", "--model-dir", out, "great film", "awful plot"])
+    assert status == 0
+    predictions = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [p["label"] for p in predictions] == ["pos", "neg"]
+    assert sum(predictions[0]["probabilities"].values()) == pytest.approx(1.0)
+    status, _ = cli(["predict", "--model-dir", out, "--input", assets / "sentiment" / "test.tsv", "--output", tmp_path / "p.jsonl"])
+    assert status == 0 and len((tmp_path / "p.jsonl").read_text().splitlines()) == 16
+
+    # A GLUE layout, initialised from the fine-tuned directory: architecture and tokenizer come with it.
+    glue = tmp_path / "MRPC"
+    glue.mkdir()
+    header = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    pair = lambda i: f"{i % 2}\t{i}\t{i + 1}\tthe film is good\t{'the movie is great' if i % 2 else 'i live in paris'}\n"
+    (glue / "train.tsv").write_text(header + "".join(pair(i) for i in range(16)), encoding="utf-8")
+    (glue / "dev.tsv").write_text(header + "".join(pair(i) for i in range(8)), encoding="utf-8")
+    (glue / "test.tsv").write_text("index\t#1 ID\t#2 ID\t#1 String\t#2 String\n0\t1\t2\tthe plot\ta film\n", encoding="utf-8")
+    status, error = cli([
+        "finetune", "--task", "mrpc", "--data", glue, "--init", out, "--model-dir", tmp_path / "mrpc_model",
+        "--max-seq-length", 16, "--batch-size", 8, "--num-train-steps", 2, "--quiet",
+    ])
+    assert (status, error) == (0, "")
+    mrpc = tmp_path / "mrpc_model"
+    assert json.loads((mrpc / "task.json").read_text())["metrics"] == ["accuracy", "f1"]
+    assert json.loads((mrpc / "finetuning.json").read_text())["metadata"]["init"]["kind"] == "keras"
+    assert (mrpc / "predictions_test.tsv").read_text().splitlines()[1].split("\t")[0] == "0"
+    status, error = cli(["predict", "--model-dir", mrpc, "the film"])
+    assert status == 2 and "sentence-pair task" in error
+
+
+def test_conll_tagging(assets, tmp_path, capsys):
+    data = tmp_path / "conll"
+    data.mkdir()
+    sentences = []
+    for i in range(48):
+        city = ["paris", "london"][i % 2]
+        sentences.append(f"i O\nlive O\nin O\n{city} B-LOC\n" if i % 3 else f"{city} B-LOC\nis O\nbig O\n")
+    (data / "train.txt").write_text("-DOCSTART- O\n\n" + "\n".join(sentences), encoding="utf-8")
+    (data / "dev.txt").write_text("\n".join(sentences[:12]), encoding="utf-8")
+    out = tmp_path / "ner"
+    status, error = cli([
+        "finetune", "--task", "conll", "--data", data, "--config", assets / "config.json", "--vocab-file",
+        assets / "vocab.txt", "--model-dir", out, "--max-seq-length", 10, "--batch-size", 16, "--num-train-steps", 40,
+        "--learning-rate", 5e-3, "--quiet",
+    ])
+    assert (status, error) == (0, "")
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results["dev"]["entity_f1"] > 0.9
+    capsys.readouterr()
+    status, _ = cli(["predict", "--model-dir", out, "i live in london"])
+    record = json.loads(capsys.readouterr().out)
+    assert status == 0 and record["tags"] == ["O", "O", "O", "B-LOC"]
+    assert record["entities"] == [{"type": "LOC", "text": "london", "start": 3, "end": 4}]
+
+
+def test_user_errors_leave_nothing_behind(assets, tmp_path):
+    data = assets / "sentiment"
+    base = ["finetune", "--config", assets / "config.json", "--vocab-file", assets / "vocab.txt", "--quiet"]
+    out = tmp_path / "never"
+
+    status, error = cli(base + ["--task", "classification", "--data", data, "--text-column", "review", "--label-column", "label", "--model-dir", out])
+    assert status == 2 and "no column 'review'" in error and "train.tsv:1" in error
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "train.tsv").write_text("label\ttext\npos\tgood\nneg\tbad\n", encoding="utf-8")
+    (bad / "dev.tsv").write_text("label\ttext\npos\tgood\nmeh\tfine\n", encoding="utf-8")
+    status, error = cli(base + ["--task", "classification", "--data", bad, "--text-column", "text", "--label-column", "label", "--model-dir", out])
+    assert status == 2 and f"{bad / 'dev.tsv'}:3: unknown label 'meh'" in error
+
+    status, error = cli(base + ["--task", "classification", "--data", data, "--model-dir", out])
+    assert status == 2 and "--text-column and --label-column" in error
+    status, error = cli(["finetune", "--task", "sst-2", "--data", data, "--model-dir", out, "--config", "base-v2"])
+    assert status == 2 and "no tokenizer" in error
+    status, error = cli(base + ["--task", "sst-2", "--data", data, "--model-dir", out, "--init", tmp_path / "missing.ckpt"])
+    assert status == 2 and "--init not found" in error
+    assert not out.exists() and not [n for n in os.listdir(tmp_path) if ".partial-" in n]
+
+    status, error = cli(["evaluate", "--model-dir", tmp_path / "bad", "--data", data])
+    assert status == 2 and "not a completed fine-tuning directory" in error

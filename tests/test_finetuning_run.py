@@ -1,0 +1,139 @@
+"""Tests of `albert_tf.training.finetuning.run_finetuning`: best-checkpoint selection, step counting,
+the atomic output directory, errors, and a short run whose loss falls."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import keras
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling import AlbertEncoder
+from albert_tf.tasks.classification import AlbertClassifier, examples_dataset, make_eval_fn
+from albert_tf.training import finetuning
+from albert_tf.training.finetuning import FinetuningError, run_finetuning
+
+CONFIG = AlbertConfig(
+    vocab_size=30, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+    max_position_embeddings=16,
+)
+
+
+def easy_features(n=128, seq=6, seed=0):
+    """Label 1 iff the first word is token 7."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 2, size=n).astype("int32")
+    ids = rng.integers(9, 30, size=(n, seq)).astype("int32")
+    ids[:, 0] = 2
+    ids[:, 1] = np.where(labels == 1, 7, 8)
+    return {"input_ids": ids, "input_mask": np.ones((n, seq), "int32"), "segment_ids": np.zeros((n, seq), "int32"), "labels": labels}
+
+
+def new_model():
+    return AlbertClassifier(AlbertEncoder.from_albert_config(CONFIG), num_labels=2)
+
+
+def leftovers(parent):
+    return [name for name in os.listdir(parent) if ".partial-" in name or ".old-" in name]
+
+
+class RecordHead(keras.callbacks.Callback):
+    """The classifier kernel after every interval."""
+
+    def __init__(self):
+        super().__init__()
+        self.kernels = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.kernels.append(np.array(self.model.head.kernel.numpy()))
+
+
+def test_keeps_the_best_weights_and_counts_steps(tmp_path):
+    """Scripted metrics: the second of three evaluations is best; the run ends at exactly 5 steps."""
+    keras.utils.set_random_seed(0)
+    batches = examples_dataset(easy_features(32)).batch(8)
+    scripted = iter([{"accuracy": 0.5, "f1": 0.1}, {"accuracy": 0.9, "f1": 0.2}, {"accuracy": 0.7, "f1": 0.3}])
+    recorder = RecordHead()
+    model_dir = tmp_path / "out"
+    result = run_finetuning(
+        new_model(), batches, batches, num_train_steps=5, warmup_steps=1, learning_rate=1e-2, model_dir=str(model_dir),
+        eval_fn=lambda model, data: next(scripted), best_metric="accuracy", eval_every_n_steps=2,
+        callbacks=[recorder], verbose=0, tensorboard=False,
+    )
+    assert [h["step"] for h in result.history] == [2, 4, 5]  # the last interval is shorter
+    assert [h["is_best"] for h in result.history] == [True, True, False]  # a new best each time
+    assert result.final_step == 5 and result.best_step == 4
+    assert result.best_metrics == {"accuracy": 0.9, "f1": 0.2}
+    assert not np.allclose(recorder.kernels[1], recorder.kernels[2])
+    np.testing.assert_array_equal(result.model.head.kernel.numpy(), recorder.kernels[1])
+
+    assert sorted(os.listdir(model_dir)) == ["COMPLETE", "eval_history.jsonl", "finetuning.json", "model.keras"]
+    assert leftovers(tmp_path) == []
+    info = finetuning.read_run_info(str(model_dir))
+    assert info["best_step"] == 4 and info["num_train_steps"] == 5 and info["best_mode"] == "max"
+    records = [json.loads(line) for line in (model_dir / "eval_history.jsonl").read_text().splitlines()]
+    assert [r["eval_accuracy"] for r in records] == [0.5, 0.9, 0.7] and "train_loss" in records[0]
+    loaded = finetuning.load_finetuned_model(str(model_dir))
+    np.testing.assert_array_equal(loaded.head.kernel.numpy(), recorder.kernels[1])
+
+    # An existing output is never replaced implicitly ...
+    with pytest.raises(FileExistsError, match="completed fine-tuning run"):
+        run_finetuning(new_model(), batches, num_train_steps=1, warmup_steps=0, learning_rate=1e-3, model_dir=str(model_dir))
+
+    # ... and a failed replacement leaves the old one intact and no partial directory behind.
+    def failing_eval(model, data):
+        raise RuntimeError("dev data went away")
+
+    with pytest.raises(RuntimeError, match="dev data went away"):
+        run_finetuning(
+            new_model(), batches, batches, num_train_steps=2, warmup_steps=0, learning_rate=1e-3,
+            model_dir=str(model_dir), eval_fn=failing_eval, best_metric="accuracy", overwrite=True, verbose=0,
+            tensorboard=False,
+        )
+    assert finetuning.read_run_info(str(model_dir))["best_step"] == 4
+    assert leftovers(tmp_path) == []
+
+
+def test_errors_before_and_during_training(tmp_path):
+    batches = examples_dataset(easy_features(16)).batch(8)
+    common = dict(num_train_steps=2, warmup_steps=0, learning_rate=1e-3, verbose=0, tensorboard=False)
+    with pytest.raises(FinetuningError, match="warmup_steps"):
+        run_finetuning(new_model(), batches, model_dir=str(tmp_path / "a"), **{**common, "warmup_steps": 3})
+    with pytest.raises(FinetuningError, match="best_mode"):
+        run_finetuning(new_model(), batches, model_dir=str(tmp_path / "a"), best_mode="up", **common)
+    with pytest.raises(FinetuningError, match="empty"):
+        run_finetuning(new_model(), batches.take(0), model_dir=str(tmp_path / "a"), **common)
+    with pytest.raises(FinetuningError, match="precision"):
+        run_finetuning(new_model(), batches, model_dir=str(tmp_path / "a"), precision="mixed_bfloat16", **common)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="non-empty directory"):
+        run_finetuning(new_model(), batches, model_dir=str(tmp_path / "full"), **common)
+    # A best_metric the evaluation does not produce fails at the first evaluation; nothing is left.
+    with pytest.raises(FinetuningError, match="best_metric 'f1' is not among"):
+        run_finetuning(
+            new_model(), batches, batches, model_dir=str(tmp_path / "b"), best_metric="f1",
+            eval_fn=lambda m, d: {"accuracy": 1.0}, **common,
+        )
+    assert not (tmp_path / "b").exists() and leftovers(tmp_path) == []
+    assert finetuning.resolve_best_mode("eval_loss", "auto") == "min"
+    assert finetuning.resolve_best_mode("mcc", "auto") == "max"
+
+
+def test_short_run_learns_and_builds_under_the_strategy(tmp_path):
+    """Unbatched examples with `batch_size`, a model-building function, the GLUE eval function."""
+    train = examples_dataset(easy_features(128))
+    dev = examples_dataset(easy_features(64, seed=1))
+    result = run_finetuning(
+        new_model, train, dev, num_train_steps=80, warmup_steps=8, learning_rate=3e-3, model_dir=str(tmp_path / "run"),
+        eval_fn=make_eval_fn(["accuracy", "f1"], regression=False), best_metric="accuracy", eval_every_n_steps=20,
+        batch_size=16, shuffle_buffer=128, seed=3, precision="float32", verbose=0,
+    )
+    losses = [h["train_loss"] for h in result.history]
+    assert losses[-1] < 0.5 * losses[0]
+    assert result.best_metrics["accuracy"] > 0.9
+    assert os.path.isdir(tmp_path / "run" / "logs")  # TensorBoard
+    assert finetuning.is_complete(str(tmp_path / "run"))
