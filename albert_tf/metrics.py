@@ -22,16 +22,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 
-def _as_1d(name: str, values) -> np.ndarray:
-    array = np.asarray(values)
-    if array.ndim != 1:
-        array = array.reshape(-1)
-    return array
-
-
 def _check_same_length(predictions, labels) -> Tuple[np.ndarray, np.ndarray]:
-    predictions = _as_1d("predictions", predictions)
-    labels = _as_1d("labels", labels)
+    predictions = np.asarray(predictions).reshape(-1)
+    labels = np.asarray(labels).reshape(-1)
     if predictions.shape != labels.shape:
         raise ValueError(f"predictions ({predictions.shape[0]}) and labels ({labels.shape[0]}) differ in length")
     if predictions.size == 0:

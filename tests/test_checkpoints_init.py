@@ -62,7 +62,9 @@ def test_keras_files_and_run_directories(tmp_path):
     # A fine-tuning output directory (model.keras + COMPLETE) and a pretraining output (encoder.keras).
     finetuned = tmp_path / "finetuned"
     finetuned.mkdir()
-    AlbertClassifier(source, num_labels=3).save(finetuned / "model.keras")
+    classifier = AlbertClassifier(source, num_labels=3)
+    classifier(INPUTS)
+    classifier.save(finetuned / "model.keras")
     (finetuned / "COMPLETE").write_text("done")
     target = fresh()
     assert init.init_encoder(target, str(finetuned)).source.endswith("model.keras")

@@ -138,3 +138,23 @@ def test_fit_lowers_the_loss_and_eval_fn_scores():
     metrics = eval_fn(model, classification.examples_dataset(features).batch(32))
     assert metrics["accuracy"] > 0.9 and metrics["f1"] > 0.9
     assert set(metrics) == {"accuracy", "f1", "loss"}
+
+
+def test_large_feature_sets_go_through_a_tfrecord_file(tmp_path):
+    features = {
+        "input_ids": np.arange(24, dtype=np.int32).reshape(4, 6),
+        "input_mask": np.ones((4, 6), np.int32),
+        "segment_ids": np.zeros((4, 6), np.int32),
+        "labels": np.array([0.5, 1.0, 2.0, 3.5], np.float32),
+    }
+    in_memory = list(classification.examples_dataset(features).as_numpy_iterator())
+    spilled = classification.examples_dataset(features, max_in_memory_bytes=1, spill_dir=str(tmp_path))
+    assert [p.suffix for p in tmp_path.iterdir()] == [".tfrecord"]
+    assert int(spilled.cardinality()) == 4
+    for a, b in zip(in_memory, spilled.as_numpy_iterator()):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert a[key].dtype == b[key].dtype
+            np.testing.assert_array_equal(a[key], b[key])
+    with pytest.raises(ValueError, match="common length"):
+        classification.examples_dataset({"a": np.zeros(2), "b": np.zeros(3)})

@@ -45,10 +45,11 @@ def assets(tmp_path_factory):
     for split, n in rows.items():
         lines = ["label\ttext"]
         for i in range(n):
+            # Every word carries the sentiment: a randomly initialised encoder learns it in a few dozen steps.
             positive = i % 2 == 0
-            word = ["good", "great", "fine"][i % 3] if positive else ["bad", "awful", "dull"][i % 3]
-            # The sentiment word first: a randomly initialised encoder learns that in a few dozen steps.
-            lines.append(f"{'pos' if positive else 'neg'}\t{word} {['film', 'movie', 'plot'][i % 3]}")
+            words = ["good", "great", "fine"] if positive else ["bad", "awful", "dull"]
+            k = (i // 2) % 3
+            lines.append(f"{'pos' if positive else 'neg'}\t{' '.join(words[k:] + words[:k])}")
         (data / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
 
@@ -76,7 +77,7 @@ def test_classification_then_glue_from_the_finetuned_model(assets, tmp_path, cap
     assert evaluated["dev"]["accuracy"] == pytest.approx(results["dev"]["accuracy"])
     assert evaluated["dev"]["num_examples"] == 32
 
-    status, _ = cli(["predict", "--model-dir", out, "great film", "awful plot"])
+    status, _ = cli(["predict", "--model-dir", out, "great good fine", "dull bad awful"])
     assert status == 0
     predictions = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [p["label"] for p in predictions] == ["pos", "neg"]
@@ -132,7 +133,7 @@ def test_conll_tagging(assets, tmp_path, capsys):
 
 def test_user_errors_leave_nothing_behind(assets, tmp_path):
     data = assets / "sentiment"
-    base = ["finetune", "--config", assets / "config.json", "--vocab-file", assets / "vocab.txt", "--quiet"]
+    base = ["finetune", "--config", assets / "config.json", "--vocab-file", assets / "vocab.txt", "--max-seq-length", 16, "--quiet"]
     out = tmp_path / "never"
 
     status, error = cli(base + ["--task", "classification", "--data", data, "--text-column", "review", "--label-column", "label", "--model-dir", out])

@@ -9,7 +9,13 @@ import pytest
 
 from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.data import race as R
-from albert_tf.tasks.multiple_choice import MultipleChoiceModel, predict_race, prepare_race_task, race_accuracy
+from albert_tf.tasks.multiple_choice import (
+    MultipleChoiceModel,
+    predict_race,
+    predict_race_examples,
+    prepare_race_task,
+    race_accuracy,
+)
 from albert_tf.tokenization import SentencePieceTokenizer, train_sentencepiece
 
 CORPUS = """The Normans gave their name to Normandy, a region in France.
@@ -176,6 +182,11 @@ def test_model_trains_and_reports_accuracy(tokenizer, race_dir, tmp_path):
     np.testing.assert_array_equal(predicted["predictions"], logits.argmax(-1))
     np.testing.assert_allclose(predicted["probabilities"].sum(-1), 1.0, rtol=1e-5)
     assert race_accuracy(predicted["predictions"], labels) == pytest.approx(scored["accuracy"])
+    records = predict_race_examples(model, tokenizer, task.eval_examples, max_seq_length=40, max_qa_length=16)
+    assert [r["prediction"] for r in records] == ["ABCD"[i] for i in logits.argmax(-1)]
+    assert [(r["id"], r["question_index"], r["answer"]) for r in records] == [
+        ("middle1.txt", 0, "A"), ("middle1.txt", 1, "B"), ("high7.txt", 0, "B")
+    ]
 
     model.save(tmp_path / "race.keras")
     restored = keras.saving.load_model(tmp_path / "race.keras")

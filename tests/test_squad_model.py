@@ -16,6 +16,7 @@ from albert_tf.tasks.squad import (
     SquadV2Model,
     build_squad_model,
     predict_squad,
+    predict_squad_file,
     prepare_squad_task,
     write_squad_outputs,
 )
@@ -232,6 +233,10 @@ def test_v1_through_run_finetuning_keeps_the_best_f1(task, tmp_path):
     assert sorted(written) == ["nbest", "predictions"]
     assert json.loads((tmp_path / "preds" / "predictions.json").read_text(encoding="utf-8")) == outputs["predictions"]
     assert P.squad_v1_metrics(data.eval_json, outputs["predictions"]) == metrics
+    answered = predict_squad_file(
+        restored, tokenizer, path, version="v1", max_seq_length=SEQ, doc_stride=16, max_query_length=10
+    )
+    assert answered["predictions"] == outputs["predictions"] and answered["skipped"] == []
 
 
 def test_head_and_model_argument_errors(task):

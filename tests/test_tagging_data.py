@@ -33,6 +33,10 @@ def test_read_conll(tmp_path):
     # Two columns (token, tag) and tabs work too; no final blank line is needed.
     path.write_text("Paris\tB-LOC\nis\tO", encoding="utf-8")
     assert tagging.read_conll(path)[0].tags == ("B-LOC", "O")
+    # Text to tag: tokens only (a tag column, if present, is ignored).
+    path.write_text("Paris\nis B-LOC\n\nbig\n", encoding="utf-8")
+    untagged = tagging.read_conll(path, with_tags=False)
+    assert [s.tokens for s in untagged] == [("Paris", "is"), ("big",)] and untagged[0].tags == ("O", "O")
 
 
 def test_conll_errors_name_the_line(tmp_path):

@@ -32,7 +32,7 @@ def test_sentencepiece_with_globs(corpus_dir, tmp_path, capsys):
     prefix = tmp_path / "out" / "spm"
     args = _parse([str(corpus_dir / "part*.txt"), "--output-prefix", str(prefix), "--vocab-size", "50", "--seed", "1"])
     assert train_tokenizer.run(args) == 0
-    assert f"wrote {prefix}.model and {prefix}.vocab: 50 pieces from 300 sentences" in capsys.readouterr().out
+    assert f"wrote {prefix}.model and {prefix}.vocab: 50 pieces from 300 of 300 sentences" in capsys.readouterr().out
     sp = spm.SentencePieceProcessor(model_file=f"{prefix}.model")
     assert [sp.IdToPiece(i) for i in range(5)] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
     assert not any(c.isupper() for i in range(5, 50) for c in sp.IdToPiece(i))
@@ -61,18 +61,13 @@ def test_wordpiece(corpus_dir, tmp_path, capsys):
 
 
 def test_user_errors(corpus_dir, tmp_path):
+    part0, out = str(corpus_dir / "part0.txt"), str(tmp_path / "x")
     cases = [
         ([str(tmp_path / "missing*.txt"), "--output-prefix", str(tmp_path / "x")], "no input file matches"),
-        ([str(corpus_dir / "part0.txt"), "--output-prefix", str(tmp_path / "x"), "--vocab-size", "5000"], "too large"),
-        ([str(corpus_dir / "part0.txt"), "--output-prefix", str(tmp_path / "x"), "--vocab-size", "0"], "must be positive"),
-        (
-            [str(corpus_dir / "part0.txt"), "--output-prefix", str(tmp_path / "x"), "--wordpiece", "--model-type", "bpe"],
-            "--model-type apply to SentencePiece only",
-        ),
-        (
-            [str(corpus_dir / "part0.txt"), "--output-prefix", str(tmp_path / "x"), "--max-unique-chars", "5"],
-            "--wordpiece only",
-        ),
+        ([part0, "--output-prefix", out, "--vocab-size", "5000"], "too large"),
+        ([part0, "--output-prefix", out, "--vocab-size", "0"], "must be positive"),
+        ([part0, "--output-prefix", out, "--wordpiece", "--model-type", "bpe"], "--model-type apply to SentencePiece only"),
+        ([part0, "--output-prefix", out, "--max-unique-chars", "5"], "--wordpiece only"),
     ]
     for argv, message in cases:
         with pytest.raises(CommandError, match=message):

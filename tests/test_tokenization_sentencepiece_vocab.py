@@ -82,12 +82,20 @@ def test_bpe_and_glob(corpus, tmp_path):
 
 def test_input_sentence_size_samples(corpus, tmp_path):
     # The reader still sees every sentence; SentencePiece trains on the sample.
-    result = train_sentencepiece(
-        [corpus], tmp_path / "sampled", vocab_size=80, input_sentence_size=120, seed=3
-    )
-    assert result.num_sentences == 300 and result.vocab_size == 80
-    with pytest.raises(ValueError, match="input_sentence_size must be 0"):
-        train_sentencepiece([corpus], tmp_path / "x", vocab_size=80, input_sentence_size=50)
+    def train(name, **kwargs):
+        return train_sentencepiece([corpus], tmp_path / name, vocab_size=80, **kwargs)
+
+    result = train("a", input_sentence_size=120, seed=3)
+    assert (result.num_sentences, result.num_training_sentences, result.vocab_size) == (300, 120, 80)
+    # The sample is reproducible for a seed, and differs between seeds.
+    train("b", input_sentence_size=120, seed=3)
+    assert (tmp_path / "a.vocab").read_bytes() == (tmp_path / "b.vocab").read_bytes()
+    train("c", input_sentence_size=120, seed=4)
+    assert (tmp_path / "a.vocab").read_bytes() != (tmp_path / "c.vocab").read_bytes()
+    first = train("first", input_sentence_size=150, shuffle_input_sentence=False)
+    assert (first.num_sentences, first.num_training_sentences) == (150, 150)
+    with pytest.raises(ValueError, match="input_sentence_size must be an int >= 0"):
+        train("x", input_sentence_size=-1)
 
 
 def test_vocab_too_large_is_a_clear_error(corpus, tmp_path):

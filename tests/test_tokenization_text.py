@@ -95,7 +95,9 @@ def _fake_encoder(mapping):
 
 
 def test_split_digit_comma_pieces_rules():
-    encode = _fake_encoder({"1990": ["\u25811990"], "90": ["\u2581", "90"], "19": ["\u258119"], "\u0663": ["\u2581\u0663"]})
+    encode = _fake_encoder(
+        {"1990": ["\u25811990"], "90": ["\u2581", "90"], "19": ["\u258119"], "\u0663": ["\u2581\u0663"]}
+    )
     u = SPIECE_UNDERLINE
     # A word-initial piece keeps its "▁"; the comma becomes its own piece.
     assert split_digit_comma_pieces([u + "1990,"], encode) == [u + "1990", ","]
@@ -134,7 +136,9 @@ def _predicate(name):
         "combining": lambda c: unicodedata.combining(c) != 0,
         "mn": lambda c: unicodedata.category(c) == "Mn",
         "bert_removed": lambda c: c in ("\x00", "\ufffd") or _unicode.is_bert_control(c),
-        "bert_whitespace": lambda c: _unicode.is_bert_whitespace(c) or (c.isspace() and not _unicode.is_bert_control(c)),
+        "bert_whitespace": lambda c: (
+            _unicode.is_bert_whitespace(c) or (c.isspace() and not _unicode.is_bert_control(c))
+        ),
         "bert_punctuation": _unicode.is_bert_punctuation,
         "cjk": _unicode.is_cjk_char,
     }[name]

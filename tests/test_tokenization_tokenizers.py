@@ -37,6 +37,10 @@ EDGE_CASES = [
 ]
 
 
+def _special_ids(tokenizer):
+    return tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id
+
+
 def _lines(pattern):
     files = sorted(DATA.glob(pattern))
     if not files:
@@ -132,7 +136,7 @@ def test_sentencepiece_digit_comma_rule(tiny_model):
 
 def test_sentencepiece_interface(tiny_model):
     tokenizer = SentencePieceTokenizer(tiny_model)
-    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (0, 1, 2, 3, 4)
+    assert _special_ids(tokenizer) == (0, 1, 2, 3, 4)
     assert tokenizer.vocab_size == 90 == len(tokenizer.vocab)
     assert tokenizer.convert_ids_to_tokens([0, 1, 2, 3, 4]) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
     ids = tokenizer.encode("The nation")
@@ -147,7 +151,8 @@ def test_sentencepiece_interface(tiny_model):
     # Cased tokenization sees capitals the uncased model never learned.
     cased = SentencePieceTokenizer(tiny_model, lower_case=False)
     assert cased.encode("THE") != tokenizer.encode("THE") == tokenizer.encode("the")
-    assert SentencePieceTokenizer(model_proto=tokenizer.model_proto).encode("the nation") == tokenizer.encode("the nation")
+    from_proto = SentencePieceTokenizer(model_proto=tokenizer.model_proto)
+    assert from_proto.encode("the nation") == tokenizer.encode("the nation")
 
 
 def test_invalid_utf8_is_replaced(tiny_model):
@@ -191,7 +196,7 @@ def test_wordpiece_split_and_unknowns():
     assert wordpiece_split("a" * 200, {"a": 0, "##a": 1}) == ["a"] + ["##a"] * 199
     tokenizer = WordPieceTokenizer(vocab=vocab)
     assert tokenizer.tokenize("UNAFFABLE a, Ä") == ["un", "##aff", "##able", "a", "[UNK]", "a"]
-    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (0, 1, 2, 3, 4)
+    assert _special_ids(tokenizer) == (0, 1, 2, 3, 4)
     assert tokenizer.tokens == list(vocab)
     with pytest.raises(KeyError, match="not in the vocabulary"):
         tokenizer.convert_tokens_to_ids(["##x"])

@@ -16,6 +16,9 @@ from typing import List, Optional
 SUBCOMMAND_MODULES = [
     "albert_tf.cli.info",
     "albert_tf.cli.make_pretraining_data",
+    "albert_tf.cli.finetune",
+    "albert_tf.cli.evaluate",
+    "albert_tf.cli.predict",
 ]
 
 

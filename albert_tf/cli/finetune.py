@@ -36,7 +36,7 @@ import logging
 import math
 import os
 import shutil
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from albert_tf.cli import CommandError
 
@@ -61,6 +61,9 @@ CONLL_FILES = {
     "test": ("test.txt", "test.conll", "test.bio", "eng.testb"),
 }
 PEOPLES_DAILY_FRACTIONS = (0.8, 0.1, 0.1)
+# Training examples held in the shuffle buffer: all of any GLUE task but MNLI/QQP/QNLI, whose
+# full buffers would hold gigabytes of features at length 512.
+SHUFFLE_BUFFER = 100_000
 
 logger = logging.getLogger(__name__)
 
@@ -541,6 +544,14 @@ def run(args) -> int:
         what = "a completed fine-tuning run" if is_complete(args.model_dir) else "not empty"
         raise CommandError(f"--model-dir {args.model_dir} is {what}; pass --overwrite to replace it")
 
+    from albert_tf.training.strategies import StrategyError, get_strategy
+
+    # First TensorFlow work of the process: multi-worker and TPU strategies must configure the
+    # runtime before anything else runs.
+    try:
+        strategy = get_strategy(args.strategy, tpu=args.tpu)
+    except StrategyError as e:
+        raise CommandError(str(e)) from None
     settings = _task_settings(args)
     tokenizer_type, tokenizer_file = _find_tokenizer_file(args)
     tokenizer = load_tokenizer(tokenizer_type, tokenizer_file, args.lower_case)
@@ -580,12 +591,7 @@ def run(args) -> int:
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.training.finetuning import run_finetuning
-    from albert_tf.training.strategies import StrategyError, get_strategy
 
-    try:
-        strategy = get_strategy(args.strategy, tpu=args.tpu)
-    except StrategyError as e:
-        raise CommandError(str(e)) from None
     init_info: Dict[str, Any] = {}
 
     def build_model():
@@ -651,7 +657,7 @@ def run(args) -> int:
             eval_every_n_steps=args.eval_every,
             batch_size=settings["batch_size"],
             eval_batch_size=eval_batch_size,
-            shuffle_buffer=len(train_examples),
+            shuffle_buffer=min(len(train_examples), SHUFFLE_BUFFER),
             weight_decay=args.weight_decay,
             gradient_accumulation_steps=args.gradient_accumulation_steps,
             jit_compile=args.jit_compile,

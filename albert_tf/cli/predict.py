@@ -1,8 +1,8 @@
 """`albert-tf predict`: predictions of a fine-tuned model directory, locally.
 
 Input: texts on the command line (`--text-b` gives the second text of each pair, in order), a
-file (`--input`, a TSV/CSV/JSONL table with the training columns, or one text per line for
-`.txt`), or a split of a data directory (`--data` with `--split`, e.g. a GLUE test file). Output:
+file (`--input`: a TSV/CSV/JSONL table with the training columns, or one text per line for
+`.txt`; for NER one sentence per line in `.txt`, else CoNLL columns), or a split of a data directory (`--data` with `--split`, e.g. a GLUE test file). Output:
 one JSON object per example on stdout (classification: `label` and `probabilities`; regression:
 `prediction`; NER: `tokens`, `tags`, `entities`), or with `--output` a JSONL file, or for `--data`
 a GLUE-submission style `index<TAB>prediction` TSV when `--output` ends in `.tsv`.
@@ -75,7 +75,13 @@ def _examples_from_file(spec, path):
                 raise CommandError(f"{path} has no text")
             return examples
         if spec.kind == "tagging":
-            return read_conll(path, min_columns=1)
+            if path.lower().endswith(".txt"):
+                texts = [l for l in _read_text(path).split("\n") if l.strip()]
+                if not texts:
+                    raise CommandError(f"{path} has no text")
+                return _examples_from_texts(spec, texts, None)
+            # CoNLL columns: the first is the token; tags, if any, are ignored.
+            return read_conll(path, with_tags=False)
         columns = spec.columns
         if not columns.get("text"):
             from albert_tf.data.glue import glue_layout

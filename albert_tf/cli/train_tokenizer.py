@@ -120,7 +120,7 @@ def _run_sentencepiece(args: argparse.Namespace) -> int:
         raise CommandError(str(e)) from None
     print(
         f"wrote {result.model_file} and {result.vocab_file}: {result.vocab_size} pieces from "
-        f"{result.num_sentences} sentences in {result.seconds:.1f}s"
+        f"{result.num_training_sentences} of {result.num_sentences} sentences in {result.seconds:.1f}s"
     )
     return 0
 

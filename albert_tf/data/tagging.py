@@ -67,12 +67,13 @@ def check_tag(tag: str, path: str, line: int) -> str:
     return tag
 
 
-def read_conll(path: str, *, min_columns: int = 2) -> List[TaggedSentence]:
+def read_conll(path: str, *, with_tags: bool = True) -> List[TaggedSentence]:
     """Sentences of a CoNLL-style file (see the module docstring).
 
     Args:
         path: The file (strict UTF-8).
-        min_columns: Columns every token line must have (token and tag at least).
+        with_tags: The last column is the tag (at least two columns per token line). False reads
+            only the tokens (first column) of text to tag; the tags are then all `O`.
 
     Raises:
         DataFormatError: Invalid UTF-8, a token line with too few columns, an invalid tag, or a
@@ -99,16 +100,12 @@ def read_conll(path: str, *, min_columns: int = 2) -> List[TaggedSentence]:
         if columns[0] == "-DOCSTART-":
             flush()
             continue
-        if len(columns) < min_columns:
-            raise DataFormatError(
-                f"expected a token and a tag (at least {min_columns} columns), found {len(columns)}: {stripped!r}",
-                path,
-                number,
-            )
+        if with_tags and len(columns) < 2:
+            raise DataFormatError(f"expected a token and a tag, found 1 column: {stripped!r}", path, number)
         if not tokens:
             first_line = number
         tokens.append(columns[0])
-        tags.append(check_tag(columns[-1], path, number))
+        tags.append(check_tag(columns[-1], path, number) if with_tags else "O")
     flush()
     if not sentences:
         raise DataFormatError("no sentences", path)

@@ -43,6 +43,14 @@ def _import_custom_ops() -> None:
     import tensorflow_text  # noqa: F401
 
 
+# TensorFlow's C++ `DataTypeString` names, which TF Serving's messages use, where Python's differ.
+_CPP_DTYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
+
+
+def _dtype_name(dtype) -> str:
+    return _CPP_DTYPE_NAMES.get(dtype.name, dtype.name)
+
+
 def _format_names(names: Iterable[str]) -> str:
     return "{" + ", ".join(sorted(names)) + "}"
 
@@ -105,7 +113,7 @@ class SessionServable:
             got = tf.dtypes.as_dtype(value.dtype) if value.dtype != object else tf.string
             if got != want:
                 raise ServingError(
-                    INVALID_ARGUMENT, f"Expects arg[{index}] to be {want.name} but {got.name} is provided"
+                    INVALID_ARGUMENT, f"Expects arg[{index}] to be {_dtype_name(want)} but {_dtype_name(got)} is provided"
                 )
             if not info.tensor_shape.unknown_rank:
                 dims = [d.size for d in info.tensor_shape.dim]
@@ -139,23 +147,17 @@ class SessionServable:
         try:
             return self.session.run(fetches, feeds)
         except tf.errors.OpError as e:
-            code = tf.errors.exception_type_from_error_code(e.error_code).__name__
-            raise ServingError(_OP_ERROR_CODES.get(code, INTERNAL), e.message) from None
+            from tensorflow.core.protobuf import error_codes_pb2
+
+            # The Python session prefixes what the C++ server returns as the status message.
+            message = e.message.removeprefix("Graph execution error:").lstrip("\n")
+            raise ServingError(error_codes_pb2.Code.Name(e.error_code), message) from None
 
     def close(self) -> None:
         self._closed = True
         self.session.close()
 
 
-_OP_ERROR_CODES = {
-    "InvalidArgumentError": INVALID_ARGUMENT,
-    "NotFoundError": NOT_FOUND,
-    "FailedPreconditionError": FAILED_PRECONDITION,
-    "ResourceExhaustedError": RESOURCE_EXHAUSTED,
-    "UnavailableError": UNAVAILABLE,
-    "OutOfRangeError": "OUT_OF_RANGE",
-    "UnimplementedError": "UNIMPLEMENTED",
-}
 
 
 def is_saved_model_dir(path: str) -> bool:

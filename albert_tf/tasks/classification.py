@@ -14,6 +14,8 @@ Python tokenizers), `examples_dataset` (a `tf.data.Dataset` of them), `predict_s
 
 from __future__ import annotations
 
+import os
+import uuid
 from typing import Callable, Dict, List, Optional, Sequence
 
 import keras
@@ -159,11 +161,72 @@ def encode_examples(
     return features
 
 
-def examples_dataset(features: Dict[str, np.ndarray]):
-    """An unbatched `tf.data.Dataset` of feature dicts."""
+# Above this size the features go through a TFRecord file instead of in-memory tensors: a
+# `from_tensor_slices` dataset embeds its arrays in the dataset graph, which cannot exceed the
+# 2 GB protobuf limit when a distribution strategy serializes it (GLUE's MNLI at length 512 is
+# 2.4 GB of int32 features).
+DEFAULT_MAX_IN_MEMORY_BYTES = 512 * 1024 * 1024
+
+
+def _spill_to_tfrecord(features: Dict[str, np.ndarray], directory: Optional[str]):
+    import atexit
+    import shutil
+    import tempfile
+
     import tensorflow as tf
 
-    return tf.data.Dataset.from_tensor_slices(dict(features))
+    if directory is None:
+        directory = tempfile.mkdtemp(prefix="albert_features_")
+        atexit.register(shutil.rmtree, directory, True)
+    path = os.path.join(directory, f"features-{uuid.uuid4().hex}.tfrecord")
+    names = sorted(features)
+    count = len(features[names[0]])
+    with tf.io.TFRecordWriter(path) as writer:
+        for i in range(count):
+            feature = {}
+            for name in names:
+                value = features[name][i].reshape(-1)
+                if np.issubdtype(value.dtype, np.floating):
+                    feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=value))
+                else:
+                    feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    spec = {
+        name: tf.io.FixedLenFeature(
+            features[name].shape[1:], tf.float32 if np.issubdtype(features[name].dtype, np.floating) else tf.int64
+        )
+        for name in names
+    }
+    dtypes = {name: tf.as_dtype(features[name].dtype) for name in names}
+
+    def parse(record):
+        parsed = tf.io.parse_single_example(record, spec)
+        return {name: tf.cast(parsed[name], dtypes[name]) for name in names}
+
+    dataset = tf.data.TFRecordDataset(path).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.apply(tf.data.experimental.assert_cardinality(count))
+
+
+def examples_dataset(
+    features: Dict[str, np.ndarray],
+    *,
+    max_in_memory_bytes: int = DEFAULT_MAX_IN_MEMORY_BYTES,
+    spill_dir: Optional[str] = None,
+):
+    """An unbatched `tf.data.Dataset` of feature dicts (in file order, with a known length).
+
+    Small feature sets are sliced from memory; larger ones (over `max_in_memory_bytes`) are
+    written once to a TFRecord file in `spill_dir` (default: a temporary directory removed at
+    exit) and read from there, which works under every distribution strategy.
+    """
+    import tensorflow as tf
+
+    lengths = {len(v) for v in features.values()}
+    if len(lengths) != 1 or not lengths.pop():
+        raise ValueError("features must be non-empty arrays of one common length")
+    if sum(np.asarray(v).nbytes for v in features.values()) <= max_in_memory_bytes:
+        return tf.data.Dataset.from_tensor_slices(dict(features))
+    return _spill_to_tfrecord({k: np.asarray(v) for k, v in features.items()}, spill_dir)
 
 
 def predict_scores(model, features, batch_size: int = 64) -> np.ndarray:
@@ -208,13 +271,13 @@ def make_eval_fn(metric_names: Sequence[str], regression: bool) -> Callable:
     The dataset is batched feature dicts with `labels`; the labels are read from it once and
     cached, the predictions come from `model.predict`.
     """
-    cache: Dict[int, np.ndarray] = {}
+    cache: Dict[str, object] = {"dataset": None, "labels": None}
 
     def eval_fn(model, eval_dataset) -> Dict[str, float]:
-        key = id(eval_dataset)
-        if key not in cache:
-            cache[key] = np.concatenate([batch["labels"] for batch in eval_dataset.as_numpy_iterator()])
+        if cache["dataset"] is not eval_dataset:
+            labels = np.concatenate([batch["labels"] for batch in eval_dataset.as_numpy_iterator()])
+            cache.update(dataset=eval_dataset, labels=labels)
         scores = predict_scores(model, eval_dataset)
-        return score_predictions(scores, cache[key], metric_names, regression)
+        return score_predictions(scores, cache["labels"], metric_names, regression)
 
     return eval_fn

@@ -8,7 +8,8 @@ of choices is read from the inputs (4 for RACE).
 
 `prepare_race_task` reads and converts the RACE files of a run for
 `albert_tf.training.finetuning.run_finetuning` (whose default `eval_fn`, `model.evaluate`, gives
-the dev `accuracy`); `predict_race` gives the choice probabilities and letters.
+the dev `accuracy`); `predict_race` gives the choice probabilities and indices, and
+`predict_race_examples` one record (option letter, probabilities) per question.
 """
 
 from __future__ import annotations
@@ -106,6 +107,35 @@ def predict_race(model: MultipleChoiceModel, dataset, *, batch_size: int = 8) ->
     shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
     probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
     return {"probabilities": probabilities, "predictions": probabilities.argmax(axis=-1)}
+
+
+def predict_race_examples(
+    model: MultipleChoiceModel,
+    tokenizer,
+    examples: Sequence[Any],
+    *,
+    max_seq_length: int = 512,
+    max_qa_length: int = 128,
+    batch_size: int = 8,
+) -> List[Dict[str, Any]]:
+    """One record per example: `id`, `question_index`, `prediction` (the option letter),
+    `probabilities` (one per option) and, when the example has one, the gold `answer`."""
+    from albert_tf.data import race
+
+    features = race.convert_race_examples(examples, tokenizer, max_seq_length=max_seq_length, max_qa_length=max_qa_length)
+    predicted = predict_race(model, race.make_race_dataset(features, require_labels=False), batch_size=batch_size)
+    records = []
+    for example, probabilities, choice in zip(examples, predicted["probabilities"], predicted["predictions"]):
+        record = {
+            "id": example.example_id,
+            "question_index": example.question_index,
+            "prediction": chr(ord("A") + int(choice)),
+            "probabilities": [float(p) for p in probabilities],
+        }
+        if example.label is not None:
+            record["answer"] = chr(ord("A") + example.label)
+        records.append(record)
+    return records
 
 
 def race_accuracy(predictions: Sequence[int], labels: Sequence[int]) -> float:

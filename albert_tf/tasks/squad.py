@@ -18,7 +18,9 @@
 Both take the dict of `albert_tf.data.squad.make_squad_dataset` (labels inside it, so `model.fit`
 needs no `y`) and pass `unique_ids` through to their outputs when given, so that `predict_squad`
 matches every output to its feature. `make_squad_eval_fn` turns a model into the official dev
-scores, for `albert_tf.training.finetuning.run_finetuning`.
+scores, for `albert_tf.training.finetuning.run_finetuning`; `prepare_squad_task` reads and
+converts the files of a run, `predict_squad_file` answers a file and `write_squad_outputs` writes
+the original's `predictions.json`, `nbest_predictions.json` and `null_odds.json`.
 """
 
 from __future__ import annotations
@@ -564,11 +566,69 @@ def prepare_squad_task(
     )
 
 
+def predict_squad_file(
+    model: AlbertTaskModel,
+    tokenizer,
+    path: Union[str, os.PathLike],
+    *,
+    version: str,
+    max_seq_length: int = 384,
+    doc_stride: int = 128,
+    max_query_length: int = 64,
+    batch_size: int = 32,
+    n_best_size: int = post.DEFAULT_N_BEST_SIZE,
+    max_answer_length: int = post.DEFAULT_MAX_ANSWER_LENGTH,
+    null_score_diff_threshold: Optional[float] = None,
+) -> Dict[str, Any]:
+    """Answers every question of a SQuAD-format file (answers in it, if any, are not used).
+
+    Args:
+        model: A fine-tuned `SquadV1Model` / `SquadV2Model`.
+        tokenizer: Its SentencePiece tokenizer.
+        path: The JSON file.
+        version: "v1" or "v2".
+        max_seq_length, doc_stride, max_query_length: As the model was trained with.
+        batch_size: Prediction batch size.
+        n_best_size, max_answer_length: Post-processing.
+        null_score_diff_threshold: v2: the no-answer threshold, normally the dev set's tuned
+            `null_score_diff_threshold`; None answers every question with its best span.
+
+    Returns:
+        `predictions`, `nbest` (and for v2 `null_odds`) as `write_squad_outputs` takes them, and
+        `skipped`: the questions the conversion could not align (answered "" for v2, "empty" for
+        v1, as the original).
+    """
+    from albert_tf.data import squad as data
+
+    if version not in SQUAD_VERSIONS:
+        raise ValueError(f"version must be one of {SQUAD_VERSIONS}, got {version!r}")
+    examples, _ = data.read_squad_examples(path, is_training=False, version_2_with_negative=version == "v2")
+    features, skipped = data.convert_examples_to_features(
+        examples, tokenizer, is_training=False, max_seq_length=max_seq_length, doc_stride=doc_stride,
+        max_query_length=max_query_length,
+    )
+    results = predict_squad(model, data.make_squad_dataset(features, is_training=False), batch_size=batch_size)
+    if version == "v1":
+        predictions, nbest = post.postprocess_v1(
+            examples, features, results, n_best_size=n_best_size, max_answer_length=max_answer_length
+        )
+        return {"predictions": predictions, "nbest": nbest, "skipped": skipped}
+    predictions, nbest, null_odds = post.postprocess_v2(
+        examples,
+        features,
+        results,
+        n_best_size=n_best_size,
+        max_answer_length=max_answer_length,
+        null_score_diff_threshold=null_score_diff_threshold,
+    )
+    return {"predictions": predictions, "nbest": nbest, "null_odds": null_odds, "skipped": skipped}
+
+
 def write_squad_outputs(outputs: Mapping[str, Any], directory: Union[str, os.PathLike]) -> Dict[str, str]:
     """Writes `predictions.json`, `nbest_predictions.json` (and `null_odds.json`) atomically.
 
     Args:
-        outputs: The second value of `evaluate_squad` (or a dict with the same keys).
+        outputs: The second value of `evaluate_squad`, or what `predict_squad_file` returns.
         directory: Where to write (created if needed).
 
     Returns:

@@ -392,7 +392,7 @@ def evaluate_v2(
     return metrics, predictions, nbest, null_scores
 
 
-def write_json_atomically(path: Union[str, "os.PathLike[str]"], value: Any) -> None:
+def write_json_atomically(path: Union[str, os.PathLike], value: Any) -> None:
     """Writes `value` as indented JSON through a temporary file and a rename (predictions, n-best,
     null odds), so that no half-written file is ever left."""
     from albert_tf.tokenization import _files

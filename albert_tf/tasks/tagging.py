@@ -56,6 +56,9 @@ class AlbertTokenClassifier(AlbertTaskModel):
             raise ValueError(f"num_labels must be an integer >= 2, got {num_labels!r}")
         self.num_labels = num_labels
         super().__init__(encoder, dropout=dropout, **kwargs)
+        # The head reads the sequence output only: the pooler gets no gradient, so it is frozen
+        # rather than handed to the optimizer (which would warn and keep moments for it).
+        self.encoder.pooler.trainable = False
         self.token_accuracy = keras.metrics.Mean(name="token_accuracy")
 
     def build_head(self):

@@ -16,11 +16,13 @@ same `preprocess_text` the tokenizers apply, so the pieces are learned on what t
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
+import random
 import re
 import tempfile
 import time
-from typing import Iterator, Optional, Sequence, Union
+from typing import Iterable, Iterator, List, Optional, Sequence, Union
 
 from albert_tf.tokenization import _files
 from albert_tf.tokenization.text import preprocess_text
@@ -43,7 +45,9 @@ class SentencePieceVocab:
       vocab_file: `<prefix>.vocab`, one `piece<TAB>score` line per id.
       vocab_size: number of pieces in the model (smaller than asked only with
         `hard_vocab_limit=False`).
-      num_sentences: training sentences read from the input (before sampling).
+      num_sentences: sentences read from the input (non-empty lines, cut to fit
+        `max_sentence_length`).
+      num_training_sentences: how many of them SentencePiece trained on (the sample).
       seconds: wall time of the whole training.
     """
 
@@ -51,6 +55,7 @@ class SentencePieceVocab:
     vocab_file: str
     vocab_size: int
     num_sentences: int
+    num_training_sentences: int
     seconds: float
 
 
@@ -128,7 +133,7 @@ def train_sentencepiece(
     user_defined_symbols: Sequence[str] = ORIGINAL_USER_DEFINED_SYMBOLS,
     hard_vocab_limit: bool = True,
     max_sentence_length: int = DEFAULT_MAX_SENTENCE_LENGTH,
-    num_threads: Optional[int] = None,
+    num_threads: int = 16,
     seed: Optional[int] = None,
     verbose: bool = False,
 ) -> SentencePieceVocab:
@@ -147,7 +152,7 @@ def train_sentencepiece(
       keep_accents, normalize_quotes: the other `preprocess_text` options (off in the original).
       input_sentence_size: at most this many sentences are used, a uniform sample when
         `shuffle_input_sentence` (reservoir sampling, so a huge corpus is never held in memory
-        beyond the sample). 0 means all; otherwise it must exceed 100 (SentencePiece's limit).
+        beyond the sample). 0 means all.
       shuffle_input_sentence: sample randomly rather than taking the first sentences.
       character_coverage: share of characters the model covers; the rest map to `<unk>`.
       control_symbols: pieces with ids that never come out of tokenizing text.
@@ -156,8 +161,10 @@ def train_sentencepiece(
         vocabulary instead of an error (unigram only).
       max_sentence_length: longest training sentence in UTF-8 bytes; longer lines are cut at
         spaces rather than dropped.
-      num_threads: training threads (default: all CPUs).
-      seed: seed of SentencePiece's random generator (sampling), for reproducible vocabularies.
+      num_threads: training threads (16, SentencePiece's default). The work is split per thread,
+        so the scores (rarely the pieces) depend on this number, not on the machine.
+      seed: seed of the sentence sample. The same corpus, options, seed and `num_threads` give
+        the same vocabulary; None gives a different sample every run.
       verbose: let SentencePiece log its progress to stderr.
 
     Returns:
@@ -174,9 +181,10 @@ def train_sentencepiece(
         raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
     if not isinstance(vocab_size, int) or vocab_size <= 0:
         raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
-    if input_sentence_size < 0 or 0 < input_sentence_size <= 100:
-        # SentencePiece's own limit: a sample of 100 sentences or fewer is refused.
-        raise ValueError(f"input_sentence_size must be 0 (all sentences) or > 100, got {input_sentence_size}")
+    if not isinstance(input_sentence_size, int) or input_sentence_size < 0:
+        raise ValueError(f"input_sentence_size must be an int >= 0 (0: all sentences), got {input_sentence_size!r}")
+    if not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
     if not 0.0 < character_coverage <= 1.0:
         raise ValueError(f"character_coverage must be in (0, 1], got {character_coverage}")
     num_reserved = 2 + len(control_symbols) + len(user_defined_symbols)
@@ -186,34 +194,51 @@ def train_sentencepiece(
             f"{num_reserved} reserved ones (<pad>, <unk>, control and user-defined symbols)"
         )
 
+    for name, symbols in (("control_symbols", control_symbols), ("user_defined_symbols", user_defined_symbols)):
+        # SentencePiece reads the list comma-separated: "" or "a,b" would silently shift every id.
+        if any(not s or "," in s for s in symbols):
+            raise ValueError(f"{name} must be non-empty strings without commas: {list(symbols)}")
+
     start = time.monotonic()
     files = _files.expand_inputs(input_files)
     output_prefix = os.fspath(output_prefix)
-    counter = {"sentences": 0}
+    counter = {"read": 0, "used": 0}
     reader_errors: list = []
 
-    def sentences() -> Iterator[str]:
+    def read() -> Iterator[str]:
+        for sentence in iter_training_sentences(
+            files,
+            lower_case=lower_case,
+            keep_accents=keep_accents,
+            normalize_quotes=normalize_quotes,
+            max_sentence_length=max_sentence_length,
+        ):
+            counter["read"] += 1
+            yield sentence
+
+    def guarded(sentences: Iterable[str]) -> Iterator[str]:
         # An exception must not cross SentencePiece's C++ iterator loop: keep it, stop the
         # iteration, and raise it after training returns.
         try:
-            for sentence in iter_training_sentences(
-                files,
-                lower_case=lower_case,
-                keep_accents=keep_accents,
-                normalize_quotes=normalize_quotes,
-                max_sentence_length=max_sentence_length,
-            ):
-                counter["sentences"] += 1
+            for sentence in sentences:
+                counter["used"] += 1
                 yield sentence
         except Exception as e:  # noqa: BLE001 - re-raised below, unchanged
             reader_errors.append(e)
 
-    if seed is not None:
-        spm.set_random_generator_seed(seed)
+    if input_sentence_size and shuffle_input_sentence:
+        # The sample is drawn here, not by SentencePiece: its sampler's seed is per thread and
+        # process, so a seed would not make the vocabulary reproducible.
+        training: Iterable[str] = _drain(_reservoir_sample(read(), input_sentence_size, random.Random(seed)))
+    elif input_sentence_size:
+        training = itertools.islice(read(), input_sentence_size)
+    else:
+        training = read()
+
     with tempfile.TemporaryDirectory(prefix="spm-train-") as tmp:
         tmp_prefix = os.path.join(tmp, "model")
         options = dict(
-            sentence_iterator=sentences(),
+            sentence_iterator=guarded(training),
             model_prefix=tmp_prefix,
             vocab_size=vocab_size,
             model_type=model_type,
@@ -223,19 +248,15 @@ def train_sentencepiece(
             eos_id=-1,
             control_symbols=list(control_symbols),
             user_defined_symbols=list(user_defined_symbols),
-            shuffle_input_sentence=shuffle_input_sentence,
-            input_sentence_size=input_sentence_size,
+            # Sampled above: SentencePiece trains on every sentence it is given.
+            input_sentence_size=0,
             character_coverage=character_coverage,
             hard_vocab_limit=hard_vocab_limit,
             max_sentence_length=max_sentence_length,
-            num_threads=num_threads or os.cpu_count() or 1,
+            num_threads=num_threads,
             minloglevel=0 if verbose else 2,
         )
-        # Our own pieces of list-valued options must not be empty strings: SentencePiece would
-        # read "" as no symbol, silently shifting every id after it.
         for name in ("control_symbols", "user_defined_symbols"):
-            if any(not s or "," in s for s in options[name]):
-                raise ValueError(f"{name} must be non-empty strings without commas: {options[name]}")
             if not options[name]:
                 del options[name]
         try:
@@ -243,10 +264,10 @@ def train_sentencepiece(
         except RuntimeError as e:
             if reader_errors:
                 raise reader_errors[0] from None
-            raise _training_error(e, vocab_size, counter["sentences"], files) from None
+            raise _training_error(e, vocab_size, counter["used"], files) from None
         if reader_errors:
             raise reader_errors[0]
-        if counter["sentences"] == 0:
+        if counter["used"] == 0:
             raise ValueError(f"no text to train on: every line of {files} is empty")
         model_bytes = _files.read_bytes(tmp_prefix + ".model")
         vocab_bytes = _files.read_bytes(tmp_prefix + ".vocab")
@@ -258,9 +279,30 @@ def train_sentencepiece(
         model_file=output_prefix + ".model",
         vocab_file=output_prefix + ".vocab",
         vocab_size=processor.get_piece_size(),
-        num_sentences=counter["sentences"],
+        num_sentences=counter["read"],
+        num_training_sentences=counter["used"],
         seconds=time.monotonic() - start,
     )
+
+
+def _reservoir_sample(sentences: Iterable[str], size: int, rng: random.Random) -> List[str]:
+    """A uniform random sample of at most `size` items in one pass (Algorithm R), shuffled."""
+    sample: List[str] = []
+    for i, sentence in enumerate(sentences):
+        if i < size:
+            sample.append(sentence)
+        else:
+            j = rng.randrange(i + 1)
+            if j < size:
+                sample[j] = sentence
+    rng.shuffle(sample)
+    return sample
+
+
+def _drain(sample: List[str]) -> Iterator[str]:
+    # Popping lets each sentence go once SentencePiece has copied it: the sample is not held twice.
+    while sample:
+        yield sample.pop()
 
 
 def _training_error(error: RuntimeError, vocab_size: int, sentences: int, files) -> ValueError:

@@ -12,8 +12,10 @@ Invalid UTF-8: `bytes` input is decoded with every invalid sequence replaced by 
 maximal invalid subsequence, the Unicode recommendation that both Python's `errors="replace"` and
 TensorFlow's `unicode_transcode(errors="replace")` follow), so the Python and the in-graph
 tokenizers agree. (The original decoded with `errors="ignore"`; for `str` input nothing differs.)
-The WordPiece path then drops U+FFFD like the original `_clean_text`; the SentencePiece path keeps
-it, where it becomes `<unk>` unless the vocabulary has it.
+`preprocess_text` keeps U+FFFD; the SentencePiece models' `nmt_nfkc` normalization (the default of
+`train_sentencepiece` and of the released ALBERT models) then deletes it, and the WordPiece path
+drops it in `bert_clean_text` like the original `_clean_text`: either way, invalid bytes produce no
+token.
 """
 
 from __future__ import annotations

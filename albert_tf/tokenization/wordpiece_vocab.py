@@ -97,7 +97,9 @@ def build_wordpiece_vocab(
     if len(set(reserved)) != len(reserved) or any(not t or any(c.isspace() for c in t) for t in reserved):
         raise ValueError(f"reserved_tokens must be distinct non-empty tokens without whitespace: {reserved}")
     if not isinstance(vocab_size, int) or vocab_size <= len(reserved):
-        raise ValueError(f"vocab_size must be an int larger than the {len(reserved)} reserved tokens, got {vocab_size!r}")
+        raise ValueError(
+            f"vocab_size must be an int larger than the {len(reserved)} reserved tokens, got {vocab_size!r}"
+        )
     if max_unique_chars is None:
         max_unique_chars = max(1, vocab_size // 4)
     if max_unique_chars < 1:

@@ -1,0 +1,110 @@
+"""`albert-tf export`: a fine-tuned model directory or a pretrained encoder as a TF Serving SavedModel.
+
+`--model-dir` takes the output of `albert-tf finetune` (classification / regression): its
+`model.keras`, tokenizer file and `task.json` give the model, the in-graph tokenizer (same
+preprocessing and sequence length as training), the labels and whether inputs are pairs.
+`--init` takes a pretrained encoder (any checkpoint `albert_tf.checkpoints.init` reads) with
+`--config`, `--spm-model`/`--vocab-file` and `--sequence-length`, exported with the TF-Hub-style
+`tokens` signature. The version goes to `<export-base>/<model-name>/<version>/`, atomically,
+after the TF Serving compatibility check; `models.config` and `batching_parameters.txt` are
+written for the export base.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from albert_tf.cli import CommandError
+
+NAME = "export"
+HELP = "Export a fine-tuned model or an encoder as a TF Serving SavedModel (raw text in, tokenized in the graph)."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model-dir", help="output directory of `albert-tf finetune` (classification/regression)")
+    source.add_argument("--init", help="pretrained encoder checkpoint (exports the encoder)")
+    parser.add_argument("--export-base", required=True, help="TF Serving model base directory")
+    parser.add_argument("--model-name", required=True, help="served model name")
+    parser.add_argument("--version", type=int, help="integer version (default: next free)")
+    parser.add_argument("--config", help="encoder architecture for --init (preset or albert_config.json)")
+    parser.add_argument("--spm-model", help="SentencePiece model for --init")
+    parser.add_argument("--vocab-file", help="WordPiece vocab.txt for --init")
+    parser.add_argument("--no-lower-case", action="store_true", help="for --init: the vocabulary is cased")
+    parser.add_argument("--sequence-length", type=int, default=128, help="for --init: packed input length (default 128)")
+    parser.add_argument("--max-batch-size", type=int, default=32, help="batching_parameters.txt max_batch_size")
+    parser.add_argument("--batch-timeout-micros", type=int, default=2000, help="batching_parameters.txt batch_timeout_micros")
+    parser.add_argument("--container-base", default="/models", help="where the server mounts --export-base (models.config)")
+    parser.add_argument("--skip-check", action="store_true", help="skip the compatibility check (not recommended)")
+
+
+def _from_model_dir(args):
+    from albert_tf.cli.finetune import TaskSpec, load_model
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    spec = TaskSpec.read(args.model_dir)
+    if spec.kind not in ("classification", "regression"):
+        raise CommandError(f"export supports classification and regression models; {args.model_dir} is {spec.kind}")
+    model = load_model(args.model_dir)
+    tokenizer_file = os.path.join(args.model_dir, spec.tokenizer["file"])
+    kwargs = dict(sequence_length=spec.max_seq_length, lower_case=spec.tokenizer["lower_case"])
+    try:
+        if spec.tokenizer["type"] == "sentencepiece":
+            layer = AlbertTokenizerLayer.from_sentencepiece(tokenizer_file, **kwargs)
+        else:
+            layer = AlbertTokenizerLayer.from_wordpiece(tokenizer_file, **kwargs)
+    except (ValueError, OSError) as e:
+        raise CommandError(f"cannot build the tokenizer from {tokenizer_file}: {e}") from None
+    labels = spec.labels if spec.kind == "classification" else None
+    extra = [os.path.join(args.model_dir, "task.json")]
+    return model, layer, labels, spec.is_pair, extra
+
+
+def _from_init(args):
+    from albert_tf.checkpoints.init import config_from_init, init_encoder
+    from albert_tf.checkpoints.original import CheckpointError
+    from albert_tf.config import ConfigError, load_config
+    from albert_tf.modeling import AlbertEncoder
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    if bool(args.spm_model) == bool(args.vocab_file):
+        raise CommandError("--init needs exactly one of --spm-model and --vocab-file")
+    try:
+        config = load_config(args.config) if args.config else config_from_init(args.init)
+        if config is None:
+            raise CommandError("no encoder architecture: pass --config")
+        encoder = AlbertEncoder.from_albert_config(config)
+        init_encoder(encoder, args.init)
+        kwargs = dict(sequence_length=args.sequence_length, lower_case=not args.no_lower_case)
+        if args.spm_model:
+            layer = AlbertTokenizerLayer.from_sentencepiece(args.spm_model, **kwargs)
+        else:
+            layer = AlbertTokenizerLayer.from_wordpiece(args.vocab_file, **kwargs)
+    except (ConfigError, CheckpointError, ValueError, OSError) as e:
+        raise CommandError(str(e)) from None
+    return encoder, layer, None, False, []
+
+
+def run(args) -> int:
+    from albert_tf.export.saved_model import ExportError, export_saved_model
+    from albert_tf.export.serving_config import BatchingConfig
+
+    try:
+        batching = BatchingConfig(max_batch_size=args.max_batch_size, batch_timeout_micros=args.batch_timeout_micros)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+    model, layer, labels, pair, extra = _from_model_dir(args) if args.model_dir else _from_init(args)
+    try:
+        result = export_saved_model(
+            model, layer, args.export_base, args.model_name, version=args.version, labels=labels, pair=pair,
+            extra_assets=extra, check=not args.skip_check, batching=batching, container_base=args.container_base,
+        )
+    except ExportError as e:
+        raise CommandError(str(e)) from None
+    print(json.dumps({
+        "path": result.path, "version": result.version, "signatures": result.signatures,
+        "tensorflow_text_ops": result.ops_report.text_ops, **result.serving_configs,
+    }, indent=2))
+    return 0

@@ -1,0 +1,51 @@
+"""`albert-tf serve`: the local development stand-in for TF Serving (gRPC + REST) on an export base.
+
+It speaks TF Serving's protocols (see `albert_tf.serving.server`) so clients can be developed and
+tested without Docker; production serving is TF Serving itself (serving/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from albert_tf.cli import CommandError
+
+NAME = "serve"
+HELP = "Serve an export base locally over TF Serving's gRPC and REST protocols (a development stand-in)."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--export-base", required=True, help="directory of <model>/<version>/ SavedModels")
+    parser.add_argument("--model-name", action="append", help="model to serve (repeatable; default: all)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    parser.add_argument("--port", type=int, default=8500, help="gRPC port (default 8500)")
+    parser.add_argument("--rest-api-port", type=int, default=8501, help="REST port (default 8501)")
+    parser.add_argument("--poll-seconds", type=float, default=1.0, help="version polling interval (0: never)")
+    parser.add_argument("--no-batching", action="store_true", help="run every request on its own")
+
+
+def run(args) -> int:
+    import logging
+    import os
+
+    from albert_tf.serving.server import LocalModelServer
+
+    if not os.path.isdir(args.export_base):
+        raise CommandError(f"--export-base not found: {args.export_base}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        server = LocalModelServer(
+            args.export_base, model_names=args.model_name, grpc_port=args.port, rest_port=args.rest_api_port,
+            poll_interval_s=args.poll_seconds, host=args.host,
+        )
+        if args.no_batching:
+            server.manager.batching = None
+        server.start()
+    except (ValueError, OSError) as e:
+        raise CommandError(str(e)) from None
+    print(f"serving {', '.join(server.manager.models)}: gRPC {args.host}:{server.grpc_port}, REST {args.host}:{server.rest_port}", flush=True)
+    try:
+        server.wait()
+    finally:
+        server.stop()
+    return 0

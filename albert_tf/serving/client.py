@@ -1,0 +1,211 @@
+"""Clients for TF Serving (or the local stand-in): raw text in, predictions out, over gRPC or REST.
+
+`predict_text(server, model, texts, text_b=None, protocol="grpc", signature="serving_default")`
+sends one Predict request with the `text` (and `text_b`) inputs of an exported model and returns
+`{output_name: numpy array}`. `model_status` and `model_metadata` query the server. Errors come
+back as `ServingClientError` with the server's status code (gRPC code name, or the HTTP status)
+and message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.request
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+
+PROTOCOLS = ("grpc", "rest")
+
+
+class ServingClientError(RuntimeError):
+    """A request the server rejected: `code` (gRPC code name or HTTP status) and `message`."""
+
+    def __init__(self, code, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _as_list(texts, what: str):
+    if isinstance(texts, (str, bytes)):
+        texts = [texts]
+    texts = list(texts)
+    if not texts:
+        raise ValueError(f"{what}: no texts to send")
+    for i, text in enumerate(texts):
+        if not isinstance(text, (str, bytes)):
+            raise TypeError(f"{what}[{i}] must be str or bytes, got {type(text).__name__}")
+    return [t.encode("utf-8") if isinstance(t, str) else t for t in texts]
+
+
+def _model_path(model: str, version: Optional[int]) -> str:
+    return f"/v1/models/{model}" + (f"/versions/{int(version)}" if version is not None else "")
+
+
+def _rest_call(server: str, path: str, body: Optional[Dict[str, Any]], timeout: float) -> Dict[str, Any]:
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    request = urllib.request.Request(f"http://{server}{path}", data=data, method="GET" if body is None else "POST")
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as e:
+        payload = e.read().decode("utf-8", "replace")
+        try:
+            message = json.loads(payload).get("error", payload)
+        except ValueError:
+            message = payload
+        raise ServingClientError(e.code, message) from None
+
+
+def _grpc_call(server: str, stub_name: str, method: str, request, timeout: float):
+    import grpc
+    from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
+
+    module = prediction_service_pb2_grpc if stub_name == "prediction" else model_service_pb2_grpc
+    stub_class = module.PredictionServiceStub if stub_name == "prediction" else module.ModelServiceStub
+    with grpc.insecure_channel(server) as channel:
+        try:
+            return getattr(stub_class(channel), method)(request, timeout=timeout)
+        except grpc.RpcError as e:
+            raise ServingClientError(e.code().name, e.details()) from None
+
+
+def _decode_rest(value: Any) -> np.ndarray:
+    def leaf(v):
+        if isinstance(v, dict) and set(v) == {"b64"}:
+            return base64.b64decode(v["b64"])
+        return v.encode("utf-8") if isinstance(v, str) else v
+
+    def walk(v):
+        return [walk(x) for x in v] if isinstance(v, list) else leaf(v)
+
+    converted = walk(value)
+    array = np.array(converted)
+    return array.astype(object) if array.dtype.kind == "S" else array
+
+
+def predict_text(
+    server: str,
+    model: str,
+    texts: Sequence[str],
+    text_b: Optional[Sequence[str]] = None,
+    protocol: str = "grpc",
+    signature: str = "serving_default",
+    version: Optional[int] = None,
+    timeout: float = 30.0,
+) -> Dict[str, np.ndarray]:
+    """Predictions of an exported model for raw texts.
+
+    Args:
+      server: `HOST:PORT` of the gRPC (8500) or REST (8501) endpoint.
+      model: the model name.
+      texts: the texts (a str is one text).
+      text_b: the second texts of sentence pairs, one per text.
+      protocol: "grpc" or "rest".
+      signature: the signature to call.
+      version: a specific version (default: the newest).
+      timeout: seconds.
+
+    Returns:
+      `{output_name: array}` (strings as `bytes` in object arrays).
+
+    Raises:
+      ValueError / TypeError: bad arguments.
+      ServingClientError: the server's error.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    inputs = {"text": _as_list(texts, "texts")}
+    if text_b is not None:
+        inputs["text_b"] = _as_list(text_b, "text_b")
+        if len(inputs["text_b"]) != len(inputs["text"]):
+            raise ValueError(f"{len(inputs['text'])} texts but {len(inputs['text_b'])} text_b")
+    if protocol == "rest":
+        body = {
+            "signature_name": signature,
+            "inputs": {k: [{"b64": base64.b64encode(t).decode("ascii")} for t in v] for k, v in inputs.items()},
+        }
+        outputs = _rest_call(server, _model_path(model, version) + ":predict", body, timeout)["outputs"]
+        if not isinstance(outputs, dict):
+            raise ServingClientError("INVALID_RESPONSE", "the model has a single output; expected named outputs")
+        return {k: _decode_rest(v) for k, v in outputs.items()}
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model
+    request.model_spec.signature_name = signature
+    if version is not None:
+        request.model_spec.version.value = int(version)
+    for name, values in inputs.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(np.array(values, dtype=object)))
+    response = _grpc_call(server, "prediction", "Predict", request, timeout)
+    return {k: tf.make_ndarray(v) for k, v in response.outputs.items()}
+
+
+def model_status(server: str, model: str, protocol: str = "grpc", version: Optional[int] = None, timeout: float = 10.0):
+    """`[{"version": int, "state": str, "error_code": str, "error_message": str}]`, newest first."""
+    if protocol == "rest":
+        result = _rest_call(server, _model_path(model, version), None, timeout)
+        return [
+            {"version": int(s["version"]), "state": s["state"], "error_code": s["status"]["error_code"], "error_message": s["status"]["error_message"]}
+            for s in result["model_version_status"]
+        ]
+    from tensorflow.core.protobuf import error_codes_pb2
+    from tensorflow_serving.apis import get_model_status_pb2
+
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = model
+    if version is not None:
+        request.model_spec.version.value = int(version)
+    response = _grpc_call(server, "model", "GetModelStatus", request, timeout)
+    return [
+        {
+            "version": s.version,
+            "state": get_model_status_pb2.ModelVersionStatus.State.Name(s.state),
+            "error_code": error_codes_pb2.Code.Name(s.status.error_code),
+            "error_message": s.status.error_message,
+        }
+        for s in response.model_version_status
+    ]
+
+
+def model_metadata(server: str, model: str, protocol: str = "grpc", timeout: float = 10.0) -> Dict[str, Any]:
+    """`{"version": int, "signature_def": {key: SignatureDef as a dict}}`."""
+    from google.protobuf import json_format
+
+    if protocol == "rest":
+        result = _rest_call(server, f"/v1/models/{model}/metadata", None, timeout)
+        return {"version": int(result["model_spec"]["version"]), "signature_def": result["metadata"]["signature_def"]["signature_def"]}
+    from tensorflow_serving.apis import get_model_metadata_pb2
+
+    request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+    request.model_spec.name = model
+    response = _grpc_call(server, "prediction", "GetModelMetadata", request, timeout)
+    signature_map = get_model_metadata_pb2.SignatureDefMap()
+    response.metadata["signature_def"].Unpack(signature_map)
+    as_dict = json_format.MessageToDict(signature_map, preserving_proto_field_name=True)
+    return {"version": response.model_spec.version.value, "signature_def": as_dict["signature_def"]}
+
+
+def format_predictions(outputs: Dict[str, np.ndarray]) -> list:
+    """One JSON-able dict per row of a text signature's outputs (for printing)."""
+    rows = len(next(iter(outputs.values())))
+    result = []
+    for i in range(rows):
+        row = {}
+        for name, value in sorted(outputs.items()):
+            item = value[i]
+            if isinstance(item, bytes):
+                item = item.decode("utf-8", "replace")
+            elif isinstance(item, np.ndarray):
+                item = item.tolist()
+            elif isinstance(item, np.generic):
+                item = item.item()
+            row[name] = item
+        result.append(row)
+    return result

@@ -1,0 +1,389 @@
+"""`ModelManager`: the versions of the served models, their loading, polling and request batching.
+
+It mirrors what TF Serving's model manager does for a `model_config_list` with the default
+"latest 1" version policy:
+
+* the base directory of each model is polled (`poll_interval_s`, TF Serving's
+  `--file_system_poll_wait_seconds`); a new integer version directory is loaded
+  (`SessionServable`), its `assets.extra/tf_serving_warmup_requests` replayed, and only then
+  does it become AVAILABLE and replace the previous version, so a new version goes live
+  without a restart;
+* a version that fails to load or to warm up ends in state END with its error, and the
+  previous version keeps serving;
+* requests name the version as TF Serving does: latest, a specific version, or a label;
+* each loaded version batches concurrent requests of the same signature and input shapes into
+  one session run (`Batcher`): up to `max_batch_size` rows, waiting at most
+  `batch_timeout_micros` for more, like the server's `--enable_batching`.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from albert_tf.export.serving_config import BatchingConfig, model_versions
+from albert_tf.serving.servable import (
+    FAILED_PRECONDITION,
+    INVALID_ARGUMENT,
+    NOT_FOUND,
+    UNAVAILABLE,
+    ServingError,
+    SessionServable,
+)
+
+logger = logging.getLogger(__name__)
+
+START, LOADING, AVAILABLE, UNLOADING, END = "START", "LOADING", "AVAILABLE", "UNLOADING", "END"
+
+
+@dataclasses.dataclass
+class _Task:
+    signature: str
+    inputs: Dict[str, np.ndarray]
+    output_filter: Tuple[str, ...]
+    size: int
+    key: tuple
+    future: Future
+
+
+class Batcher:
+    """Batches concurrent `run` calls on one servable (TF Serving's basic batch scheduler).
+
+    Args:
+      servable: the `SessionServable`.
+      config: the `BatchingConfig`; None runs every request on its own.
+    """
+
+    def __init__(self, servable: SessionServable, config: Optional[BatchingConfig]):
+        self.servable = servable
+        self.config = config
+        self._queue: "queue.Queue[Optional[_Task]]" = queue.Queue()
+        self._stopped = threading.Event()
+        self._threads: List[threading.Thread] = []
+        if config is not None:
+            for index in range(config.num_batch_threads):
+                thread = threading.Thread(target=self._work, name=f"batch-{os.path.basename(servable.path)}-{index}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+
+    def run(self, signature: str, inputs: Dict[str, np.ndarray], output_filter: Sequence[str] = ()) -> Dict[str, np.ndarray]:
+        """Runs (possibly batched with others) and returns this request's outputs."""
+        if self.config is None:
+            return self.servable.run(signature, inputs, output_filter)
+        self.servable.validate_inputs(signature, inputs)
+        definition = self.servable.signature(signature)
+        sizes = {value.shape[0] if value.ndim else None for value in inputs.values()}
+        batchable = all(
+            not info.tensor_shape.unknown_rank and info.tensor_shape.dim and info.tensor_shape.dim[0].size == -1
+            for info in definition.inputs.values()
+        )
+        if not batchable or len(sizes) != 1 or None in sizes:
+            if batchable and len(sizes) > 1:
+                raise ServingError(INVALID_ARGUMENT, "Batching session Run() input tensors must have equal 0th-dimension size")
+            return self.servable.run(signature, inputs, output_filter)
+        size = sizes.pop()
+        if size > self.config.max_batch_size:
+            raise ServingError(
+                INVALID_ARGUMENT,
+                f"Task size {size} is larger than maximum input batch size {self.config.max_batch_size}",
+            )
+        if self._queue.qsize() >= self.config.max_enqueued_batches * self.config.max_batch_size:
+            raise ServingError(UNAVAILABLE, "The batch scheduling queue to which this task was submitted is full")
+        key = (signature or "serving_default", tuple(output_filter)) + tuple(
+            (name, value.dtype.str, value.shape[1:]) for name, value in sorted(inputs.items())
+        )
+        task = _Task(signature, inputs, tuple(output_filter), size, key, Future())
+        self._queue.put(task)
+        return task.future.result()
+
+    def _work(self) -> None:
+        pending: "collections.deque[_Task]" = collections.deque()
+        timeout = self.config.batch_timeout_micros / 1e6
+        while not self._stopped.is_set():
+            if pending:
+                first = pending.popleft()
+            else:
+                try:
+                    first = self._queue.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+            if first is None:
+                break
+            batch, size = [first], first.size
+            for task in list(pending):
+                if task.key == first.key and size + task.size <= self.config.max_batch_size:
+                    pending.remove(task)
+                    batch.append(task)
+                    size += task.size
+            deadline = time.monotonic() + timeout
+            while size < self.config.max_batch_size:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    task = self._queue.get(timeout=remaining)
+                except queue.Empty:
+                    break
+                if task is None:
+                    self._stopped.set()
+                    break
+                if task.key == first.key and size + task.size <= self.config.max_batch_size:
+                    batch.append(task)
+                    size += task.size
+                else:
+                    pending.append(task)
+            self._run_batch(batch)
+        for task in pending:
+            task.future.set_exception(ServingError(UNAVAILABLE, "the servable was unloaded"))
+
+    def _run_batch(self, batch: List[_Task]) -> None:
+        first = batch[0]
+        try:
+            if len(batch) == 1:
+                outputs = self.servable.run(first.signature, first.inputs, first.output_filter)
+            else:
+                inputs = {name: np.concatenate([t.inputs[name] for t in batch], axis=0) for name in first.inputs}
+                merged = self.servable.run(first.signature, inputs, first.output_filter)
+                total = sum(t.size for t in batch)
+                for name, value in merged.items():
+                    if np.ndim(value) == 0 or value.shape[0] != total:
+                        raise ServingError(
+                            FAILED_PRECONDITION,
+                            f"Batched output tensor {name} has 0th dimension {np.shape(value)[:1]}, expected {total}",
+                        )
+                start = 0
+                for task in batch:
+                    task.future.set_result({k: v[start : start + task.size] for k, v in merged.items()})
+                    start += task.size
+                return
+            first.future.set_result(outputs)
+        except Exception as e:  # every waiting request must get an answer, whatever failed
+            for task in batch:
+                if not task.future.done():
+                    task.future.set_exception(e)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        while True:
+            try:
+                task = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if task is not None and not task.future.done():
+                task.future.set_exception(ServingError(UNAVAILABLE, "the servable was unloaded"))
+
+
+@dataclasses.dataclass
+class VersionState:
+    """One version's lifecycle: `state`, and the load error (code, message) of a failed one."""
+
+    version: int
+    state: str = START
+    error_code: str = "OK"
+    error_message: str = ""
+    servable: Optional[SessionServable] = None
+    batcher: Optional[Batcher] = None
+
+
+def replay_warmup(servable: SessionServable, logs) -> int:
+    """Runs a SavedModel's warmup `PredictionLog`s; returns how many ran.
+
+    Raises:
+      ServingError: a warmup request failed (the version must not serve then).
+    """
+    import tensorflow as tf
+
+    count = 0
+    for log in logs:
+        kind = log.WhichOneof("log_type")
+        if kind == "predict_log":
+            request = log.predict_log.request
+            inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
+            servable.run(request.model_spec.signature_name, inputs, request.output_filter)
+        elif kind in ("classify_log", "regress_log"):
+            request = getattr(log, kind).request
+            servable.run(request.model_spec.signature_name, {"inputs": serialized_examples(request.input)})
+        else:
+            raise ServingError(INVALID_ARGUMENT, f"Unsupported log_type for warmup: {kind}")
+        count += 1
+    return count
+
+
+def serialized_examples(request_input) -> np.ndarray:
+    """The serialized `tf.Example`s of a Classify/Regress `Input` (context merged into each)."""
+    kind = request_input.WhichOneof("kind")
+    if kind == "example_list":
+        examples = list(request_input.example_list.examples)
+    elif kind == "example_list_with_context":
+        context = request_input.example_list_with_context.context
+        examples = []
+        for example in request_input.example_list_with_context.examples:
+            merged = type(example)()
+            merged.CopyFrom(context)
+            merged.MergeFrom(example)
+            examples.append(merged)
+    else:
+        examples = []
+    if not examples:
+        raise ServingError(INVALID_ARGUMENT, "Input is empty.")
+    return np.array([e.SerializeToString() for e in examples], dtype=object)
+
+
+class ModelManager:
+    """Loads, polls and resolves the versions of models under their base paths.
+
+    Args:
+      models: `{model_name: base_path}` (the directory holding integer versions).
+      batching: request batching settings (None: no batching).
+      poll_interval_s: how often the base paths are polled for new versions (0: never).
+      version_labels: `{model_name: {label: version}}`.
+    """
+
+    def __init__(
+        self,
+        models: Dict[str, str],
+        batching: Optional[BatchingConfig] = None,
+        poll_interval_s: float = 1.0,
+        version_labels: Optional[Dict[str, Dict[str, int]]] = None,
+    ):
+        if not models:
+            raise ValueError("no models to serve")
+        self.models = dict(models)
+        self.batching = batching
+        self.poll_interval_s = poll_interval_s
+        self.version_labels = {k: dict(v) for k, v in (version_labels or {}).items()}
+        self._versions: Dict[str, Dict[int, VersionState]] = {name: {} for name in models}
+        self._lock = threading.RLock()
+        self._stopped = threading.Event()
+        self._poller: Optional[threading.Thread] = None
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Loads the newest version of every model, then polls in the background."""
+        self.poll_once()
+        if self.poll_interval_s > 0:
+            self._poller = threading.Thread(target=self._poll_loop, name="version-poller", daemon=True)
+            self._poller.start()
+
+    def _poll_loop(self) -> None:
+        while not self._stopped.wait(self.poll_interval_s):
+            try:
+                self.poll_once()
+            except Exception:  # a poll must never kill the poller: the next one retries
+                logger.exception("polling the model base paths failed")
+
+    def poll_once(self) -> None:
+        """One poll: load each model's newest untried version; unload what it replaces."""
+        for name, base in self.models.items():
+            versions = model_versions(base)
+            with self._lock:
+                states = self._versions[name]
+                for version, state in list(states.items()):
+                    if state.state == AVAILABLE and version not in versions:
+                        self._unload(state)  # the directory is gone: TF Serving unloads it too
+            if not versions:
+                continue
+            newest = versions[-1]
+            with self._lock:
+                if newest in states:
+                    continue
+                states[newest] = VersionState(newest, LOADING)
+            self._load(name, base, states[newest])
+
+    def _load(self, name: str, base: str, state: VersionState) -> None:
+        from albert_tf.export.warmup import read_warmup_file
+
+        path = os.path.join(base, str(state.version))
+        try:
+            servable = SessionServable(path)
+            try:
+                count = replay_warmup(servable, read_warmup_file(path))
+            except (ServingError, ValueError) as e:
+                servable.close()
+                message = e.message if isinstance(e, ServingError) else str(e)
+                raise ServingError(FAILED_PRECONDITION, f"Failed to warm up {path}: {message}") from None
+        except ServingError as e:
+            logger.error("version %d of %s failed to load: %s", state.version, name, e.message)
+            with self._lock:
+                state.state, state.error_code, state.error_message = END, e.code, e.message
+            return
+        logger.info("loaded %s version %d (%d warmup requests)", name, state.version, count)
+        with self._lock:
+            state.servable, state.batcher = servable, Batcher(servable, self.batching)
+            state.state = AVAILABLE
+            for other in self._versions[name].values():
+                if other is not state and other.state == AVAILABLE:
+                    self._unload(other)
+
+    def _unload(self, state: VersionState) -> None:
+        state.state = UNLOADING
+        if state.batcher is not None:
+            state.batcher.stop()
+        if state.servable is not None:
+            state.servable.close()
+        state.servable = state.batcher = None
+        state.state = END
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._poller is not None:
+            self._poller.join(timeout=10)
+        with self._lock:
+            for states in self._versions.values():
+                for state in states.values():
+                    if state.state == AVAILABLE:
+                        self._unload(state)
+
+    # --- resolving requests -------------------------------------------------------------------
+
+    def resolve(self, name: str, version: Optional[int] = None, label: Optional[str] = None) -> Tuple[int, VersionState]:
+        """The serving `(version, state)` for a model spec, with TF Serving's errors."""
+        with self._lock:
+            if label:
+                labels = self.version_labels.get(name, {})
+                if label not in labels:
+                    raise ServingError(INVALID_ARGUMENT, f"Unrecognized servable version label: {label}")
+                version = labels[label]
+            states = self._versions.get(name)
+            if version is not None:
+                state = (states or {}).get(version)
+                if state is None or state.state != AVAILABLE:
+                    raise ServingError(NOT_FOUND, f"Servable not found for request: Specific({name}, {version})")
+                return version, state
+            available = [v for v, s in (states or {}).items() if s.state == AVAILABLE]
+            if not available:
+                raise ServingError(NOT_FOUND, f"Servable not found for request: Latest({name})")
+            return max(available), states[max(available)]
+
+    def run(self, name: str, version: Optional[int], label: Optional[str], signature: str, inputs, output_filter=()):
+        """Runs a signature on the resolved version; returns `(version, signature_key, outputs)`."""
+        number, state = self.resolve(name, version, label)
+        key = signature or "serving_default"
+        state.servable.signature(key)
+        return number, key, state.batcher.run(key, inputs, output_filter)
+
+    def status(self, name: str, version: Optional[int] = None) -> List[VersionState]:
+        """The version states of a model (all, or the one `version`), newest first."""
+        with self._lock:
+            states = self._versions.get(name)
+            if not states:
+                raise ServingError(NOT_FOUND, f"Could not find any versions of model {name}")
+            if version is not None:
+                if version not in states:
+                    raise ServingError(NOT_FOUND, f"Could not find version {version} of model {name}")
+                return [dataclasses.replace(states[version])]
+            return [dataclasses.replace(s) for _, s in sorted(states.items(), reverse=True)]
