@@ -15,6 +15,7 @@ from typing import List, Optional
 # Order is the order shown in `albert-tf --help`.
 SUBCOMMAND_MODULES = [
     "albert_tf.cli.info",
+    "albert_tf.cli.train_tokenizer",
     "albert_tf.cli.make_pretraining_data",
     "albert_tf.cli.finetune",
     "albert_tf.cli.evaluate",

@@ -123,7 +123,7 @@ def _default_sample_run(args) -> int:
 def _run_config(args):
     from albert_tf.cli import CommandError
     from albert_tf.config import ConfigError, load_config
-    from albert_tf.training.pretraining import PretrainingRunConfig
+    from albert_tf.training.pretraining import PretrainingError, PretrainingRunConfig
 
     if not _setting(args, "model_dir"):
         raise CommandError("--model-dir is required with --data (checkpoints, logs and models go there)")
@@ -163,8 +163,42 @@ def _run_config(args):
             verbose=args.verbose if args.verbose == "auto" else int(args.verbose),
             deterministic_ops=args.deterministic_ops,
         )
-    except (ValueError, ConfigError) as e:
+    except (PretrainingError, ConfigError) as e:
         raise CommandError(str(e)) from None
+
+
+def _check_records(path: str, max_seq_length: int, max_predictions_per_seq: int) -> None:
+    """Reads the first record of `path` and checks it against the length flags.
+
+    Fixed-length parsing would otherwise fail inside the first train step with a message about
+    parsing, not about the flags.
+    """
+    import tensorflow as tf
+    from google.protobuf.message import DecodeError
+
+    from albert_tf.data.tfrecords import FEATURE_NAMES
+    from albert_tf.training.pretraining import PretrainingError
+
+    try:
+        raw = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    except tf.errors.OpError as e:
+        raise PretrainingError(f"{path} is not a readable TFRecord file: {e.message}") from None
+    if raw is None:
+        raise PretrainingError(f"{path} holds no records")
+    try:
+        features = tf.train.Example.FromString(raw.numpy()).features.feature
+    except DecodeError:
+        raise PretrainingError(f"{path}: the records are not tf.train.Example protos") from None
+    missing = [name for name in FEATURE_NAMES if name not in features and name != "token_boundary"]
+    if missing:
+        raise PretrainingError(f"{path}: the records lack feature(s) {', '.join(missing)}")
+    for name, flag, expected in (
+        ("input_ids", "--max-seq-length", max_seq_length),
+        ("masked_lm_positions", "--max-predictions-per-seq", max_predictions_per_seq),
+    ):
+        length = len(features[name].int64_list.value)
+        if length != expected:
+            raise PretrainingError(f"{path}: the records have {length} {name} per example, but {flag} is {expected}")
 
 
 def _print_summary(result) -> None:
@@ -195,10 +229,10 @@ def run(args) -> int:
     _configure_logging()
 
     # Strategies must be created before other TensorFlow work; `run_pretraining` does that
-    # first, and the data files are only listed (not opened) before it.
+    # first, and the data files are only listed (not read) before it.
     from albert_tf.config import ConfigError
     from albert_tf.data.tfrecords import list_files, make_pretraining_dataset
-    from albert_tf.training.pretraining import run_pretraining
+    from albert_tf.training.pretraining import PretrainingError, run_pretraining
     from albert_tf.training.strategies import StrategyError
 
     try:
@@ -206,8 +240,14 @@ def run(args) -> int:
     except FileNotFoundError as e:
         raise CommandError(str(e)) from None
     print(f"pretraining on {len(files)} file(s) matching {args.data!r} -> {config.model_dir}")
+    checked = []
 
     def dataset_fn():
+        # Here rather than before training: reading a record starts TensorFlow's runtime, which
+        # must come after the strategy (multi-worker) is created.
+        if not checked:
+            _check_records(files[0], config.max_seq_length, config.max_predictions_per_seq)
+            checked.append(files[0])
         return make_pretraining_dataset(
             files,
             config.max_seq_length,
@@ -220,10 +260,8 @@ def run(args) -> int:
 
     try:
         result = run_pretraining(config, dataset_fn)
-    except (StrategyError, ConfigError) as e:
-        raise CommandError(str(e)) from None
-    except ValueError as e:
-        # A dataset that does not match the flags, a checkpoint of another model, ...
+    except (PretrainingError, StrategyError, ConfigError) as e:
+        # Records that do not match the flags, a checkpoint of another model, no TPU, ...
         raise CommandError(str(e)) from None
     _print_summary(result)
     return 0

@@ -85,11 +85,16 @@ _TRAJECTORY_FIELDS = (
 )
 
 
+class PretrainingError(ValueError):
+    """A run that cannot go ahead as configured: bad settings, a dataset that does not match
+    them, a checkpoint of another model."""
+
+
 def _check_int(name, value, minimum):
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise PretrainingError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+        raise PretrainingError(f"{name} must be >= {minimum}, got {value}")
 
 
 @dataclasses.dataclass
@@ -156,12 +161,12 @@ class PretrainingRunConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raises `ValueError` naming the first impossible setting."""
+        """Raises `PretrainingError` (a `ValueError`) naming the first impossible setting."""
         if not isinstance(self.model_dir, (str, os.PathLike)) or not os.fspath(self.model_dir):
-            raise ValueError(f"model_dir must be a non-empty path, got {self.model_dir!r}")
+            raise PretrainingError(f"model_dir must be a non-empty path, got {self.model_dir!r}")
         self.model_dir = os.fspath(self.model_dir)
         if not isinstance(self.model_config, (str, os.PathLike, AlbertConfig)):
-            raise ValueError(f"model_config must be an AlbertConfig, a preset name or a path, got {self.model_config!r}")
+            raise PretrainingError(f"model_config must be an AlbertConfig, a preset name or a path, got {self.model_config!r}")
         for name, minimum in (
             ("batch_size", 1),
             ("max_seq_length", 2),
@@ -177,33 +182,33 @@ class PretrainingRunConfig:
         ):
             _check_int(name, getattr(self, name), minimum)
         if self.num_warmup_steps > self.num_train_steps:
-            raise ValueError(f"num_warmup_steps ({self.num_warmup_steps}) exceeds num_train_steps ({self.num_train_steps})")
+            raise PretrainingError(f"num_warmup_steps ({self.num_warmup_steps}) exceeds num_train_steps ({self.num_train_steps})")
         if self.max_predictions_per_seq > self.max_seq_length:
-            raise ValueError(
+            raise PretrainingError(
                 f"max_predictions_per_seq ({self.max_predictions_per_seq}) exceeds max_seq_length ({self.max_seq_length})"
             )
         if not isinstance(self.learning_rate, (int, float)) or isinstance(self.learning_rate, bool) or not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
+            raise PretrainingError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
         if not isinstance(self.weight_decay, (int, float)) or self.weight_decay < 0:
-            raise ValueError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
+            raise PretrainingError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
         if self.clipnorm is not None and (not isinstance(self.clipnorm, (int, float)) or self.clipnorm <= 0):
-            raise ValueError(f"clipnorm must be a positive number or None, got {self.clipnorm!r}")
+            raise PretrainingError(f"clipnorm must be a positive number or None, got {self.clipnorm!r}")
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
+            raise PretrainingError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
         if self.precision not in PRECISIONS:
-            raise ValueError(f"unknown precision {self.precision!r}; expected one of {', '.join(PRECISIONS)}")
+            raise PretrainingError(f"unknown precision {self.precision!r}; expected one of {', '.join(PRECISIONS)}")
         if self.strategy not in STRATEGY_NAMES:
-            raise ValueError(f"unknown strategy {self.strategy!r}; expected one of {', '.join(STRATEGY_NAMES)}")
+            raise PretrainingError(f"unknown strategy {self.strategy!r}; expected one of {', '.join(STRATEGY_NAMES)}")
         if self.sentence_task not in SENTENCE_TASKS:
-            raise ValueError(f"unknown sentence_task {self.sentence_task!r}; expected one of {', '.join(SENTENCE_TASKS)}")
+            raise PretrainingError(f"unknown sentence_task {self.sentence_task!r}; expected one of {', '.join(SENTENCE_TASKS)}")
         if self.jit_compile not in (None, True, False):
-            raise ValueError(f"jit_compile must be True, False or None (auto), got {self.jit_compile!r}")
+            raise PretrainingError(f"jit_compile must be True, False or None (auto), got {self.jit_compile!r}")
         # Every fit call covers whole checkpoint intervals (or the last, shorter one), and
         # Keras runs `steps_per_execution` batches per call without looking at epoch ends.
         for length in sorted({n for _, _, n in interval_groups(0, self.num_train_steps, self.checkpoint_every_n_steps)}):
             batches = length * self.gradient_accumulation_steps
             if batches % self.steps_per_execution:
-                raise ValueError(
+                raise PretrainingError(
                     f"steps_per_execution ({self.steps_per_execution}) must divide the batches of every "
                     f"checkpoint interval: an interval of {length} step(s) x {self.gradient_accumulation_steps} "
                     f"accumulation = {batches} batches (num_train_steps={self.num_train_steps}, "
@@ -432,7 +437,7 @@ def restore_newest_readable(checkpoint, directory: str):
         `(restored_prefix or None, [unreadable prefixes skipped])`.
 
     Raises:
-        ValueError: A readable checkpoint does not match the model (a different config).
+        PretrainingError: A readable checkpoint does not match the model (a different config).
     """
     import tensorflow as tf
 
@@ -453,7 +458,7 @@ def restore_newest_readable(checkpoint, directory: str):
         try:
             checkpoint.restore(prefix).assert_existing_objects_matched()
         except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
-            raise ValueError(
+            raise PretrainingError(
                 f"checkpoint {prefix} does not match this model and optimizer (was the run started with "
                 f"another config?): {e}"
             ) from None
@@ -481,10 +486,10 @@ def _check_element_spec(spec, config: PretrainingRunConfig) -> None:
     import tensorflow as tf
 
     if not isinstance(spec, dict):
-        raise ValueError(f"the dataset must yield dicts of features, got elements of type {spec!r}")
+        raise PretrainingError(f"the dataset must yield dicts of features, got elements of type {spec!r}")
     missing = [k for k in MODEL_FEATURES if k not in spec]
     if missing:
-        raise ValueError(f"the dataset lacks feature(s) {', '.join(missing)}; it has {', '.join(sorted(spec))}")
+        raise PretrainingError(f"the dataset lacks feature(s) {', '.join(missing)}; it has {', '.join(sorted(spec))}")
     expected = {
         "input_ids": config.max_seq_length,
         "input_mask": config.max_seq_length,
@@ -497,30 +502,30 @@ def _check_element_spec(spec, config: PretrainingRunConfig) -> None:
     for name in MODEL_FEATURES:
         s = spec[name]
         if not isinstance(s, tf.TensorSpec):
-            raise ValueError(f"feature {name!r} must be a dense tensor, got {s!r}")
+            raise PretrainingError(f"feature {name!r} must be a dense tensor, got {s!r}")
         if name in INT_FEATURES and not s.dtype.is_integer:
-            raise ValueError(f"feature {name!r} must be an integer tensor, got {s.dtype.name}")
+            raise PretrainingError(f"feature {name!r} must be an integer tensor, got {s.dtype.name}")
         if name in FLOAT_FEATURES and not s.dtype.is_floating:
-            raise ValueError(f"feature {name!r} must be a floating-point tensor, got {s.dtype.name}")
+            raise PretrainingError(f"feature {name!r} must be a floating-point tensor, got {s.dtype.name}")
         rank = s.shape.rank
         if name == "next_sentence_labels" and rank == 1:
             continue
         if rank != 2:
-            raise ValueError(
+            raise PretrainingError(
                 f"feature {name!r} has shape {s.shape}; the dataset must be batched: [batch, {expected[name]}]"
             )
         if s.shape[1] is not None and s.shape[1] != expected[name]:
-            raise ValueError(f"feature {name!r} has length {s.shape[1]}, the run config says {expected[name]}")
+            raise PretrainingError(f"feature {name!r} has length {s.shape[1]}, the run config says {expected[name]}")
     batch = spec["input_ids"].shape[0]
     if batch is not None and batch != config.batch_size:
-        raise ValueError(f"the dataset's batches have {batch} examples, the run config's batch_size is {config.batch_size}")
+        raise PretrainingError(f"the dataset's batches have {batch} examples, the run config's batch_size is {config.batch_size}")
 
 
 def _check_dataset(dataset, config: PretrainingRunConfig) -> None:
     import tensorflow as tf
 
     if not isinstance(dataset, tf.data.Dataset):
-        raise TypeError(f"dataset_fn must return a tf.data.Dataset, got {type(dataset).__name__}")
+        raise PretrainingError(f"dataset_fn must return a tf.data.Dataset, got {type(dataset).__name__}")
     _check_element_spec(dataset.element_spec, config)
 
 
@@ -867,7 +872,8 @@ def run_pretraining(
         A `PretrainingResult`.
 
     Raises:
-        ValueError: A dataset that does not match the config, a checkpoint of another model.
+        PretrainingError: Settings that cannot work, a dataset that does not match them, a
+            checkpoint of another model.
         albert_tf.config.ConfigError: An unusable model config.
         albert_tf.training.strategies.StrategyError: A strategy that cannot be created.
     """
@@ -914,7 +920,7 @@ def run_pretraining(
     accumulation = config.gradient_accumulation_steps
     initial_step = int(_scalar(optimizer.iterations))
     if initial_step > config.num_train_steps:
-        raise ValueError(
+        raise PretrainingError(
             f"{restored_from} is at step {initial_step}, beyond num_train_steps={config.num_train_steps}"
         )
     if restored_from:
