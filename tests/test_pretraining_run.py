@@ -7,6 +7,7 @@ shorter, 3 kept) is trained in-process; the other tests resume copies of it, or 
 that a SIGKILL stopped in a subprocess started at the beginning of the module.
 """
 
+import argparse
 import json
 import logging
 import os
@@ -320,3 +321,73 @@ def test_checkpoint_of_another_model_is_an_error_not_a_fallback(reference, tmp_p
     config = worker.tiny_run_config(model_dir, model_config=worker.tiny_albert_config().replace(intermediate_size=24))
     with pytest.raises(ValueError, match="does not match this model"):
         run_pretraining(config, worker.dataset_fn())
+
+
+# --- the `albert-tf pretrain` command ------------------------------------------------------------
+
+
+def _pretrain_cli(argv):
+    from albert_tf.cli import pretrain
+
+    parser = argparse.ArgumentParser()
+    pretrain.add_arguments(parser)
+    return pretrain.run(parser.parse_args(argv))
+
+
+def _write_records(path, features):
+    from albert_tf.data.tfrecords import encode_example
+
+    n = len(features["input_ids"])
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i in range(n):
+            example = {k: features[k][i] for k in ("input_ids", "input_mask", "segment_ids")}
+            example["token_boundary"] = np.ones_like(features["input_ids"][i])
+            example.update({k: features[k][i] for k in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")})
+            example["next_sentence_labels"] = features["next_sentence_labels"][i]
+            writer.write(encode_example(example))
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("records")
+    features = worker.synthetic_features()
+    for shard in range(2):
+        _write_records(directory / f"part-{shard}.tfrecord", {k: v[shard::2] for k, v in features.items()})
+    config_path = directory / "albert_config.json"
+    worker.tiny_albert_config().to_json_file(config_path)
+    return directory, config_path
+
+
+def test_pretrain_command_trains_on_tfrecords(records, tmp_path, capsys):
+    directory, config_path = records
+    argv = [
+        "--data", str(directory / "part-*.tfrecord"), "--config", str(config_path), "--model-dir", str(tmp_path),
+        "--steps", "2", "--batch-size", "8", "--max-seq-length", "16", "--max-predictions-per-seq", "3",
+        "--checkpoint-every", "1", "--log-every", "0", "--verbose", "0", "--learning-rate", "0.01",
+    ]
+    assert _pretrain_cli(argv) == 0
+    out = capsys.readouterr().out
+    assert "pretraining on 2 file(s)" in out and "step 2: loss" in out
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2]
+    for name in ("pretrainer.keras", "encoder.keras", "tf1/model.ckpt.index", "tf1/albert_config.json"):
+        assert (tmp_path / name).exists(), name
+    run_config = json.loads((tmp_path / "run_config.json").read_text())
+    assert run_config["num_warmup_steps"] == 0 and run_config["optimizer"] == "lamb"
+
+
+def test_pretrain_command_reports_user_errors_in_one_line(records, tmp_path):
+    from albert_tf.cli import CommandError
+
+    directory, config_path = records
+    base = ["--config", str(config_path), "--model-dir", str(tmp_path), "--steps", "2", "--batch-size", "8",
+            "--max-predictions-per-seq", "3", "--checkpoint-every", "1", "--verbose", "0"]
+    with pytest.raises(CommandError, match="--data is required"):
+        _pretrain_cli(base)
+    with pytest.raises(CommandError, match="no file matches"):
+        _pretrain_cli(base + ["--data", str(tmp_path / "missing-*.tfrecord"), "--max-seq-length", "16"])
+    with pytest.raises(CommandError, match="--model-dir is required"):
+        _pretrain_cli(["--data", str(directory / "part-*.tfrecord")])
+    with pytest.raises(CommandError, match="num_train_steps must be >= 1"):
+        _pretrain_cli(base + ["--data", str(directory / "part-*.tfrecord"), "--max-seq-length", "16", "--steps", "0"])
+    with pytest.raises(CommandError, match="16 input_ids per example, but --max-seq-length is 12"):
+        _pretrain_cli(base + ["--data", str(directory / "part-*.tfrecord"), "--max-seq-length", "12"])

@@ -81,7 +81,7 @@ def test_user_errors(corpus_dir, tmp_path):
 )
 def test_registered_command(corpus_dir, tmp_path, capsys):
     prefix = tmp_path / "main"
-    argv = ["train-tokenizer", str(corpus_dir / "part0.txt"), "--output-prefix", str(prefix), "--vocab-size", "40"]
+    argv = ["train-tokenizer", str(corpus_dir / "part0.txt"), "--output-prefix", str(prefix), "--vocab-size", "50"]
     assert albert_tf.cli.main(argv) == 0
     assert (tmp_path / "main.model").exists()
     assert albert_tf.cli.main(argv[:-1] + ["99999"]) == 2

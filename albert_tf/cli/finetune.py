@@ -1,4 +1,4 @@
-"""`albert-tf finetune`: fine-tune ALBERT on a classification, regression or NER task.
+"""`albert-tf finetune`: fine-tune ALBERT on classification, regression, NER, SQuAD or RACE.
 
 Tasks (`--task`):
 
@@ -11,7 +11,16 @@ Tasks (`--task`):
 * `conll`: token classification from CoNLL-style BIO files in `--data` (`train.txt`,
   `dev.txt`/`valid.txt`, `test.txt`, or the `eng.train`/`eng.testa`/`eng.testb` names);
 * `peoples-daily`: Chinese NER (PER/LOC/ORG per character) from the People's Daily corpus file
-  given as `--data`, split by position into 80% train, 10% dev, 10% test.
+  given as `--data`, split by position into 80% train, 10% dev, 10% test;
+* `squad-v1` / `squad-v2`: extractive question answering from `train-v1.1.json` /
+  `dev-v1.1.json` (`train-v2.0.json` / `dev-v2.0.json`) in `--data`, with a SentencePiece
+  tokenizer, scored by the official EM/F1; for v2 the no-answer threshold tuned on dev is stored
+  in `task.json` for `predict`;
+* `race`: multiple choice from the `RACE/` folder given as `--data` (`train/`, `dev/`, optionally
+  `test/`, each with `middle/` and `high/`), scored by accuracy.
+
+SQuAD and RACE take the original hyper-parameters of Table 14 of the paper as defaults
+(`albert_tf.tasks.presets.READING_PRESETS`).
 
 The encoder starts from `--init` (any checkpoint kind `albert_tf.checkpoints.init.init_encoder`
 reads) or from random weights; its architecture is `--config` or the one stored with the
@@ -21,7 +30,9 @@ task's dev metric kept. `--model-dir` receives, atomically, everything `albert-t
 `albert-tf predict` need: `model.keras`, `albert_config.json`, the tokenizer file, `task.json`
 (task, labels, sequence length, columns, tokenizer settings), `eval_results.json` (the best
 model on every dev split and on labelled test files) and, for unlabelled test files,
-`predictions_<split>.tsv`.
+`predictions_<split>.tsv` (SQuAD: the official `predictions.json`, `nbest_predictions.json` and,
+for v2, `null_odds.json` of the dev file in `predictions_dev/`; RACE: `predictions_test.jsonl`
+for an unlabelled test folder).
 
 The helpers at the bottom (`TaskSpec`, `load_tokenizer`, `read_split`, ...) are shared with the
 `evaluate` and `predict` subcommands.
@@ -30,23 +41,27 @@ The helpers at the bottom (`TaskSpec`, `load_tokenizer`, `read_split`, ...) are 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
 import math
 import os
 import shutil
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from albert_tf.cli import CommandError
 
 NAME = "finetune"
-HELP = "Fine-tune ALBERT on a GLUE task, a TSV/CSV/JSONL classification or regression task, or NER."
+HELP = "Fine-tune ALBERT on a GLUE task, a TSV/CSV/JSONL classification or regression task, NER, SQuAD or RACE."
 
 GLUE_TASKS = ("cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "qnli", "rte", "wnli")
 TABLE_TASKS = ("classification", "regression")
 TAGGING_TASKS = ("conll", "peoples-daily")
-TASKS = GLUE_TASKS + TABLE_TASKS + TAGGING_TASKS
+SQUAD_TASKS = ("squad-v1", "squad-v2")
+RACE_TASKS = ("race",)
+READING_TASKS = SQUAD_TASKS + RACE_TASKS
+TASKS = GLUE_TASKS + TABLE_TASKS + TAGGING_TASKS + READING_TASKS
 
 TASK_FILE = "task.json"
 CONFIG_FILE = "albert_config.json"
@@ -61,6 +76,20 @@ CONLL_FILES = {
     "test": ("test.txt", "test.conll", "test.bio", "eng.testb"),
 }
 PEOPLES_DAILY_FRACTIONS = (0.8, 0.1, 0.1)
+# The official SQuAD file names, by task and split.
+SQUAD_FILES = {
+    "squad-v1": {"train": "train-v1.1.json", "dev": "dev-v1.1.json"},
+    "squad-v2": {"train": "train-v2.0.json", "dev": "dev-v2.0.json"},
+}
+SQUAD_PREDICTIONS_DIR = "predictions_dev"
+# Flags that only mean something for some tasks: (attribute, tasks).
+READING_FLAGS = (
+    ("doc_stride", SQUAD_TASKS),
+    ("max_query_length", SQUAD_TASKS),
+    ("n_best_size", SQUAD_TASKS),
+    ("max_answer_length", SQUAD_TASKS),
+    ("max_qa_length", RACE_TASKS),
+)
 # Training examples held in the shuffle buffer: all of any GLUE task but MNLI/QQP/QNLI, whose
 # full buffers would hold gigabytes of features at length 512.
 SHUFFLE_BUFFER = 100_000
@@ -71,7 +100,10 @@ logger = logging.getLogger(__name__)
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     task = parser.add_argument_group("task and data")
     task.add_argument("--task", required=True, type=str.lower, choices=TASKS, metavar="TASK", help=f"one of {', '.join(TASKS)}")
-    task.add_argument("--data", required=True, help="data directory (the People's Daily corpus file for peoples-daily)")
+    task.add_argument(
+        "--data", required=True,
+        help="data directory (the People's Daily corpus file for peoples-daily; the RACE/ folder for race)",
+    )
     task.add_argument("--text-column", help="classification/regression: column (or JSON key) of the text")
     task.add_argument("--text-b-column", help="classification/regression: column of the second text of a pair")
     task.add_argument("--label-column", help="classification/regression: column of the label")
@@ -83,6 +115,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     task.add_argument("--on-error", choices=("raise", "skip"), default="raise", help="malformed rows: stop (default) or skip and count them")
     task.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
     task.add_argument("--max-eval-examples", type=int, help="use only the first N examples of each dev/test split")
+
+    reading = parser.add_argument_group("reading comprehension (SQuAD / RACE)")
+    reading.add_argument("--doc-stride", type=int, help="SQuAD: tokens between the starts of a long context's windows (default 128)")
+    reading.add_argument("--max-query-length", type=int, help="SQuAD: question tokens kept (default 64)")
+    reading.add_argument("--n-best-size", type=int, help="SQuAD: candidate spans per question (default 20)")
+    reading.add_argument("--max-answer-length", type=int, help="SQuAD: longest answer in tokens (default 30)")
+    reading.add_argument("--max-qa-length", type=int, help="RACE: question+option tokens kept, from the end (default 128)")
 
     model = parser.add_argument_group("model")
     model.add_argument("--init", help="checkpoint to start from (.keras, TF1/TF2 checkpoint, Hugging Face, keras-hub, or a run directory); default: random weights")
@@ -124,14 +163,19 @@ class TaskSpec:
 
     Attributes:
         task: The `--task` name.
-        kind: "classification", "regression" or "tagging".
-        labels: Class labels / tags in id order (None for regression).
+        kind: "classification", "regression", "tagging", "squad" or "multiple_choice".
+        labels: Class labels / tags in id order (None for regression and SQuAD; the option
+            letters for RACE).
         max_seq_length: Sequence length of the inputs.
         metrics: Reported dev metrics; `best_metric` selected the weights.
         best_metric: See `metrics`.
         tokenizer: {"type": "sentencepiece"|"wordpiece", "file": name in the model dir, "lower_case"}.
         columns: Table columns {"text", "text_b", "label", "format"} of classification/regression.
         token_unit: For tagging, how `predict` splits raw text: "char" or "word".
+        settings: SQuAD / RACE conversion and post-processing settings (`version`, `doc_stride`,
+            `max_query_length`, `n_best_size`, `max_answer_length`, for v2 the tuned
+            `null_score_diff_threshold`; RACE `max_qa_length`, `levels`). Empty for the other
+            tasks, and in files written before it existed.
     """
 
     task: str
@@ -143,6 +187,7 @@ class TaskSpec:
     tokenizer: Dict[str, Any]
     columns: Dict[str, Optional[str]] = dataclasses.field(default_factory=dict)
     token_unit: str = "word"
+    settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
     format_version: int = TASK_FORMAT_VERSION
 
     @property
@@ -296,6 +341,11 @@ def split_names(spec: TaskSpec, data: str) -> Dict[str, List[str]]:
         return {kind: [kind] for kind in ("dev", "test") if conll_split_file(data, kind)}
     if spec.task == "peoples-daily":
         return {"dev": ["dev"], "test": ["test"]}
+    if spec.task in SQUAD_TASKS:
+        # The official test set is hidden; SQuAD runs are scored on dev.
+        return {"dev": ["dev"]} if os.path.isfile(os.path.join(data, SQUAD_FILES[spec.task]["dev"])) else {}
+    if spec.task in RACE_TASKS:
+        return {kind: [kind] for kind in ("dev", "test") if os.path.isdir(os.path.join(data, kind))}
     out = {}
     for kind in ("dev", "test"):
         try:
@@ -455,6 +505,150 @@ def load_model(model_dir: str):
         return load_finetuned_model(model_dir)
     except (FileNotFoundError, ValueError, OSError) as e:
         raise CommandError(f"cannot load the model in {model_dir}: {e}") from None
+
+
+# --- SQuAD and RACE --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def reading_data_errors():
+    """Turns the SQuAD / RACE readers' errors (malformed or missing files, bad lengths) into
+    `CommandError`s; their messages name the file."""
+    from albert_tf.data.race import RaceDataError
+    from albert_tf.data.squad import SquadDataError
+
+    try:
+        yield
+    except (SquadDataError, RaceDataError, FileNotFoundError) as e:
+        raise CommandError(str(e)) from None
+
+
+def squad_split_file(task: str, data: str, split: str) -> str:
+    """The SQuAD JSON file of `split` ("train" or "dev") in the directory `data`, or `data`
+    itself when it is a file.
+
+    Raises:
+        CommandError: An unknown split or a missing file.
+    """
+    if os.path.isfile(data):
+        return data
+    names = SQUAD_FILES[task]
+    if split not in names:
+        raise CommandError(f"{task} has the splits {', '.join(names)} (as {', '.join(names.values())}), not {split!r}")
+    path = os.path.join(data, names[split])
+    if not os.path.isfile(path):
+        raise CommandError(f"SQuAD {split} file {path} does not exist")
+    return path
+
+
+def race_split_path(data: str, split: str) -> str:
+    """The folder of a RACE split (`RACE/<split>`).
+
+    Raises:
+        CommandError: No such folder.
+    """
+    path = os.path.join(data, split)
+    if not os.path.isdir(path):
+        raise CommandError(f"no RACE {split} folder {path}")
+    return path
+
+
+def read_race_split(spec: TaskSpec, path: str):
+    """The `RaceExample`s of a split folder, file or glob, at the run's levels."""
+    from albert_tf.data.race import LEVELS, read_race_examples
+
+    with reading_data_errors():
+        return read_race_examples(path, levels=tuple(spec.settings.get("levels", LEVELS)))
+
+
+def predict_race_records(model, spec: TaskSpec, tokenizer, examples, batch_size: int) -> List[Dict[str, Any]]:
+    """One record per RACE question: `id`, `question_index`, `prediction` (the option letter),
+    `probabilities` and, when known, the gold `answer`."""
+    from albert_tf.tasks.multiple_choice import predict_race_examples
+
+    if not examples:
+        raise CommandError("there are no RACE questions to predict")
+    with reading_data_errors():
+        return predict_race_examples(
+            model, tokenizer, examples, max_seq_length=spec.max_seq_length,
+            max_qa_length=spec.settings["max_qa_length"], batch_size=batch_size,
+        )
+
+
+def race_scores(records: Sequence[Dict[str, Any]]) -> Dict[str, float]:
+    """`accuracy` and `num_examples` of prediction records that all carry their `answer`."""
+    from albert_tf.tasks.multiple_choice import race_accuracy
+
+    return {
+        "accuracy": race_accuracy([r["prediction"] for r in records], [r["answer"] for r in records]),
+        "num_examples": len(records),
+    }
+
+
+def evaluate_squad_file(model, spec: TaskSpec, tokenizer, path: str, batch_size: int, *, tune_threshold: bool = False):
+    """The official scores of `model` on a SQuAD file, and its predictions.
+
+    Args:
+        tune_threshold: v2: tune the no-answer threshold on this file (as after training) rather
+            than apply the one stored in `spec.settings`.
+
+    Returns:
+        `(metrics, outputs)` of `albert_tf.tasks.squad.evaluate_squad`, the metrics as floats
+        and with `num_examples`.
+    """
+    from albert_tf.tasks.squad import evaluate_squad, prepare_squad_task
+
+    settings = spec.settings
+    with reading_data_errors():
+        data = prepare_squad_task(
+            tokenizer, version=settings["version"], eval_file=path, max_seq_length=spec.max_seq_length,
+            doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"], eval_batch_size=batch_size,
+            n_best_size=settings["n_best_size"], max_answer_length=settings["max_answer_length"],
+        )
+    if not data.eval_features:
+        raise CommandError(f"{path} has no question to evaluate")
+    threshold = None if tune_threshold else settings.get("null_score_diff_threshold")
+    metrics, outputs = evaluate_squad(
+        model, data.eval_json, data.eval_examples, data.eval_features, data.eval_dataset,
+        version=settings["version"], batch_size=batch_size, n_best_size=settings["n_best_size"],
+        max_answer_length=settings["max_answer_length"], null_score_diff_threshold=threshold,
+    )
+    metrics = {k: float(v) for k, v in metrics.items()}
+    metrics["num_examples"] = len(data.eval_examples)
+    return metrics, outputs
+
+
+def predict_squad_path(model, spec: TaskSpec, tokenizer, path: str, batch_size: int) -> Dict[str, Any]:
+    """`albert_tf.tasks.squad.predict_squad_file` with the run's settings (and, for v2, its tuned
+    no-answer threshold)."""
+    from albert_tf.tasks.squad import predict_squad_file
+
+    settings = spec.settings
+    with reading_data_errors():
+        return predict_squad_file(
+            model, tokenizer, path, version=settings["version"], max_seq_length=spec.max_seq_length,
+            doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"], batch_size=batch_size,
+            n_best_size=settings["n_best_size"], max_answer_length=settings["max_answer_length"],
+            null_score_diff_threshold=settings.get("null_score_diff_threshold"),
+        )
+
+
+def write_json(path: str, value: Any) -> None:
+    """`value` as indented JSON, written atomically."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def write_jsonl(path: str, records: Sequence[Dict[str, Any]]) -> None:
+    """One JSON object per line, written atomically."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+    os.replace(tmp, path)
 
 
 # --- the finetune command ------------------------------------------------------------------------

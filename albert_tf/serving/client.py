@@ -131,7 +131,9 @@ def predict_text(
         }
         outputs = _rest_call(server, _model_path(model, version) + ":predict", body, timeout)["outputs"]
         if not isinstance(outputs, dict):
-            raise ServingClientError("INVALID_RESPONSE", "the model has a single output; expected named outputs")
+            # TF Serving's REST API drops the name of a signature's only output: look it up.
+            definition = model_metadata(server, model, "rest", timeout)["signature_def"][signature]
+            outputs = {next(iter(definition["outputs"])): outputs}
         return {k: _decode_rest(v) for k, v in outputs.items()}
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2

@@ -582,12 +582,22 @@ def _make_callbacks(keras):
         which the restart drops (`MetricsLog.truncate_after`); the other order would lose it.
         """
 
-        def __init__(self, manager, metrics_log: Optional[MetricsLog], history: list, expected_ends: Sequence[int]):
+        def __init__(
+            self,
+            manager,
+            metrics_log: Optional[MetricsLog],
+            history: list,
+            interval_starts: Sequence[int],
+            expected_ends: Sequence[int],
+            examples_per_step: int,
+        ):
             super().__init__()
             self.manager = manager
             self.metrics_log = metrics_log
             self.history = history
+            self.interval_starts = list(interval_starts)
             self.expected_ends = list(expected_ends)
+            self.examples_per_step = examples_per_step
             self.last_checkpoint = None
             self._interval_start = None
 
@@ -606,7 +616,11 @@ def _make_callbacks(keras):
             for name, value in (logs or {}).items():
                 record[name] = _scalar(value)
             record["lr"] = _scalar(optimizer.learning_rate)
-            record["seconds"] = round(time.time() - self._interval_start, 3)
+            seconds = time.time() - self._interval_start
+            record["seconds"] = round(seconds, 3)
+            # Includes the first interval's tracing; later intervals show the steady rate.
+            steps = step - self.interval_starts[epoch]
+            record["examples_per_second"] = round(steps * self.examples_per_step / max(seconds, 1e-9), 2)
             if self.metrics_log is not None:
                 self.metrics_log.append(record)
             self.last_checkpoint = self.manager.save(checkpoint_number=step)
@@ -636,7 +650,7 @@ def _make_callbacks(keras):
             self.interval_starts = list(interval_starts)
             self._writer = None
             self._start = 0
-            self._last_logged = None
+            self._last_step = 0
 
         def on_train_begin(self, logs=None):
             import tensorflow as tf
@@ -644,15 +658,18 @@ def _make_callbacks(keras):
             self._writer = tf.summary.create_file_writer(self.log_dir)
 
         def on_epoch_begin(self, epoch, logs=None):
-            self._start = self.interval_starts[epoch]
+            self._start = self._last_step = self.interval_starts[epoch]
 
         def on_train_batch_end(self, batch, logs=None):
             import tensorflow as tf
 
+            # `batch` is the last batch of the execution: with several steps per execution
+            # a multiple of `log_every` may be passed over, so "crossed" rather than "equal".
             step = self._start + (batch + 1) // self.accumulation
-            if step % self.log_every or step == self._last_logged or not isinstance(logs, dict):
+            crossed = step // self.log_every > self._last_step // self.log_every
+            self._last_step = step
+            if not crossed or not isinstance(logs, dict):
                 return
-            self._last_logged = step
             with self._writer.as_default():
                 for name, value in logs.items():
                     tf.summary.scalar(f"batch_{name}", value, step=step)
@@ -947,17 +964,30 @@ def run_pretraining(
     history: List[Dict[str, Any]] = []
     log_dir = os.path.join(model_dir, LOG_SUBDIR)
     groups = interval_groups(initial_step, config.num_train_steps, every)
+    if groups:
+        logger.info(
+            "training steps %d..%d: one Keras epoch is one checkpoint interval of %d step(s) x %d batch(es) of %d",
+            initial_step + 1,
+            config.num_train_steps,
+            every,
+            accumulation,
+            config.batch_size,
+        )
+    else:
+        logger.info("%s is already at step %d: nothing to train", model_dir, initial_step)
     interval_callback = None
     step = initial_step
     for first_epoch, end_epoch, length in groups:
-        interval_callback = IntervalCheckpoint(manager, metrics_log, history, ends)
+        interval_starts = list(starts)
+        interval_starts[first_epoch] = step
+        interval_callback = IntervalCheckpoint(
+            manager, metrics_log, history, interval_starts, ends, config.batch_size * accumulation
+        )
         fit_callbacks = [interval_callback]
         if chief:
             # A fresh TensorBoard per fit: Keras's closes its writers at the end of `fit`.
             fit_callbacks.append(StepTensorBoard(log_dir=log_dir, write_graph=False, profile_batch=0))
             if config.log_every:
-                interval_starts = list(starts)
-                interval_starts[first_epoch] = step
                 fit_callbacks.append(
                     RunningScalars(os.path.join(log_dir, "train"), config.log_every, accumulation, interval_starts)
                 )
