@@ -47,7 +47,8 @@ def synthetic_features(seed: int = 0):
     """
     rng = np.random.default_rng(seed)
     ids = rng.integers(5, VOCAB, (EXAMPLES, SEQ)).astype("int32")
-    positions = np.stack([np.sort(rng.choice(np.arange(1, SEQ), 3, replace=False)) for _ in range(EXAMPLES)]).astype("int32")
+    positions = np.stack([np.sort(rng.choice(np.arange(1, SEQ), 3, replace=False)) for _ in range(EXAMPLES)])
+    positions = positions.astype("int32")
     weights = np.tile(np.array([1.0, 1.0, 0.0], "float32"), (EXAMPLES, 1))
     return {
         "input_ids": ids,
@@ -104,7 +105,7 @@ def model_weights(model):
     return {f"{i:03d}": np.asarray(v.numpy()) for i, v in enumerate(model.variables)}
 
 
-def _blocking_callback(block_at_step: int, marker: str, accumulation: int):
+def _blocking_callback(block_at_step: int, marker: str):
     import keras
 
     class BlockAt(keras.callbacks.Callback):
@@ -145,7 +146,7 @@ def main(argv=None) -> int:
     callbacks = []
     if args.block_at_step:
         marker = os.path.join(args.model_dir, f".blocked-{args.block_at_step}")
-        callbacks.append(_blocking_callback(args.block_at_step, marker, config.gradient_accumulation_steps))
+        callbacks.append(_blocking_callback(args.block_at_step, marker))
     result = run_pretraining(config, dataset_fn(), callbacks=callbacks)
     if args.weights_out:
         np.savez(args.weights_out, **model_weights(result.model))

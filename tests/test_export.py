@@ -156,3 +156,105 @@ def test_pretrainer_export_has_hub_signatures(tmp_path, tmp_path_factory):
         np.testing.assert_allclose(tokens["pooled_output"], expected["pooled_output"].numpy(), rtol=1e-5, atol=1e-6)
     finally:
         servable.close()
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _server_args(args):
+    return {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if "=" in a}
+
+
+def test_compose_and_kubernetes_files_parse_and_match_the_export_layout():
+    import yaml
+
+    compose = yaml.safe_load((REPO / "serving" / "docker-compose.yml").read_text())
+    service = compose["services"]["tf-serving"]
+    assert service["image"] == "tensorflow/serving:2.20.0"
+    assert sorted(service["ports"]) == ["8500:8500", "8501:8501"]
+    volume = service["volumes"][0]
+    default_source = volume["source"].split(":-", 1)[1].rstrip("}")
+    assert (REPO / "serving" / default_source).is_dir() and volume["target"] == "/models"
+    args = _server_args(service["command"])
+    assert args["--model_config_file"] == f"/models/{serving_config.MODELS_CONFIG_FILE}"
+    assert args["--batching_parameters_file"] == f"/models/{serving_config.BATCHING_FILE}"
+    assert args["--port"] == "8500" and args["--rest_api_port"] == "8501"
+    deployment, service_k8s = yaml.safe_load_all((REPO / "serving" / "kubernetes" / "albert-serving.yaml").read_text())
+    assert deployment["kind"] == "Deployment" and service_k8s["kind"] == "Service"
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == "tensorflow/serving:2.20.0"
+    assert _server_args(container["args"]) == {k: v for k, v in args.items()}
+    assert container["volumeMounts"][0]["mountPath"] == "/models"
+    port_names = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert {p["targetPort"] for p in service_k8s["spec"]["ports"]} == set(port_names) == {"grpc", "rest"}
+    assert deployment["spec"]["selector"]["matchLabels"] == service_k8s["spec"]["selector"]
+    for entry_point in ("local_server.py", "client.py", "README.md"):
+        assert (REPO / "serving" / entry_point).is_file()
+
+
+def test_export_cli_errors(tmp_path):
+    import argparse
+
+    from albert_tf.cli import CommandError
+    from albert_tf.cli import export as export_cli
+
+    parser = argparse.ArgumentParser()
+    export_cli.add_arguments(parser)
+    args = parser.parse_args(["--init", str(tmp_path / "ckpt"), "--export-base", str(tmp_path), "--model-name", "m"])
+    with pytest.raises(CommandError, match="exactly one of --spm-model and --vocab-file"):
+        export_cli.run(args)
+    args = parser.parse_args(["--model-dir", str(tmp_path / "nothing"), "--export-base", str(tmp_path), "--model-name", "m"])
+    with pytest.raises(CommandError, match="model directory not found"):
+        export_cli.run(args)
+    args = parser.parse_args(["--model-dir", str(tmp_path), "--export-base", str(tmp_path), "--model-name", "m", "--max-batch-size", "0"])
+    with pytest.raises(CommandError, match="max_batch_size"):
+        export_cli.run(args)
+
+
+def test_export_cli_from_finetuned_model_dir(tmp_path, tmp_path_factory, capsys):
+    import argparse
+    import json
+
+    from albert_tf.cli import export as export_cli
+    from albert_tf.cli.finetune import TaskSpec
+
+    model_dir = tmp_path / "finetuned"
+    model_dir.mkdir()
+    model = helpers.tiny_classifier(seed=3)
+    model.save(str(model_dir / "model.keras"))
+    shutil.copyfile(helpers.spm_file(tmp_path_factory), model_dir / "spiece.model")
+    TaskSpec("sst-2", "classification", ["0", "1"], helpers.SEQ, ["accuracy"], "accuracy",
+             {"type": "sentencepiece", "file": "spiece.model", "lower_case": True}).write(str(model_dir))
+    (model_dir / "COMPLETE").write_text("")
+    parser = argparse.ArgumentParser()
+    export_cli.add_arguments(parser)
+    args = parser.parse_args(["--model-dir", str(model_dir), "--export-base", str(tmp_path / "base"), "--model-name", "sst2", "--skip-check"])
+    assert export_cli.run(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["version"] == 1 and set(printed["signatures"]) == {"serving_default", "tokens", "classify"}
+    assert (Path(printed["path"]) / "assets" / "task.json").is_file()
+    info = saved_model.read_export_info(printed["path"])
+    assert info["labels"] == ["0", "1"] and info["pair"] is False and info["sequence_length"] == helpers.SEQ
+    servable = SessionServable(printed["path"])
+    try:
+        inputs = warmup.warmup_inputs(servable.signature_defs, False, helpers.SEQ)
+        got = servable.run("tokens", inputs["tokens"])
+        expected = model({k: tf.constant(v) for k, v in inputs["tokens"].items()})["logits"].numpy()
+        np.testing.assert_allclose(got["logits"], expected, rtol=1e-5, atol=1e-6)
+    finally:
+        servable.close()
+    assert (tmp_path / "base" / "models.config").is_file()
+
+
+def test_encoder_module_has_text_and_tokens_signatures(tmp_path_factory):
+    encoder = helpers.tiny_encoder()
+    module = signatures.ServingModule(encoder, helpers.tokenizer_layer(helpers.spm_file(tmp_path_factory)))
+    assert module.kind == signatures.KIND_ENCODER and module.signatures_keys() == ["serving_default", "tokens"]
+    assert module.method_names() == {}
+    out = module.serve_text(tf.constant(["the nation", ""]))
+    assert sorted(out) == ["input_mask", "pooled_output", "sequence_output"]
+    assert out["sequence_output"].shape == (2, helpers.SEQ, 16) and out["sequence_output"].dtype == tf.float32
+    with pytest.raises(ValueError, match="labels are for classifiers"):
+        signatures.ServingModule(encoder, helpers.tokenizer_layer(helpers.spm_file(tmp_path_factory)), labels=["a", "b"])
+    with pytest.raises(TypeError, match="export supports"):
+        signatures.ServingModule(object(), helpers.tokenizer_layer(helpers.spm_file(tmp_path_factory)))

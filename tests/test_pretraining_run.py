@@ -1,5 +1,6 @@
 """Tests for albert_tf.training.pretraining: checkpoints, exact resume after SIGKILL, corrupt
-checkpoints, metrics and TensorBoard logs, the exported models, precision, config validation.
+checkpoints, metrics and TensorBoard logs, the exported models, config validation, and the
+`albert-tf pretrain` command (TFRecords, mixed precision, user errors).
 
 One tiny reference run (vocab 64, H 16, L 2, seq 16, batch 8, 10 steps, dropout 0.1, gradient
 accumulation 2, 2 steps per execution, a checkpoint every 3 steps so the last interval is
@@ -29,7 +30,6 @@ import _pretrain_worker as worker  # noqa: E402
 from albert_tf.checkpoints.original import read_original_variables  # noqa: E402
 from albert_tf.config import AlbertConfig  # noqa: E402
 from albert_tf.training.pretraining import (  # noqa: E402
-    PretrainingRunConfig,
     interval_groups,
     run_pretraining,
 )
@@ -84,7 +84,12 @@ def killed_worker(tmp_path_factory):
 def reference(tmp_path_factory, killed_worker):
     model_dir = tmp_path_factory.mktemp("reference")
     result = run_pretraining(worker.tiny_run_config(model_dir), worker.dataset_fn())
-    return {"dir": model_dir, "result": result, "weights": worker.model_weights(result.model), "metrics": read_metrics(model_dir)}
+    return {
+        "dir": model_dir,
+        "result": result,
+        "weights": worker.model_weights(result.model),
+        "metrics": read_metrics(model_dir),
+    }
 
 
 def copy_run(reference, tmp_path, name):
@@ -166,7 +171,9 @@ def test_exported_models_and_tf1_checkpoint(reference):
     assert len(loaded.trainable_variables) == len(model.trainable_variables)
     for a, b in zip(loaded.trainable_variables, model.trainable_variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    np.testing.assert_allclose(loaded(batch, training=False)["mlm_logits"], expected["mlm_logits"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        loaded(batch, training=False)["mlm_logits"], expected["mlm_logits"], rtol=1e-6, atol=1e-6
+    )
 
     encoder = keras.saving.load_model(model_dir / "encoder.keras")
     inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
@@ -246,8 +253,11 @@ def test_unreadable_checkpoints_fall_back_to_the_newest_readable_one(reference, 
     for good in ("ckpt-9", "ckpt-10"):
         written = tf.train.load_checkpoint(str(ckpt_dir / good))
         expected = tf.train.load_checkpoint(str(Path(reference["dir"]) / "checkpoints" / good))
-        names = [n for n in expected.get_variable_to_shape_map() if n != "_CHECKPOINTABLE_OBJECT_GRAPH"]
-        assert sorted(names) == sorted(n for n in written.get_variable_to_shape_map() if n != "_CHECKPOINTABLE_OBJECT_GRAPH")
+        def tensor_names(reader):
+            return sorted(n for n in reader.get_variable_to_shape_map() if n != "_CHECKPOINTABLE_OBJECT_GRAPH")
+
+        names = tensor_names(expected)
+        assert names == tensor_names(written)
         for name in names:
             np.testing.assert_array_equal(written.get_tensor(name), expected.get_tensor(name), err_msg=f"{good} {name}")
 
@@ -263,22 +273,6 @@ def test_restarting_a_finished_run_trains_nothing(reference, tmp_path):
 
 
 # --- precision and validation --------------------------------------------------------------------
-
-
-def test_mixed_bfloat16_is_scoped_to_model_creation(tmp_path):
-    before = keras.mixed_precision.global_policy().name
-    config = worker.tiny_run_config(
-        tmp_path, precision="mixed_bfloat16", num_train_steps=2, num_warmup_steps=0, checkpoint_every_n_steps=2,
-        gradient_accumulation_steps=1, steps_per_execution=1, log_every=0,
-    )
-    result = run_pretraining(config, worker.dataset_fn())
-    assert keras.mixed_precision.global_policy().name == before
-    encoder = result.model.encoder
-    assert encoder.embeddings.dtype_policy.name == "mixed_bfloat16"
-    assert all(v.dtype == "float32" for v in result.model.trainable_variables)
-    assert np.isfinite(result.history[-1]["loss"])
-    reloaded = keras.saving.load_model(tmp_path / "encoder.keras")
-    assert reloaded.embeddings.dtype_policy.name == "mixed_bfloat16"
 
 
 def test_config_validation_names_the_problem(tmp_path):
@@ -358,21 +352,30 @@ def records(tmp_path_factory):
     return directory, config_path
 
 
-def test_pretrain_command_trains_on_tfrecords(records, tmp_path, capsys):
+def test_pretrain_command_trains_on_tfrecords_in_mixed_bfloat16(records, tmp_path, capsys):
     directory, config_path = records
     argv = [
         "--data", str(directory / "part-*.tfrecord"), "--config", str(config_path), "--model-dir", str(tmp_path),
         "--steps", "2", "--batch-size", "8", "--max-seq-length", "16", "--max-predictions-per-seq", "3",
         "--checkpoint-every", "1", "--log-every", "0", "--verbose", "0", "--learning-rate", "0.01",
+        "--precision", "mixed_bfloat16",
     ]
+    policy = keras.mixed_precision.global_policy().name
     assert _pretrain_cli(argv) == 0
+    # The precision policy was set for building the model only.
+    assert keras.mixed_precision.global_policy().name == policy
     out = capsys.readouterr().out
     assert "pretraining on 2 file(s)" in out and "step 2: loss" in out
-    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2]
+    logged = read_metrics(tmp_path)
+    assert [r["step"] for r in logged] == [1, 2] and all(np.isfinite(r["loss"]) for r in logged)
     for name in ("pretrainer.keras", "encoder.keras", "tf1/model.ckpt.index", "tf1/albert_config.json"):
         assert (tmp_path / name).exists(), name
     run_config = json.loads((tmp_path / "run_config.json").read_text())
     assert run_config["num_warmup_steps"] == 0 and run_config["optimizer"] == "lamb"
+    encoder = keras.saving.load_model(tmp_path / "encoder.keras")
+    # bfloat16 compute, float32 variables.
+    assert encoder.embeddings.dtype_policy.name == "mixed_bfloat16"
+    assert all(v.dtype == "float32" for v in encoder.trainable_variables)
 
 
 def test_pretrain_command_reports_user_errors_in_one_line(records, tmp_path):

@@ -655,21 +655,29 @@ def write_jsonl(path: str, records: Sequence[Dict[str, Any]]) -> None:
 
 
 def _task_settings(args) -> Dict[str, Any]:
-    """Hyper-parameters from the command line, else the GLUE preset, else the generic defaults
-    (steps and warmup are settled by `_steps`, which knows the training-set size)."""
-    from albert_tf.tasks.presets import finetune_preset
+    """Hyper-parameters from the command line, else the task's preset (GLUE, SQuAD, RACE), else
+    the generic defaults (steps and warmup are settled by `_steps`, which knows the training-set
+    size)."""
+    from albert_tf.tasks.presets import finetune_preset, reading_preset
 
-    preset = finetune_preset(args.task) if args.task in GLUE_TASKS else None
+    if args.task in GLUE_TASKS:
+        preset = finetune_preset(args.task)
+    elif args.task in READING_TASKS:
+        preset = reading_preset(args.task)
+    else:
+        preset = None
 
     def pick(value, preset_field, default):
         if value is not None:
             return value
         return getattr(preset, preset_field) if preset is not None else default
 
+    batch_size = pick(args.batch_size, "batch_size", GENERIC_DEFAULTS["batch_size"])
     return {
         "preset": preset,
         "learning_rate": pick(args.learning_rate, "learning_rate", GENERIC_DEFAULTS["learning_rate"]),
-        "batch_size": pick(args.batch_size, "batch_size", GENERIC_DEFAULTS["batch_size"]),
+        "batch_size": batch_size,
+        "eval_batch_size": args.eval_batch_size or batch_size,
         "max_seq_length": pick(args.max_seq_length, "max_seq_length", GENERIC_DEFAULTS["max_seq_length"]),
         "dropout": pick(args.dropout, "classifier_dropout", 0.1),
         "encoder_dropout": pick(args.encoder_dropout, "encoder_dropout", None),
@@ -678,11 +686,15 @@ def _task_settings(args) -> Dict[str, Any]:
     }
 
 
+def _tokenizer_entry(args, tokenizer_type: str, tokenizer_file: str) -> Dict[str, Any]:
+    return {"type": tokenizer_type, "file": os.path.basename(tokenizer_file), "lower_case": bool(args.lower_case)}
+
+
 def _build_spec(args, settings, tokenizer_type, tokenizer_file, train_examples) -> TaskSpec:
     from albert_tf.data.glue import LabelVocab, glue_layout
     from albert_tf.data.tagging import TagVocab
 
-    tokenizer = {"type": tokenizer_type, "file": os.path.basename(tokenizer_file), "lower_case": bool(args.lower_case)}
+    tokenizer = _tokenizer_entry(args, tokenizer_type, tokenizer_file)
     if args.task in GLUE_TASKS:
         layout = glue_layout(args.task)
         kind = "regression" if layout.is_regression else "classification"
@@ -722,12 +734,204 @@ def _check_args(args) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    for name, tasks in READING_FLAGS:
+        value = getattr(args, name)
+        flag = "--" + name.replace("_", "-")
+        if value is None:
+            continue
+        if args.task not in tasks:
+            raise CommandError(f"{flag} is for --task {' / '.join(tasks)}, not {args.task}")
+        if value < 1:
+            raise CommandError(f"{flag} must be >= 1, got {value}")
+    if args.task in READING_TASKS:
+        # Their readers convert whole files; a malformed question stops the run with its place named.
+        for name in ("max_train_examples", "max_eval_examples"):
+            if getattr(args, name) is not None:
+                raise CommandError(f"--{name.replace('_', '-')} is not supported for {args.task}; cut the data files instead")
+        if args.on_error != "raise":
+            raise CommandError(f"--on-error {args.on_error} is not supported for {args.task}")
     if args.num_epochs is not None and not args.num_epochs > 0:
         raise CommandError(f"--num-epochs must be > 0, got {args.num_epochs}")
     if args.warmup_proportion is not None and not 0 <= args.warmup_proportion <= 1:
         raise CommandError(f"--warmup-proportion must be in [0, 1], got {args.warmup_proportion}")
     if args.init and not os.path.exists(args.init) and not os.path.exists(args.init + ".index"):
         raise CommandError(f"--init not found: {args.init}")
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What a task contributes to a run.
+
+    Attributes:
+        spec: The task spec (written to the model directory after `write_results`, which may
+            add to its `settings`).
+        train_data, eval_data: Unbatched datasets of feature dicts (labels inside).
+        eval_fn: The dev evaluation for `run_finetuning` (None: `model.evaluate`).
+        num_train: Training elements (SQuAD: features), the size of an epoch.
+        summary: "... train / ... dev ..." for the log.
+        build_head: `build_head(encoder) -> task model`.
+        write_results: `write_results(directory, model) -> {split: metrics}`: the final dev/test
+            evaluations; unlabelled test data get prediction files in `directory`.
+    """
+
+    spec: TaskSpec
+    train_data: Any
+    eval_data: Any
+    eval_fn: Optional[Callable[[Any, Any], Dict[str, float]]]
+    num_train: int
+    summary: str
+    build_head: Callable[[Any], Any]
+    write_results: Callable[[str, Any], Dict[str, Any]]
+
+
+def _table_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _Plan:
+    """GLUE, classification/regression tables and tagging."""
+    cache: Dict[str, Any] = {}
+    # Read the training data with a provisional spec (the label list comes from it for tables).
+    provisional = TaskSpec(
+        args.task, "tagging" if args.task in TAGGING_TASKS else "classification", None, settings["max_seq_length"], [], "",
+        {}, {"text": args.text_column, "text_b": args.text_b_column, "label": args.label_column, "format": args.table_format, "quoting": args.tsv_quoting},
+    )
+    train_examples = _limit(read_split(provisional, args.data, "train", on_error=args.on_error, cache=cache), args.max_train_examples)
+    spec = _build_spec(args, settings, tokenizer_type, tokenizer_file, train_examples)
+    splits = split_names(spec, args.data)
+    if not splits.get("dev"):
+        raise CommandError(f"no dev split for {args.task} in {args.data}: the run selects its best weights on dev data")
+    dev_split = splits["dev"][0]
+    dev_examples = _limit(read_split(spec, args.data, dev_split, on_error=args.on_error, cache=cache), args.max_eval_examples)
+    train_data, eval_data, eval_fn = _prepare_data(spec, tokenizer, train_examples, dev_examples, args, settings)
+    eval_batch_size = settings["eval_batch_size"]
+
+    def build_head(encoder):
+        from albert_tf.tasks.classification import build_task_model
+        from albert_tf.tasks.tagging import AlbertTokenClassifier
+
+        if spec.kind == "tagging":
+            return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=settings["dropout"])
+        return build_task_model(encoder, None if spec.kind == "regression" else len(spec.labels), dropout=settings["dropout"])
+
+    def write_results(directory: str, model) -> Dict[str, Any]:
+        results: Dict[str, Any] = {}
+        for kind in ("dev", "test"):
+            for split in splits.get(kind, []):
+                examples = dev_examples if split == dev_split else _limit(
+                    read_split(spec, args.data, split, on_error=args.on_error, cache=cache), args.max_eval_examples
+                )
+                if has_labels(spec, examples):
+                    results[split] = evaluate_examples(model, spec, tokenizer, examples, eval_batch_size)
+                    print(f"{split}: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(results[split].items())), flush=True)
+                else:
+                    records = predict_examples(model, spec, tokenizer, examples, eval_batch_size)
+                    write_predictions_tsv(os.path.join(directory, f"predictions_{split}.tsv"), examples, records, spec)
+                    print(f"{split}: wrote predictions_{split}.tsv ({len(records)} predictions)", flush=True)
+        return results
+
+    return _Plan(
+        spec, train_data, eval_data, eval_fn, len(train_examples),
+        f"{len(train_examples)} train / {len(dev_examples)} dev examples", build_head, write_results,
+    )
+
+
+def _squad_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _Plan:
+    """SQuAD v1.1 / v2.0 from the official files in `--data`."""
+    from albert_tf.data.squad import DEFAULT_DOC_STRIDE, DEFAULT_MAX_QUERY_LENGTH
+    from albert_tf.tasks import squad_postprocessing as post
+    from albert_tf.tasks.squad import build_squad_model, evaluate_squad, prepare_squad_task, write_squad_outputs
+
+    if tokenizer_type != "sentencepiece":
+        raise CommandError(
+            f"{args.task} needs a SentencePiece tokenizer (--spm-model): the answer alignment follows the "
+            f"original SentencePiece preprocessing"
+        )
+    version = "v1" if args.task == "squad-v1" else "v2"
+    train_file = squad_split_file(args.task, args.data, "train")
+    dev_file = squad_split_file(args.task, args.data, "dev")
+    options = dict(
+        max_seq_length=settings["max_seq_length"],
+        doc_stride=args.doc_stride or DEFAULT_DOC_STRIDE,
+        max_query_length=args.max_query_length or DEFAULT_MAX_QUERY_LENGTH,
+        n_best_size=args.n_best_size or post.DEFAULT_N_BEST_SIZE,
+        max_answer_length=args.max_answer_length or post.DEFAULT_MAX_ANSWER_LENGTH,
+    )
+    eval_batch_size = settings["eval_batch_size"]
+    with reading_data_errors():
+        data = prepare_squad_task(
+            tokenizer, version=version, train_file=train_file, eval_file=dev_file, eval_batch_size=eval_batch_size, **options
+        )
+    for path, count in ((train_file, len(data.train_features)), (dev_file, len(data.eval_features))):
+        if not count:
+            raise CommandError(f"{path} gives no SQuAD features (no question whose answer could be aligned)")
+    for path, skipped in data.skipped.items():
+        if skipped:
+            print(f"{path}: left out {len(skipped)} question(s): {skipped[0].reason} ...", flush=True)
+    spec = TaskSpec(
+        args.task, "squad", None, settings["max_seq_length"], list(settings["metrics"]), data.best_metric,
+        _tokenizer_entry(args, tokenizer_type, tokenizer_file), settings=dict(data.settings),
+    )
+
+    def build_head(encoder):
+        return build_squad_model(encoder, version, dropout=settings["dropout"])
+
+    def write_results(directory: str, model) -> Dict[str, Any]:
+        # v2: the no-answer threshold is tuned on dev here and kept for `predict`, as the original
+        # run_squad_v2 tunes it on the dev predictions.
+        metrics, outputs = evaluate_squad(
+            model, data.eval_json, data.eval_examples, data.eval_features, data.eval_dataset, version=version,
+            batch_size=eval_batch_size, n_best_size=options["n_best_size"], max_answer_length=options["max_answer_length"],
+        )
+        metrics = {k: float(v) for k, v in metrics.items()}
+        if version == "v2":
+            spec.settings["null_score_diff_threshold"] = metrics["null_score_diff_threshold"]
+        write_squad_outputs(outputs, os.path.join(directory, SQUAD_PREDICTIONS_DIR))
+        print("dev: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items())), flush=True)
+        return {"dev": metrics}
+
+    summary = (
+        f"{len(data.train_examples)} train questions ({len(data.train_features)} features) / "
+        f"{len(data.eval_examples)} dev questions ({len(data.eval_features)} features)"
+    )
+    return _Plan(spec, data.train_dataset, data.eval_dataset, data.eval_fn, len(data.train_features), summary, build_head, write_results)
+
+
+def _race_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _Plan:
+    """RACE from the `RACE/` folder in `--data`."""
+    from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
+    from albert_tf.tasks.multiple_choice import MultipleChoiceModel, prepare_race_task
+
+    train_path = race_split_path(args.data, "train")
+    dev_path = race_split_path(args.data, "dev")
+    with reading_data_errors():
+        data = prepare_race_task(
+            tokenizer, train_path=train_path, eval_path=dev_path, max_seq_length=settings["max_seq_length"],
+            max_qa_length=args.max_qa_length or DEFAULT_MAX_QA_LENGTH,
+        )
+    num_choices = len(data.train_examples[0].options)
+    spec = TaskSpec(
+        args.task, "multiple_choice", [chr(ord("A") + i) for i in range(num_choices)], settings["max_seq_length"],
+        list(settings["metrics"]), data.best_metric, _tokenizer_entry(args, tokenizer_type, tokenizer_file),
+        settings=dict(data.settings),
+    )
+    eval_batch_size = settings["eval_batch_size"]
+
+    def build_head(encoder):
+        return MultipleChoiceModel(encoder, dropout=settings["dropout"])
+
+    def write_results(directory: str, model) -> Dict[str, Any]:
+        results = {"dev": race_scores(predict_race_records(model, spec, tokenizer, data.eval_examples, eval_batch_size))}
+        print(f"dev: accuracy={results['dev']['accuracy']:.4f}", flush=True)
+        if os.path.isdir(os.path.join(args.data, "test")):
+            examples = read_race_split(spec, race_split_path(args.data, "test"))
+            records = predict_race_records(model, spec, tokenizer, examples, eval_batch_size)
+            if all(e.label is not None for e in examples):
+                results["test"] = race_scores(records)
+                print(f"test: accuracy={results['test']['accuracy']:.4f}", flush=True)
+            else:
+                write_jsonl(os.path.join(directory, "predictions_test.jsonl"), records)
+                print(f"test: wrote predictions_test.jsonl ({len(records)} predictions)", flush=True)
+        return results
+
+    summary = f"{len(data.train_examples)} train / {len(data.eval_examples)} dev questions"
+    return _Plan(spec, data.train_dataset, data.eval_dataset, None, len(data.train_examples), summary, build_head, write_results)
 
 
 def run(args) -> int:
@@ -764,22 +968,10 @@ def run(args) -> int:
             hidden_dropout_prob=settings["encoder_dropout"], attention_probs_dropout_prob=settings["encoder_dropout"]
         )
 
-    cache: Dict[str, Any] = {}
-    # Read the training data with a provisional spec (the label list comes from it for tables).
-    provisional = TaskSpec(
-        args.task, "tagging" if args.task in TAGGING_TASKS else "classification", None, settings["max_seq_length"], [], "",
-        {}, {"text": args.text_column, "text_b": args.text_b_column, "label": args.label_column, "format": args.table_format, "quoting": args.tsv_quoting},
-    )
-    train_examples = _limit(read_split(provisional, args.data, "train", on_error=args.on_error, cache=cache), args.max_train_examples)
-    spec = _build_spec(args, settings, tokenizer_type, tokenizer_file, train_examples)
-    splits = split_names(spec, args.data)
-    if not splits.get("dev"):
-        raise CommandError(f"no dev split for {args.task} in {args.data}: the run selects its best weights on dev data")
-    dev_split = splits["dev"][0]
-    dev_examples = _limit(read_split(spec, args.data, dev_split, on_error=args.on_error, cache=cache), args.max_eval_examples)
-
-    steps, warmup = _steps(args, settings, len(train_examples), spec)
-    train_data, eval_data, eval_fn = _prepare_data(spec, tokenizer, train_examples, dev_examples, args, settings)
+    make_plan = _squad_plan if args.task in SQUAD_TASKS else _race_plan if args.task in RACE_TASKS else _table_plan
+    plan = make_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer)
+    spec = plan.spec
+    steps, warmup = _steps(args, settings, plan.num_train, spec)
 
     from albert_tf.checkpoints.init import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
@@ -789,9 +981,6 @@ def run(args) -> int:
     init_info: Dict[str, Any] = {}
 
     def build_model():
-        from albert_tf.tasks.classification import build_task_model
-        from albert_tf.tasks.tagging import AlbertTokenClassifier
-
         encoder = AlbertEncoder.from_albert_config(config, dtype=args.precision)
         if args.init:
             try:
@@ -802,37 +991,17 @@ def run(args) -> int:
             print(f"initialised the encoder from {result.source} ({result.kind})", flush=True)
         else:
             print("no --init: the encoder starts from random weights", flush=True)
-        if spec.kind == "tagging":
-            return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=settings["dropout"])
-        return build_task_model(encoder, None if spec.kind == "regression" else len(spec.labels), dropout=settings["dropout"])
-
-    eval_batch_size = args.eval_batch_size or settings["batch_size"]
+        return plan.build_head(encoder)
 
     def save_assets(directory: str, model) -> None:
         shutil.copyfile(tokenizer_file, os.path.join(directory, spec.tokenizer["file"]))
         config.to_json_file(os.path.join(directory, CONFIG_FILE))
+        results = plan.write_results(directory, model)
+        write_json(os.path.join(directory, RESULTS_FILE), results)
         spec.write(directory)
-        results: Dict[str, Any] = {}
-        for kind in ("dev", "test"):
-            for split in splits.get(kind, []):
-                examples = dev_examples if split == dev_split else _limit(
-                    read_split(spec, args.data, split, on_error=args.on_error, cache=cache), args.max_eval_examples
-                )
-                if has_labels(spec, examples):
-                    results[split] = evaluate_examples(model, spec, tokenizer, examples, eval_batch_size)
-                    print(f"{split}: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(results[split].items())), flush=True)
-                else:
-                    records = predict_examples(model, spec, tokenizer, examples, eval_batch_size)
-                    write_predictions_tsv(os.path.join(directory, f"predictions_{split}.tsv"), examples, records, spec)
-                    print(f"{split}: wrote predictions_{split}.tsv ({len(records)} predictions)", flush=True)
-        tmp = os.path.join(directory, RESULTS_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, os.path.join(directory, RESULTS_FILE))
 
     print(
-        f"fine-tuning {args.task}: {len(train_examples)} train / {len(dev_examples)} dev examples, "
+        f"fine-tuning {args.task}: {plan.summary}, "
         f"{steps} steps (warmup {warmup}), batch {settings['batch_size']}, lr {settings['learning_rate']}, "
         f"seq {spec.max_seq_length}",
         flush=True,
@@ -840,18 +1009,18 @@ def run(args) -> int:
     try:
         result = run_finetuning(
             build_model,
-            train_data,
-            eval_data,
+            plan.train_data,
+            plan.eval_data,
             num_train_steps=steps,
             warmup_steps=warmup,
             learning_rate=settings["learning_rate"],
             model_dir=args.model_dir,
-            eval_fn=eval_fn,
+            eval_fn=plan.eval_fn,
             best_metric=spec.best_metric,
             eval_every_n_steps=args.eval_every,
             batch_size=settings["batch_size"],
-            eval_batch_size=eval_batch_size,
-            shuffle_buffer=min(len(train_examples), SHUFFLE_BUFFER),
+            eval_batch_size=settings["eval_batch_size"],
+            shuffle_buffer=min(plan.num_train, SHUFFLE_BUFFER),
             weight_decay=args.weight_decay,
             gradient_accumulation_steps=args.gradient_accumulation_steps,
             jit_compile=args.jit_compile,
@@ -910,7 +1079,7 @@ def _prepare_data(spec: TaskSpec, tokenizer, train_examples, dev_examples, args,
             vocab = spec.label_vocab()
             train = tagging.encode_sentences(train_examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
             dev = tagging.encode_sentences(dev_examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
-            eval_fn = tagging.make_eval_fn(dev, dev_examples, vocab, batch_size=args.eval_batch_size or settings["batch_size"])
+            eval_fn = tagging.make_eval_fn(dev, dev_examples, vocab, batch_size=settings["eval_batch_size"])
             return examples_dataset(train.features), examples_dataset(dev.features), eval_fn
         from albert_tf.tasks import classification
 

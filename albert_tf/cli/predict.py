@@ -6,6 +6,14 @@ file (`--input`: a TSV/CSV/JSONL table with the training columns, or one text pe
 one JSON object per example on stdout (classification: `label` and `probabilities`; regression:
 `prediction`; NER: `tokens`, `tags`, `entities`), or with `--output` a JSONL file, or for `--data`
 a GLUE-submission style `index<TAB>prediction` TSV when `--output` ends in `.tsv`.
+
+SQuAD models answer the questions of a SQuAD JSON file (`--input`, or `--data DIR --split dev`):
+one `{"id", "answer"}` object per question on stdout, or with `--output DIR` the official
+`predictions.json`, `nbest_predictions.json` (and for v2 `null_odds.json`, with "no answer" by the
+threshold tuned on dev at training time). RACE models read RACE files (`--input` a file, folder
+or glob, or `--data RACE/ --split test`) and give one record per question: `id`,
+`question_index`, `prediction` (the option letter), `probabilities` and the gold `answer` when the
+file has one.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from albert_tf.cli import CommandError
 
@@ -26,8 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-b", action="append", help="second text of a pair task (once per TEXT, in order)")
     parser.add_argument("--input", help="file of examples: .tsv/.csv/.jsonl with the training columns, or .txt (one text per line)")
     parser.add_argument("--data", help="data directory (or corpus file) to read --split from")
-    parser.add_argument("--split", default="test", help="split of --data (default test)")
-    parser.add_argument("--output", help="write predictions here (.jsonl, or .tsv for index<TAB>prediction)")
+    parser.add_argument("--split", help="split of --data (default test; dev for SQuAD)")
+    parser.add_argument(
+        "--output",
+        help="write predictions here (.jsonl, or .tsv for index<TAB>prediction; for SQuAD a directory of the official files)",
+    )
     parser.add_argument("--batch-size", type=int, default=32)
 
 
@@ -108,6 +120,8 @@ def run(args) -> int:
         raise CommandError("give exactly one of: TEXT arguments, --input FILE, or --data DIR (with --split)")
     spec = TaskSpec.read(args.model_dir)
     tokenizer = tokenizer_from_model_dir(args.model_dir, spec)
+    if spec.kind in ("squad", "multiple_choice"):
+        return _predict_reading(args, spec, tokenizer)
     if args.texts:
         examples = _examples_from_texts(spec, args.texts, args.text_b)
     elif args.input:
@@ -117,7 +131,7 @@ def run(args) -> int:
     else:
         if not os.path.exists(args.data):
             raise CommandError(f"--data not found: {args.data}")
-        examples = read_split(spec, args.data, args.split)
+        examples = read_split(spec, args.data, args.split or "test")
     model = load_model(args.model_dir)
     records = predict_examples(model, spec, tokenizer, examples, args.batch_size)
     if args.output and args.output.lower().endswith(".tsv"):
@@ -131,4 +145,51 @@ def run(args) -> int:
         os.replace(tmp, args.output)
     else:
         print("\n".join(lines))
+    return 0
+
+
+def _predict_reading(args, spec, tokenizer) -> int:
+    """SQuAD answers or RACE choices for `--input` or a split of `--data`."""
+    from albert_tf.cli.finetune import (
+        load_model,
+        predict_race_records,
+        predict_squad_path,
+        race_split_path,
+        read_race_split,
+        squad_split_file,
+        write_jsonl,
+    )
+
+    if args.texts or args.text_b:
+        raise CommandError(f"{spec.task} reads questions from a file: give --input FILE or --data DIR, not TEXT arguments")
+    if args.data and not os.path.exists(args.data):
+        raise CommandError(f"--data not found: {args.data}")
+    if spec.kind == "squad":
+        if args.output and args.output.lower().endswith((".json", ".jsonl", ".tsv")):
+            raise CommandError(f"for {spec.task}, --output is a directory (it receives predictions.json, nbest_predictions.json, ...)")
+        path = args.input or squad_split_file(spec.task, args.data, args.split or "dev")
+        if not os.path.isfile(path):
+            raise CommandError(f"SQuAD file {path} does not exist")
+        model = load_model(args.model_dir)
+        outputs = predict_squad_path(model, spec, tokenizer, path, args.batch_size)
+        if outputs["skipped"]:
+            print(f"{path}: {len(outputs['skipped'])} question(s) could not be aligned and got a default answer", file=sys.stderr)
+        if args.output:
+            from albert_tf.tasks.squad import write_squad_outputs
+
+            write_squad_outputs(outputs, args.output)
+        else:
+            for qas_id, answer in outputs["predictions"].items():
+                print(json.dumps({"id": qas_id, "answer": answer}, ensure_ascii=False, sort_keys=True))
+        return 0
+    if args.output and args.output.lower().endswith(".tsv"):
+        raise CommandError(f"for {spec.task}, --output is a .jsonl file")
+    examples = read_race_split(spec, args.input or race_split_path(args.data, args.split or "test"))
+    model = load_model(args.model_dir)
+    records = predict_race_records(model, spec, tokenizer, examples, args.batch_size)
+    if args.output:
+        write_jsonl(args.output, records)
+    else:
+        for record in records:
+            print(json.dumps(record, ensure_ascii=False, sort_keys=True))
     return 0

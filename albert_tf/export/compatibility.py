@@ -86,7 +86,8 @@ def _core_ops() -> Set[str]:
     return set(dir(tf.raw_ops)) - PYTHON_ONLY_OPS
 
 
-def _read_meta_graph(saved_model_dir: str, tags=("serve",)):
+def read_meta_graph(saved_model_dir: str, tags=("serve",)):
+    """The MetaGraphDef tagged `tags` of a SavedModel directory's `saved_model.pb`."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     path = os.path.join(saved_model_dir, "saved_model.pb")
@@ -101,7 +102,7 @@ def _read_meta_graph(saved_model_dir: str, tags=("serve",)):
 
 def check_ops(saved_model_dir: str) -> CompatibilityReport:
     """Checks every op (graph + function library) of a SavedModel against TF Serving 2.20's set."""
-    meta_graph = _read_meta_graph(saved_model_dir)
+    meta_graph = read_meta_graph(saved_model_dir)
     graph_def = meta_graph.graph_def
     nodes = [("graph", node) for node in graph_def.node]
     for function in graph_def.library.function:

@@ -46,14 +46,11 @@ def model_kind(model) -> str:
     """"classifier", "regressor", "encoder" or "pretrainer" for a supported model, else TypeError."""
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.pretrainer import AlbertPretrainer
+    from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
 
-    try:
-        from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
-    except ImportError:  # the task module is optional for encoder exports
-        AlbertClassifier = AlbertRegressor = ()  # noqa: N806
-    if AlbertClassifier and isinstance(model, AlbertClassifier):
+    if isinstance(model, AlbertClassifier):
         return KIND_CLASSIFIER
-    if AlbertRegressor and isinstance(model, AlbertRegressor):
+    if isinstance(model, AlbertRegressor):
         return KIND_REGRESSOR
     if isinstance(model, AlbertPretrainer):
         return KIND_PRETRAINER
@@ -140,8 +137,7 @@ class ServingModule(tf.Module):
             raise ValueError(f"labels are for classifiers; a {self.kind} has none")
         else:
             self.labels = None
-        encoder = model if self.kind == KIND_ENCODER else model.encoder
-        self.vocab_size = int(encoder.vocab_size)
+        self.vocab_size = int(self.encoder.vocab_size)
         if tokenizer_layer.vocab_size > self.vocab_size:
             raise ValueError(
                 f"the tokenizer has {tokenizer_layer.vocab_size} tokens but the model's vocab_size is {self.vocab_size}"
@@ -171,7 +167,9 @@ class ServingModule(tf.Module):
 
     # --- the model on token ids -----------------------------------------------------------------
 
-    def _encoder(self):
+    @property
+    def encoder(self):
+        """The `AlbertEncoder` inside the model (the model itself for an encoder export)."""
         return self.model if self.kind == KIND_ENCODER else self.model.encoder
 
     def _from_tokens(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
@@ -188,7 +186,7 @@ class ServingModule(tf.Module):
         if self.kind == KIND_REGRESSOR:
             score = tf.cast(self.model(features, training=False)["predictions"], tf.float32)
             return {"score": tf.reshape(score, [-1])}
-        outputs = self._encoder()(features, training=False)
+        outputs = self.encoder(features, training=False)
         return {
             "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
             "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),

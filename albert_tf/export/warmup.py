@@ -123,7 +123,11 @@ def read_warmup_file(saved_model_dir: str) -> List:
     if not os.path.exists(path):
         return []
     logs = []
-    for index, record in enumerate(tf.compat.v1.io.tf_record_iterator(path)):
+    try:
+        records = list(tf.data.TFRecordDataset(path).as_numpy_iterator())
+    except tf.errors.OpError as e:
+        raise ValueError(f"{path} is not a TFRecord file: {e.message}") from None
+    for index, record in enumerate(records):
         log = prediction_log_pb2.PredictionLog()
         try:
             log.ParseFromString(record)

@@ -14,7 +14,6 @@ status code and message.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Dict, Iterable, Optional
 
 import numpy as np
@@ -82,7 +81,6 @@ class SessionServable:
             raise ServingError(FAILED_PRECONDITION, f"Failed to load SavedModel at {path}: {e}") from None
         self.signature_defs = dict(self.meta_graph.signature_def)
         self.signature_defs.pop("__saved_model_init_op", None)
-        self._lock = threading.Lock()
         self._closed = False
 
     def signature(self, name: Optional[str]):

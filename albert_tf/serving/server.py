@@ -25,7 +25,6 @@ import os
 import re
 import threading
 from concurrent import futures
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 

@@ -13,8 +13,8 @@ The reading-comprehension tasks (`READING_PRESETS`, `reading_preset(name)`: "squ
 "squad-v2", "race") take learning rate, batch size, steps, warmup, sequence length and the
 encoder dropout from Table 14 of the paper. Their head dropout follows the original code rather
 than the table: `create_v1_model` has no dropout before its span layer (0.0), the v2 head's
-answerability branch and the RACE head use 0.1. SQuAD is scored by the official EM/F1 and its
-weights are kept by F1, RACE by accuracy; the original saved (and evaluated) a checkpoint every
+answerability branch and the RACE head use 0.1. SQuAD is scored by the official scripts' EM/F1 (v1.1
+`exact_match`, v2.0 `exact`) and its weights are kept by F1, RACE by accuracy; the original saved (and evaluated) a checkpoint every
 1000 steps.
 """
 
@@ -95,7 +95,7 @@ READING_PRESETS: Dict[str, TaskPreset] = {
         ),
         TaskPreset(
             "squad-v2", 3e-5, 48, 8144, 814, max_seq_length=512, classifier_dropout=0.1,
-            save_checkpoints_steps=1000, metrics=("exact_match", "f1"), best_metric="f1",
+            save_checkpoints_steps=1000, metrics=("exact", "f1"), best_metric="f1",
         ),
         TaskPreset(
             "race", 2e-5, 32, 12000, 1000, max_seq_length=512, encoder_dropout=0.1, classifier_dropout=0.1,

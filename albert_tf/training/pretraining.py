@@ -50,7 +50,14 @@ logger = logging.getLogger(__name__)
 
 SENTENCE_TASKS = ("sop", "nsp")
 OPTIMIZERS = ("lamb", "adamw")
-INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "next_sentence_labels")
+INT_FEATURES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "next_sentence_labels",
+)
 FLOAT_FEATURES = ("masked_lm_weights",)
 MODEL_FEATURES = INT_FEATURES + FLOAT_FEATURES
 
@@ -166,7 +173,9 @@ class PretrainingRunConfig:
             raise PretrainingError(f"model_dir must be a non-empty path, got {self.model_dir!r}")
         self.model_dir = os.fspath(self.model_dir)
         if not isinstance(self.model_config, (str, os.PathLike, AlbertConfig)):
-            raise PretrainingError(f"model_config must be an AlbertConfig, a preset name or a path, got {self.model_config!r}")
+            raise PretrainingError(
+                f"model_config must be an AlbertConfig, a preset name or a path, got {self.model_config!r}"
+            )
         for name, minimum in (
             ("batch_size", 1),
             ("max_seq_length", 2),
@@ -182,12 +191,16 @@ class PretrainingRunConfig:
         ):
             _check_int(name, getattr(self, name), minimum)
         if self.num_warmup_steps > self.num_train_steps:
-            raise PretrainingError(f"num_warmup_steps ({self.num_warmup_steps}) exceeds num_train_steps ({self.num_train_steps})")
+            raise PretrainingError(
+                f"num_warmup_steps ({self.num_warmup_steps}) exceeds num_train_steps ({self.num_train_steps})"
+            )
         if self.max_predictions_per_seq > self.max_seq_length:
             raise PretrainingError(
-                f"max_predictions_per_seq ({self.max_predictions_per_seq}) exceeds max_seq_length ({self.max_seq_length})"
+                f"max_predictions_per_seq ({self.max_predictions_per_seq}) exceeds "
+                f"max_seq_length ({self.max_seq_length})"
             )
-        if not isinstance(self.learning_rate, (int, float)) or isinstance(self.learning_rate, bool) or not self.learning_rate > 0:
+        rate = self.learning_rate
+        if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
             raise PretrainingError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
         if not isinstance(self.weight_decay, (int, float)) or self.weight_decay < 0:
             raise PretrainingError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
@@ -200,12 +213,15 @@ class PretrainingRunConfig:
         if self.strategy not in STRATEGY_NAMES:
             raise PretrainingError(f"unknown strategy {self.strategy!r}; expected one of {', '.join(STRATEGY_NAMES)}")
         if self.sentence_task not in SENTENCE_TASKS:
-            raise PretrainingError(f"unknown sentence_task {self.sentence_task!r}; expected one of {', '.join(SENTENCE_TASKS)}")
+            raise PretrainingError(
+                f"unknown sentence_task {self.sentence_task!r}; expected one of {', '.join(SENTENCE_TASKS)}"
+            )
         if self.jit_compile not in (None, True, False):
             raise PretrainingError(f"jit_compile must be True, False or None (auto), got {self.jit_compile!r}")
         # Every fit call covers whole checkpoint intervals (or the last, shorter one), and
         # Keras runs `steps_per_execution` batches per call without looking at epoch ends.
-        for length in sorted({n for _, _, n in interval_groups(0, self.num_train_steps, self.checkpoint_every_n_steps)}):
+        groups = interval_groups(0, self.num_train_steps, self.checkpoint_every_n_steps)
+        for length in sorted({n for _, _, n in groups}):
             batches = length * self.gradient_accumulation_steps
             if batches % self.steps_per_execution:
                 raise PretrainingError(
@@ -518,7 +534,9 @@ def _check_element_spec(spec, config: PretrainingRunConfig) -> None:
             raise PretrainingError(f"feature {name!r} has length {s.shape[1]}, the run config says {expected[name]}")
     batch = spec["input_ids"].shape[0]
     if batch is not None and batch != config.batch_size:
-        raise PretrainingError(f"the dataset's batches have {batch} examples, the run config's batch_size is {config.batch_size}")
+        raise PretrainingError(
+            f"the dataset's batches have {batch} examples, the run config's batch_size is {config.batch_size}"
+        )
 
 
 def _check_dataset(dataset, config: PretrainingRunConfig) -> None:
@@ -625,7 +643,9 @@ def _make_callbacks(keras):
                 self.metrics_log.append(record)
             self.last_checkpoint = self.manager.save(checkpoint_number=step)
             self.history.append(record)
-            logger.info("step %d: loss %.4f, checkpoint %s", step, record.get("loss", float("nan")), self.last_checkpoint)
+            logger.info(
+                "step %d: loss %.4f, checkpoint %s", step, record.get("loss", float("nan")), self.last_checkpoint
+            )
 
     class StepTensorBoard(keras.callbacks.TensorBoard):
         """Keras's TensorBoard with the optimizer step, not the interval number, as x-axis.
@@ -736,7 +756,9 @@ def _build_model(config: PretrainingRunConfig, albert_config: AlbertConfig, stra
             num_warmup_steps=config.num_warmup_steps,
             weight_decay=config.weight_decay,
             clipnorm=config.clipnorm,
-            gradient_accumulation_steps=config.gradient_accumulation_steps if config.gradient_accumulation_steps > 1 else None,
+            gradient_accumulation_steps=(
+                config.gradient_accumulation_steps if config.gradient_accumulation_steps > 1 else None
+            ),
         )
         model.compile(
             optimizer=optimizer,
@@ -776,6 +798,11 @@ def _fit_scope(model, strategy):
             del model.train_step
 
 
+def _is_scalar_tensor(value) -> bool:
+    shape = getattr(value, "shape", None)
+    return shape is not None and shape.rank == 0
+
+
 def _multi_worker_safe_logs(model, strategy) -> bool:
     """Makes the train step's scalar logs shape [1] when Keras reduces them across workers.
 
@@ -798,7 +825,7 @@ def _multi_worker_safe_logs(model, strategy) -> bool:
 
     def train_step_with_rank1_logs(data):
         logs = train_step(data)
-        return {k: tf.reshape(v, [1]) if getattr(v, "shape", None) is not None and v.shape.rank == 0 else v for k, v in logs.items()}
+        return {k: tf.reshape(v, [1]) if _is_scalar_tensor(v) else v for k, v in logs.items()}
 
     model.train_step = train_step_with_rank1_logs
     return True
@@ -845,7 +872,9 @@ def _export_tf1(model, albert_config: AlbertConfig, directory: str) -> Dict[str,
 
     if _is_local(directory):
         os.makedirs(directory, exist_ok=True)
-        prefix = save_original_checkpoint(os.path.join(directory, TF1_CHECKPOINT), model.encoder, model.mlm_head, model.sentence_head)
+        prefix = save_original_checkpoint(
+            os.path.join(directory, TF1_CHECKPOINT), model.encoder, model.mlm_head, model.sentence_head
+        )
         config_path = os.path.join(directory, ALBERT_CONFIG_FILE)
         albert_config.to_json_file(config_path)
         return {"tf1_checkpoint": prefix, "albert_config": config_path}
@@ -854,7 +883,9 @@ def _export_tf1(model, albert_config: AlbertConfig, directory: str) -> Dict[str,
     tf.io.gfile.makedirs(directory)
     staging = tempfile.mkdtemp(prefix="albert_tf1_")
     try:
-        save_original_checkpoint(os.path.join(staging, TF1_CHECKPOINT), model.encoder, model.mlm_head, model.sentence_head)
+        save_original_checkpoint(
+            os.path.join(staging, TF1_CHECKPOINT), model.encoder, model.mlm_head, model.sentence_head
+        )
         albert_config.to_json_file(os.path.join(staging, ALBERT_CONFIG_FILE))
         names = sorted(os.listdir(staging), key=lambda n: (n.endswith(".index"), n == "checkpoint"))
         for name in names:
@@ -897,7 +928,13 @@ def run_pretraining(
     import keras
     import tensorflow as tf
 
-    from albert_tf.training.strategies import default_jit_compile, get_strategy, is_chief, strategy_device_kind, task_info
+    from albert_tf.training.strategies import (
+        default_jit_compile,
+        get_strategy,
+        is_chief,
+        strategy_device_kind,
+        task_info,
+    )
 
     config.validate()
     albert_config = config.albert_config()

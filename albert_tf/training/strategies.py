@@ -176,12 +176,18 @@ def get_strategy(name: str = "default", tpu: Optional[str] = None, devices: Opti
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(devices=_local_devices(tf, devices))
     if name == "multi_worker":
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        try:
+            return tf.distribute.MultiWorkerMirroredStrategy()
+        except (RuntimeError, ValueError) as e:
+            raise StrategyError(
+                f"could not start MultiWorkerMirroredStrategy from TF_CONFIG ({e}); it must be created "
+                "before any other TensorFlow operation in the process"
+            ) from e
     return _tpu_strategy(tf, tpu)
 
 
 def strategy_device_kind(strategy) -> str:
-    """"TPU", "GPU" or "CPU": the kind of device the strategy's replicas run on."""
+    """The kind of device the strategy's replicas run on: "TPU", "GPU" or "CPU"."""
     import tensorflow as tf
 
     if isinstance(strategy, tf.distribute.TPUStrategy):
