@@ -379,7 +379,10 @@ def test_pretrain_command_trains_on_tfrecords_in_mixed_bfloat16(records, tmp_pat
 
 
 def test_pretrain_command_reports_user_errors_in_one_line(records, tmp_path):
-    from albert_tf.cli import CommandError
+    from albert_tf.cli import CommandError, pretrain
+    from albert_tf.training import strategies
+
+    assert pretrain.STRATEGY_NAMES == strategies.STRATEGY_NAMES and pretrain.PRECISIONS == strategies.PRECISIONS
 
     directory, config_path = records
     base = ["--config", str(config_path), "--model-dir", str(tmp_path), "--steps", "2", "--batch-size", "8",

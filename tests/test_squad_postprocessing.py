@@ -249,6 +249,26 @@ def test_evaluate_v2_tunes_the_threshold_and_reaches_best_f1():
     assert fixed["f1"] == pytest.approx(100 * (1 + 2 / 3 + 0 + 1) / 4)
 
 
+def test_evaluate_v2_answers_nothing_when_that_is_best_with_negative_null_scores():
+    # The official search starts from "answer nothing" at threshold 0.0; with negative null scores
+    # that threshold would answer everything, so the tuned threshold must go below every score.
+    null_scores = {"n1": -0.9, "n2": -0.7, "a1": -0.5, "a2": -0.3}
+    examples = [SquadExample(qa["id"], qa["question"], V2_CONTEXT) for qa in V2_DATASET[0]["paragraphs"][0]["qas"]]
+    features = [_v2_word_feature(10 + i, i) for i in range(4)]
+    word = {w: 4 + i for i, w in enumerate(V2_CONTEXT.split())}
+    results = []
+    for feature, example in zip(features, examples):
+        position = word[V2_PREDICTIONS[example.qas_id]]
+        results.append(P.RawResultV2(feature.unique_id, [-0.2, -0.3], [position, 1], [-0.1, -0.1],
+                                     [position, 1], null_scores[example.qas_id]))
+    metrics, predictions, _, _ = P.evaluate_v2(V2_DATASET, examples, features, results)
+    # All null: n1 and n2 right (2/4); answering in null-score order gives 1, 0, 1, 1 2/3.
+    assert metrics["best_f1"] == pytest.approx(50.0)
+    assert predictions == {"a1": "", "a2": "", "n1": "", "n2": ""}
+    assert metrics["f1"] == pytest.approx(50.0)
+    assert metrics["null_score_diff_threshold"] < min(null_scores.values())
+
+
 def test_evaluate_v1_end_to_end():
     examples = [SquadExample("q", "Where?", CONTEXT)]
     answers = [{"text": "in France"}, {"text": "Normandy"}]

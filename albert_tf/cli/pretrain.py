@@ -38,9 +38,13 @@ PAPER_DEFAULTS = dict(
 )
 
 
-def add_arguments(parser):
-    from albert_tf.training.strategies import PRECISIONS, STRATEGY_NAMES
+# As `albert_tf.training.strategies.STRATEGY_NAMES` / `PRECISIONS`, spelled out because importing
+# `albert_tf.training` imports TensorFlow, which `albert-tf --help` must not wait for.
+STRATEGY_NAMES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
+PRECISIONS = ("float32", "mixed_bfloat16")
 
+
+def add_arguments(parser):
     data = parser.add_argument_group("data and model")
     data.add_argument(
         "--data",

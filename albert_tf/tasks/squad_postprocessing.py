@@ -376,16 +376,26 @@ def evaluate_v2(
         examples, features, results, n_best_size=n_best_size, max_answer_length=max_answer_length
     )
     search = squad_v2_metrics(dataset, first, null_scores)
+    def predict(threshold):
+        return postprocess_v2(
+            examples,
+            features,
+            results,
+            n_best_size=n_best_size,
+            max_answer_length=max_answer_length,
+            null_score_diff_threshold=threshold,
+        )
+
     threshold = search["best_f1_thresh"] if null_score_diff_threshold is None else float(null_score_diff_threshold)
-    predictions, nbest, null_scores = postprocess_v2(
-        examples,
-        features,
-        results,
-        n_best_size=n_best_size,
-        max_answer_length=max_answer_length,
-        null_score_diff_threshold=threshold,
-    )
+    predictions, nbest, null_scores = predict(threshold)
     metrics = squad_v2_metrics(dataset, predictions)
+    if null_score_diff_threshold is None and threshold == 0.0 and null_scores and metrics["f1"] < search["best_f1"]:
+        # The official search starts from "answer nothing" at threshold 0.0, which assumes no-answer
+        # probabilities in [0, 1]; null-score differences can be negative, so that state needs a
+        # threshold below every null score.
+        threshold = min(null_scores.values()) - 1.0
+        predictions, nbest, null_scores = predict(threshold)
+        metrics = squad_v2_metrics(dataset, predictions)
     for key in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"):
         metrics[key] = search[key]
     metrics["null_score_diff_threshold"] = threshold
