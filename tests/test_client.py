@@ -55,3 +55,19 @@ def test_errors(addresses):
         client.predict_text(addresses["grpc"], "cls", ["a"], protocol="http2")
     with pytest.raises(ValueError, match="2 texts but 1 text_b"):
         client.predict_text(addresses["grpc"], "reg", ["a", "b"], text_b=["c"])
+
+
+def test_cli_predict_against_the_server(addresses, capsys):
+    import json
+
+    from albert_tf.cli import main
+
+    for protocol in ("grpc", "rest"):
+        argv = ["predict", "--server", addresses[protocol], "--model", "cls", "--protocol", protocol, "good law", "x"]
+        assert main(argv) == 0
+        rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert len(rows) == 2 and rows[0]["label"] in helpers.LABELS
+    assert main(["predict", "--server", addresses["grpc"], "--model", "absent", "a"]) == 2
+    assert "Servable not found" in capsys.readouterr().err
+    assert main(["predict", "--server", addresses["grpc"], "a"]) == 2
+    assert "--model" in capsys.readouterr().err

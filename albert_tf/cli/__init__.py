@@ -17,9 +17,12 @@ SUBCOMMAND_MODULES = [
     "albert_tf.cli.info",
     "albert_tf.cli.train_tokenizer",
     "albert_tf.cli.make_pretraining_data",
+    "albert_tf.cli.pretrain",
     "albert_tf.cli.finetune",
     "albert_tf.cli.evaluate",
     "albert_tf.cli.predict",
+    "albert_tf.cli.export",
+    "albert_tf.cli.serve",
 ]
 
 

@@ -31,7 +31,10 @@ HELP = "Predict with a fine-tuned model (from `albert-tf finetune`) on texts, a 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to classify / tag")
-    parser.add_argument("--model-dir", required=True, help="output directory of `albert-tf finetune`")
+    parser.add_argument("--model-dir", help="output directory of `albert-tf finetune` (local prediction)")
+    parser.add_argument("--server", help="HOST:PORT of TF Serving or `albert-tf serve` (gRPC 8500 / REST 8501)")
+    parser.add_argument("--model", help="served model name (with --server)")
+    parser.add_argument("--protocol", choices=("grpc", "rest"), default="grpc", help="protocol for --server")
     parser.add_argument("--text-b", action="append", help="second text of a pair task (once per TEXT, in order)")
     parser.add_argument("--input", help="file of examples: .tsv/.csv/.jsonl with the training columns, or .txt (one text per line)")
     parser.add_argument("--data", help="data directory (or corpus file) to read --split from")
@@ -110,9 +113,30 @@ def _examples_from_file(spec, path):
         raise CommandError(str(e)) from None
 
 
+def _predict_on_server(args) -> int:
+    """Raw texts to a served model (TF Serving or the local stand-in); one JSON object per text."""
+    from albert_tf.serving.client import ServingClientError, format_predictions, predict_text
+
+    if not args.model:
+        raise CommandError("--server needs --model NAME (the served model's name)")
+    if not args.texts or args.input or args.data:
+        raise CommandError("with --server, give the texts as TEXT arguments")
+    try:
+        outputs = predict_text(args.server, args.model, args.texts, text_b=args.text_b, protocol=args.protocol)
+    except (ServingClientError, ValueError) as e:
+        raise CommandError(str(e)) from None
+    for record in format_predictions(outputs):
+        print(json.dumps(record, ensure_ascii=False, sort_keys=True))
+    return 0
+
+
 def run(args) -> int:
     from albert_tf.cli.finetune import TaskSpec, load_model, predict_examples, read_split, tokenizer_from_model_dir, write_predictions_tsv
 
+    if args.server:
+        return _predict_on_server(args)
+    if not args.model_dir:
+        raise CommandError("give --model-dir, or --server HOST:PORT with --model NAME")
     if args.batch_size < 1:
         raise CommandError(f"--batch-size must be >= 1, got {args.batch_size}")
     sources = sum(bool(x) for x in (args.texts, args.input, args.data))

@@ -18,7 +18,9 @@ Outputs in ``--model-dir``: ``checkpoints/`` (resume state), ``logs/`` (TensorBo
 from __future__ import annotations
 
 import argparse
+import glob
 import logging
+import os
 import sys
 
 NAME = "pretrain"
@@ -36,6 +38,7 @@ PAPER_DEFAULTS = dict(
     keep_checkpoints=5,
     model_dir=None,
 )
+PAPER_LEARNING_RATE = 0.00176
 
 
 # As `albert_tf.training.strategies.STRATEGY_NAMES` / `PRECISIONS`, spelled out because importing
@@ -63,7 +66,7 @@ def add_arguments(parser):
     train = parser.add_argument_group("training")
     train.add_argument("--steps", type=int, help="optimizer updates (default 125000)")
     train.add_argument("--batch-size", type=int, help="global batch size per micro-batch (default 4096)")
-    train.add_argument("--learning-rate", type=float, default=0.00176, help="peak learning rate")
+    train.add_argument("--learning-rate", type=float, default=PAPER_LEARNING_RATE, help="peak learning rate")
     train.add_argument(
         "--warmup-steps", type=int, help="linear warmup updates (default 3125, or 2.5%% of --steps if fewer)"
     )
@@ -111,17 +114,117 @@ def _configure_logging():
     logger.setLevel(logging.INFO)
 
 
-def _default_sample_run(args) -> int:
-    """The job `albert-tf pretrain` runs without `--data`.
+SAMPLE_CORPUS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "resources", "sample", "sotu")
+SAMPLE_SETTINGS = dict(
+    model_dir="albert-tf-sample",
+    vocab_size=3000,
+    max_seq_length=128,
+    max_predictions_per_seq=20,
+    dupe_factor=2,
+    steps=300,
+    batch_size=32,
+    learning_rate=0.002,
+    checkpoint_every=100,
+)
 
-    A sample corpus is not bundled with this build, so there is nothing to train on.
+
+def _default_sample_run(args) -> int:
+    """The job `albert-tf pretrain` runs without `--data`: the whole chain on the bundled sample.
+
+    SentencePiece vocabulary (the original recipe) on 12 State of the Union addresses, SOP + n-gram
+    instances through the Beam pipeline, then a tiny ALBERT pretrained with LAMB for a few minutes
+    on CPU. Every step reuses its output when it is already complete, and training resumes from the
+    newest checkpoint, so re-running continues (or just reports) instead of starting over.
+    `--model-dir`, `--steps`, `--batch-size` and the other training flags apply as usual.
     """
     from albert_tf.cli import CommandError
+    from albert_tf.config import AlbertConfig
+    from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data, read_metadata
+    from albert_tf.data.pretraining_instances import InstanceConfig
+    from albert_tf.data.tfrecords import list_files, make_pretraining_dataset
+    from albert_tf.tokenization import train_sentencepiece
+    from albert_tf.training.pretraining import PretrainingError, PretrainingRunConfig, run_pretraining
 
-    raise CommandError(
-        "--data is required: give pretraining TFRecord files (make them with "
-        "`albert-tf make-pretraining-data --input corpus.txt --output-dir data/ --spm-model ...`)"
+    settings = dict(SAMPLE_SETTINGS)
+    model_dir = args.model_dir or settings["model_dir"]
+    seq, predictions = settings["max_seq_length"], settings["max_predictions_per_seq"]
+    if (args.max_seq_length or seq) != seq or (args.max_predictions_per_seq or predictions) != predictions:
+        raise CommandError("the sample run makes its own records: --max-seq-length/--max-predictions-per-seq need --data")
+    _configure_logging()
+    inputs = os.path.join(SAMPLE_CORPUS, "*.txt")
+    work = os.path.join(model_dir, "sample_data")
+    os.makedirs(work, exist_ok=True)
+
+    spm_prefix = os.path.join(work, "spm")
+    if not os.path.exists(spm_prefix + ".model"):
+        print(f"[1/3] SentencePiece vocabulary ({settings['vocab_size']} pieces) on {SAMPLE_CORPUS}")
+        train_sentencepiece(sorted(glob.glob(inputs)), spm_prefix, settings["vocab_size"], seed=args.seed)
+    else:
+        print(f"[1/3] vocabulary: reusing {spm_prefix}.model")
+
+    records = os.path.join(work, "records")
+    try:
+        read_metadata(records)
+        print(f"[2/3] pretraining records: reusing {records}")
+    except Exception:  # absent or incomplete: (re)make them; the pipeline only moves complete output in
+        print(f"[2/3] SOP + n-gram instances (Beam DirectRunner, dupe factor {settings['dupe_factor']}) -> {records}")
+        summary = make_pretraining_data(
+            inputs,
+            records,
+            PipelineConfig(
+                instance=InstanceConfig(max_seq_length=seq, max_predictions_per_seq=predictions),
+                tokenizer=TokenizerSpec(spm_model=spm_prefix + ".model"),
+                dupe_factor=settings["dupe_factor"],
+                seed=args.seed,
+                input_format="paragraphs",
+                num_shards=2,
+            ),
+            overwrite=True,
+        )
+        print(f"      {summary}")
+
+    steps = args.steps or settings["steps"]
+    config = PretrainingRunConfig(
+        model_dir=model_dir,
+        model_config=AlbertConfig(
+            vocab_size=settings["vocab_size"],
+            embedding_size=64,
+            hidden_size=128,
+            num_hidden_layers=4,
+            num_attention_heads=2,
+            intermediate_size=512,
+            max_position_embeddings=seq,
+        ),
+        batch_size=args.batch_size or settings["batch_size"],
+        max_seq_length=seq,
+        max_predictions_per_seq=predictions,
+        num_train_steps=steps,
+        num_warmup_steps=args.warmup_steps if args.warmup_steps is not None else steps // 10,
+        learning_rate=args.learning_rate if args.learning_rate != PAPER_LEARNING_RATE else settings["learning_rate"],
+        optimizer=args.optimizer,
+        precision=args.precision,
+        jit_compile=args.jit_compile,
+        strategy=args.strategy,
+        checkpoint_every_n_steps=args.checkpoint_every or settings["checkpoint_every"],
+        keep_checkpoints=args.keep_checkpoints or 3,
+        seed=args.seed,
+        log_every=args.log_every,
+        verbose=2 if args.verbose == "auto" else int(args.verbose),
     )
+    files = list_files(os.path.join(records, "*.tfrecord"))
+    print(f"[3/3] pretraining a tiny ALBERT (E=64, H=128, L=4, sharing all) for {steps} steps -> {model_dir}")
+
+    def dataset_fn():
+        return make_pretraining_dataset(
+            files, seq, predictions, config.batch_size, is_training=True, seed=config.seed
+        )
+
+    try:
+        result = run_pretraining(config, dataset_fn)
+    except PretrainingError as e:
+        raise CommandError(str(e)) from None
+    _print_summary(result)
+    return 0
 
 
 def _run_config(args):
