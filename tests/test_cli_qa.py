@@ -168,7 +168,11 @@ def test_squad_v2_stores_the_tuned_threshold(assets, tmp_path, capsys):
     results = json.loads((out / "eval_results.json").read_text())["dev"]
     threshold = spec["settings"]["null_score_diff_threshold"]
     assert isinstance(threshold, float) and spec["settings"]["version"] == "v2" and spec["settings"]["n_best_size"] == 5
-    assert threshold == results["null_score_diff_threshold"] == results["best_f1_thresh"]
+    assert threshold == results["null_score_diff_threshold"]
+    # The tuned threshold is the official search's, or below every null score when answering
+    # nothing is best (the search's start state); either way the final F1 is the best F1.
+    assert threshold == results["best_f1_thresh"] or threshold < 0
+    assert results["f1"] == results["best_f1"]
     assert {"exact", "f1", "best_f1", "HasAns_f1", "NoAns_f1"} <= set(results)
     assert (out / "predictions_dev" / "null_odds.json").is_file()
     capsys.readouterr()

@@ -387,8 +387,11 @@ def test_pretrain_command_reports_user_errors_in_one_line(records, tmp_path):
     directory, config_path = records
     base = ["--config", str(config_path), "--model-dir", str(tmp_path), "--steps", "2", "--batch-size", "8",
             "--max-predictions-per-seq", "3", "--checkpoint-every", "1", "--verbose", "0"]
-    with pytest.raises(CommandError, match="--data is required"):
+    # Without --data the command is the bundled sample run, which has its own model and lengths.
+    with pytest.raises(CommandError, match="--config needs --data"):
         _pretrain_cli(base)
+    with pytest.raises(CommandError, match="--max-predictions-per-seq need --data"):
+        _pretrain_cli(base[2:])
     with pytest.raises(CommandError, match="no file matches"):
         _pretrain_cli(base + ["--data", str(tmp_path / "missing-*.tfrecord"), "--max-seq-length", "16"])
     with pytest.raises(CommandError, match="--model-dir is required"):

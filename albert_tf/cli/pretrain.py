@@ -148,6 +148,8 @@ def _default_sample_run(args) -> int:
     settings = dict(SAMPLE_SETTINGS)
     model_dir = args.model_dir or settings["model_dir"]
     seq, predictions = settings["max_seq_length"], settings["max_predictions_per_seq"]
+    if args.config:
+        raise CommandError("the sample run (no --data) trains its own tiny model: --config needs --data")
     if (args.max_seq_length or seq) != seq or (args.max_predictions_per_seq or predictions) != predictions:
         raise CommandError("the sample run makes its own records: --max-seq-length/--max-predictions-per-seq need --data")
     _configure_logging()
