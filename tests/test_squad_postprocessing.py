@@ -227,7 +227,8 @@ def _v2_word_feature(unique_id, example_index):
     return make_feature(unique_id, example_index, context=V2_CONTEXT)
 
 
-def test_evaluate_v2_tunes_the_threshold_and_reaches_best_f1():
+def _v2_inputs(null_scores):
+    """Examples, features and raw results whose best spans are `V2_PREDICTIONS`."""
     examples = [SquadExample(qa["id"], qa["question"], V2_CONTEXT) for qa in V2_DATASET[0]["paragraphs"][0]["qas"]]
     features = [_v2_word_feature(10 + i, i) for i in range(4)]
     word = {w: 4 + i for i, w in enumerate(V2_CONTEXT.split())}
@@ -236,7 +237,12 @@ def test_evaluate_v2_tunes_the_threshold_and_reaches_best_f1():
         position = word[V2_PREDICTIONS[example.qas_id]]
         # Beam of 2 starts x 1 end; the second start (a question piece) is always filtered out.
         results.append(P.RawResultV2(feature.unique_id, [-0.2, -0.3], [position, 1], [-0.1, -0.1],
-                                     [position, 1], V2_NULL[example.qas_id]))
+                                     [position, 1], null_scores[example.qas_id]))
+    return examples, features, results
+
+
+def test_evaluate_v2_tunes_the_threshold_and_reaches_best_f1():
+    examples, features, results = _v2_inputs(V2_NULL)
     metrics, predictions, nbest, null = P.evaluate_v2(V2_DATASET, examples, features, results)
     assert metrics["null_score_diff_threshold"] == pytest.approx(0.1)
     # a1 sits exactly at the threshold and keeps its answer; the others go to "".
@@ -253,14 +259,7 @@ def test_evaluate_v2_answers_nothing_when_that_is_best_with_negative_null_scores
     # The official search starts from "answer nothing" at threshold 0.0; with negative null scores
     # that threshold would answer everything, so the tuned threshold must go below every score.
     null_scores = {"n1": -0.9, "n2": -0.7, "a1": -0.5, "a2": -0.3}
-    examples = [SquadExample(qa["id"], qa["question"], V2_CONTEXT) for qa in V2_DATASET[0]["paragraphs"][0]["qas"]]
-    features = [_v2_word_feature(10 + i, i) for i in range(4)]
-    word = {w: 4 + i for i, w in enumerate(V2_CONTEXT.split())}
-    results = []
-    for feature, example in zip(features, examples):
-        position = word[V2_PREDICTIONS[example.qas_id]]
-        results.append(P.RawResultV2(feature.unique_id, [-0.2, -0.3], [position, 1], [-0.1, -0.1],
-                                     [position, 1], null_scores[example.qas_id]))
+    examples, features, results = _v2_inputs(null_scores)
     metrics, predictions, _, _ = P.evaluate_v2(V2_DATASET, examples, features, results)
     # All null: n1 and n2 right (2/4); answering in null-score order gives 1, 0, 1, 1 2/3.
     assert metrics["best_f1"] == pytest.approx(50.0)
