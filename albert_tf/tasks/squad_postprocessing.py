@@ -117,7 +117,7 @@ def postprocess_v1(
     Returns:
         `(predictions, nbest)`: `qas_id -> answer text`, and `qas_id -> candidates` (dicts with
         `text`, `probability`, `start_logit`, `end_logit`, best first). An example without a
-        valid span gets the original's placeholder answer "empty".
+        valid span gets the original's stand-in answer "empty".
 
     Raises:
         ValueError: a feature without a result, or features of other examples.

@@ -709,7 +709,7 @@ def effective_steps_per_execution(strategy, steps_per_execution: int) -> int:
 
     Keras 3 runs several steps per call in a `tf.while_loop` whose body is a `tf.cond`; with
     several replicas under `MirroredStrategy` or `MultiWorkerMirroredStrategy` the cross-replica
-    gradient sum inside that `cond` fails with "You must feed a value for placeholder tensor"
+    gradient sum inside that `cond` fails with TF's "You must feed a value for ... tensor" error
     (keras-team/keras#19246; reproduced here with plain `keras.optimizers.Adam`). TPUs are not
     affected. One step per call computes exactly the same updates, only with more host round
     trips.
