@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
@@ -168,17 +168,15 @@ def encode_examples(
 DEFAULT_MAX_IN_MEMORY_BYTES = 512 * 1024 * 1024
 
 
-def _spill_to_tfrecord(features: Dict[str, np.ndarray], directory: Optional[str]):
-    import atexit
-    import shutil
-    import tempfile
+def write_features_tfrecord(features: Dict[str, np.ndarray], path: str) -> Dict[str, Dict[str, Any]]:
+    """Writes encoded features (one tf.Example per row) to the TFRecord file `path`.
 
+    Returns:
+        The layout `{name: {"shape": [...], "dtype": "int32"|"float32"}}` that
+        `features_tfrecord_dataset` needs to read the file back with the same shapes and dtypes.
+    """
     import tensorflow as tf
 
-    if directory is None:
-        directory = tempfile.mkdtemp(prefix="albert_features_")
-        atexit.register(shutil.rmtree, directory, True)
-    path = os.path.join(directory, f"features-{uuid.uuid4().hex}.tfrecord")
     names = sorted(features)
     count = len(features[names[0]])
     with tf.io.TFRecordWriter(path) as writer:
@@ -191,20 +189,38 @@ def _spill_to_tfrecord(features: Dict[str, np.ndarray], directory: Optional[str]
                 else:
                     feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=value))
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return {name: {"shape": list(features[name].shape[1:]), "dtype": np.dtype(features[name].dtype).name} for name in names}
+
+
+def features_tfrecord_dataset(paths, layout: Dict[str, Dict[str, Any]], count: Optional[int] = None):
+    """An unbatched dataset of the feature dicts `write_features_tfrecord` wrote (in file order)."""
+    import tensorflow as tf
+
     spec = {
-        name: tf.io.FixedLenFeature(
-            features[name].shape[1:], tf.float32 if np.issubdtype(features[name].dtype, np.floating) else tf.int64
-        )
-        for name in names
+        name: tf.io.FixedLenFeature(entry["shape"], tf.float32 if entry["dtype"].startswith("float") else tf.int64)
+        for name, entry in layout.items()
     }
-    dtypes = {name: tf.as_dtype(features[name].dtype) for name in names}
+    dtypes = {name: tf.as_dtype(entry["dtype"]) for name, entry in layout.items()}
 
     def parse(record):
         parsed = tf.io.parse_single_example(record, spec)
-        return {name: tf.cast(parsed[name], dtypes[name]) for name in names}
+        return {name: tf.cast(parsed[name], dtypes[name]) for name in layout}
 
-    dataset = tf.data.TFRecordDataset(path).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.apply(tf.data.experimental.assert_cardinality(count))
+    dataset = tf.data.TFRecordDataset(paths).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset if count is None else dataset.apply(tf.data.experimental.assert_cardinality(count))
+
+
+def _spill_to_tfrecord(features: Dict[str, np.ndarray], directory: Optional[str]):
+    import atexit
+    import shutil
+    import tempfile
+
+    if directory is None:
+        directory = tempfile.mkdtemp(prefix="albert_features_")
+        atexit.register(shutil.rmtree, directory, True)
+    path = os.path.join(directory, f"features-{uuid.uuid4().hex}.tfrecord")
+    layout = write_features_tfrecord(features, path)
+    return features_tfrecord_dataset(path, layout, count=len(next(iter(features.values()))))
 
 
 def examples_dataset(

@@ -1,0 +1,19 @@
+"""The steps of the end-to-end pipeline, as plain functions over directories.
+
+Each module is one TFX-style component's logic; `pipelines/` wraps them as Kubeflow Pipelines
+components, and any other orchestrator (or a TFX user module, `tfx_module.run_fn`) can call them
+directly. Every step writes its output directory atomically (built beside it, then renamed), so
+an interrupted step never leaves an output that looks complete.
+
+Modules:
+  settings         `PipelineSettings`: the whole run's configuration (typed, from JSON/YAML).
+  staging          the atomic output directory helper the steps share.
+  example_gen      raw corpus and labelled files -> train/eval splits as TFRecords of tf.Examples.
+  vocab_gen        a SentencePiece or WordPiece vocabulary from the training splits.
+  transform        SOP + n-gram pretraining records (Beam) and fine-tuning features.
+  trainer          pretraining, fine-tuning and the TF Serving export of the candidate.
+  evaluator        task metrics of the candidate and of the pushed model; the blessing rule.
+  infra_validator  the candidate served by the local TF-Serving-protocol server, warmup replayed.
+  pusher           a blessed candidate copied into the serving base as the next version.
+  tfx_module       `run_fn(fn_args)` for a TFX `Trainer(module_file=...)`.
+"""

@@ -1,0 +1,250 @@
+"""`PipelineSettings`: one typed configuration for the whole pipeline run, read from JSON or YAML.
+
+The defaults are the embedded sample job: the State of the Union addresses and the Rotten
+Tomatoes snippets shipped in `albert_tf/resources/sample`, a tiny ALBERT, a few minutes on two
+CPU cores. A real run overrides what it needs in a file (`albert-tf pipeline run --config FILE`)::
+
+    corpus: /data/wiki/*.txt
+    task_data: /data/sst2            # train.tsv and dev.tsv (or .csv / .jsonl)
+    vocab_size: 30000
+    model: base-v2                   # a preset, or a mapping of AlbertConfig fields
+    pretrain_steps: 125000
+    pretrain_batch_size: 4096
+    strategy: multi_worker
+    beam_runner: DataflowRunner
+    beam_args: ["--project=my-project", "--region=europe-west4", "--temp_location=gs://b/tmp"]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Dict, List, Optional, Union
+
+SAMPLE_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "resources", "sample")
+
+# The tiny encoder of the sample run (vocab_size comes from the vocabulary step).
+SAMPLE_MODEL = dict(
+    embedding_size=64,
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=256,
+    max_position_embeddings=128,
+)
+
+VOCAB_TYPES = ("sentencepiece", "wordpiece")
+STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
+PRECISIONS = ("float32", "mixed_bfloat16")
+
+
+class SettingsError(ValueError):
+    """A pipeline configuration that cannot be used; the message names the key and the file."""
+
+
+@dataclasses.dataclass
+class PipelineSettings:
+    """Everything a pipeline run needs.
+
+    Attributes:
+        corpus: Glob(s) of the raw pretraining text, one paragraph per line, a document per file
+            (comma-separated for several).
+        task_data: Directory of the labelled task: `train` and `dev` (or `validation`) files as
+            `.tsv`, `.csv` or `.jsonl` with a header / keys.
+        text_column, text_b_column, label_column: The task table's columns (`text_b_column` for
+            sentence-pair tasks).
+        eval_fraction: Share of corpus documents held out as the eval split (by a hash of the
+            file name, so a document never moves between splits when others are added).
+        vocab_type: "sentencepiece" (ALBERT's) or "wordpiece" (the Chinese models').
+        vocab_size: Pieces in the vocabulary.
+        lower_case: Lower-case the text (vocabulary, pretraining and fine-tuning alike).
+        max_seq_length: Sequence length of pretraining and fine-tuning inputs.
+        max_predictions_per_seq: Masked positions per pretraining sequence.
+        dupe_factor: Times each document is masked differently for pretraining.
+        model: A preset name ("base-v2") or a mapping of `AlbertConfig` fields; `vocab_size` is
+            set from the vocabulary.
+        pretrain_steps, pretrain_batch_size, pretrain_learning_rate, pretrain_warmup_steps:
+            LAMB pretraining.
+        finetune_epochs, finetune_batch_size, finetune_learning_rate: AdamW fine-tuning.
+        strategy: The `tf.distribute` strategy of the training steps.
+        precision: "float32" or "mixed_bfloat16".
+        beam_runner, beam_args: The Beam runner of the data steps and its pipeline options.
+        model_name: The served model's name.
+        serving_base: The TF Serving model base the Pusher publishes into.
+        eval_metric: The task metric the Evaluator compares ("accuracy", "f1", ...).
+        eval_threshold: The candidate's minimum `eval_metric` to be blessed.
+        eval_tolerance: How much worse than the pushed model the candidate may be and still be
+            blessed (0: not worse).
+        seed: Seeds every random choice of the run.
+    """
+
+    corpus: str = os.path.join(SAMPLE_DIR, "sotu", "*.txt")
+    task_data: str = os.path.join(SAMPLE_DIR, "rotten_tomatoes")
+    text_column: str = "text"
+    text_b_column: Optional[str] = None
+    label_column: str = "label"
+    eval_fraction: float = 0.1
+    vocab_type: str = "sentencepiece"
+    vocab_size: int = 2000
+    lower_case: bool = True
+    max_seq_length: int = 64
+    max_predictions_per_seq: int = 10
+    dupe_factor: int = 1
+    model: Union[str, Dict[str, Any]] = dataclasses.field(default_factory=lambda: dict(SAMPLE_MODEL))
+    pretrain_steps: int = 60
+    pretrain_batch_size: int = 32
+    pretrain_learning_rate: float = 0.002
+    pretrain_warmup_steps: int = 6
+    finetune_epochs: float = 2.0
+    finetune_batch_size: int = 32
+    finetune_learning_rate: float = 5e-4
+    strategy: str = "default"
+    precision: str = "float32"
+    beam_runner: str = "DirectRunner"
+    beam_args: List[str] = dataclasses.field(default_factory=list)
+    model_name: str = "albert_classifier"
+    serving_base: str = "albert-tf-pipeline/serving"
+    eval_metric: str = "accuracy"
+    eval_threshold: float = 0.5
+    eval_tolerance: float = 0.0
+    seed: int = 12345
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raises `SettingsError` naming the first bad value."""
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            expected = _expected_type(f)
+            if expected is not None and not _is_instance(value, expected):
+                raise SettingsError(f"{f.name} must be {_type_name(expected)}, got {value!r}")
+        for name in ("vocab_size", "max_seq_length", "max_predictions_per_seq", "dupe_factor", "pretrain_steps",
+                     "pretrain_batch_size", "finetune_batch_size"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 < self.eval_fraction < 1:
+            raise SettingsError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
+        if not 0 <= self.pretrain_warmup_steps <= self.pretrain_steps:
+            raise SettingsError(f"pretrain_warmup_steps must be in [0, pretrain_steps], got {self.pretrain_warmup_steps}")
+        if not self.finetune_epochs > 0:
+            raise SettingsError(f"finetune_epochs must be > 0, got {self.finetune_epochs}")
+        for name, allowed in (("vocab_type", VOCAB_TYPES), ("strategy", STRATEGIES), ("precision", PRECISIONS)):
+            if getattr(self, name) not in allowed:
+                raise SettingsError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        if self.max_predictions_per_seq >= self.max_seq_length:
+            raise SettingsError("max_predictions_per_seq must be smaller than max_seq_length")
+        if not self.model_name or "/" in self.model_name or self.model_name.startswith("."):
+            raise SettingsError(f"model_name must be a plain directory name, got {self.model_name!r}")
+        self.albert_config(self.vocab_size)
+
+    def albert_config(self, vocab_size: int):
+        """The encoder's `AlbertConfig` for a vocabulary of `vocab_size`."""
+        return albert_config_for(self.model, vocab_size, self.max_seq_length)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values: Dict[str, Any], source: str = "settings") -> "PipelineSettings":
+        """Settings from a mapping; unknown keys are an error (a typo would silently use a default)."""
+        if not isinstance(values, dict):
+            raise SettingsError(f"{source}: expected a mapping of settings, got {type(values).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise SettingsError(f"{source}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(names))})")
+        try:
+            return cls(**values)
+        except SettingsError as e:
+            raise SettingsError(f"{source}: {e}") from None
+
+    @classmethod
+    def from_json(cls, text: str) -> "PipelineSettings":
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_file(cls, path: str) -> "PipelineSettings":
+        """Settings from a `.json`, `.yaml` or `.yml` file; relative paths in it are relative to the file."""
+        import yaml
+
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+            text = raw.decode("utf-8")
+        except OSError as e:
+            raise SettingsError(f"cannot read {path}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise SettingsError(f"{path} is not UTF-8 text (byte {e.start})") from None
+        try:
+            values = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+        except (ValueError, yaml.YAMLError) as e:
+            raise SettingsError(f"{path} is not valid {'JSON' if path.endswith('.json') else 'YAML'}: {e}") from None
+        if values is None:
+            values = {}
+        base = os.path.dirname(os.path.abspath(path))
+        if isinstance(values, dict):
+            for key in ("corpus", "task_data", "serving_base"):
+                if isinstance(values.get(key), str):
+                    values[key] = ",".join(_relative_to(base, p) for p in values[key].split(","))
+        return cls.from_dict(values, source=path)
+
+
+def albert_config_for(model: Union[str, Dict[str, Any]], vocab_size: int, max_seq_length: int):
+    """`model` (a preset name or `AlbertConfig` fields) as an `AlbertConfig` of `vocab_size`.
+
+    Raises:
+        SettingsError: unknown fields or values, or a sequence longer than the model's positions.
+    """
+    from albert_tf.config import AlbertConfig, ConfigError
+
+    try:
+        if isinstance(model, str):
+            config = AlbertConfig.preset(model)
+        else:
+            config = AlbertConfig(**{"vocab_size": vocab_size, **model})
+    except (ConfigError, TypeError, ValueError) as e:
+        raise SettingsError(f"model: {e}") from None
+    config = config.replace(vocab_size=vocab_size)
+    if max_seq_length > config.max_position_embeddings:
+        raise SettingsError(
+            f"max_seq_length {max_seq_length} exceeds the model's max_position_embeddings ({config.max_position_embeddings})"
+        )
+    return config
+
+
+def _relative_to(base: str, path: str) -> str:
+    path = path.strip()
+    if "://" in path or os.path.isabs(path):
+        return path
+    return os.path.join(base, path)
+
+
+def _expected_type(f: dataclasses.Field):
+    hints = {
+        "str": str, "int": int, "float": (int, float), "bool": bool,
+        "Optional[str]": (str, type(None)), "List[str]": list, "Union[str, Dict[str, Any]]": (str, dict),
+    }
+    return hints.get(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", ""))
+
+
+def _is_instance(value, expected) -> bool:
+    if expected is int and isinstance(value, bool):
+        return False
+    if expected == (int, float) and isinstance(value, bool):
+        return False
+    if expected is list:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, expected)
+
+
+def _type_name(expected) -> str:
+    if expected is list:
+        return "a list of strings"
+    if isinstance(expected, tuple):
+        return " or ".join("null" if t is type(None) else t.__name__ for t in expected)
+    return expected.__name__

@@ -1,0 +1,251 @@
+"""Pretrainer and Trainer: LAMB pretraining on the Transform records, AdamW fine-tuning on its
+features, and the candidate's TF Serving export.
+
+Pretrainer output: the `run_pretraining` model directory (`encoder.keras`, `pretrainer.keras`,
+`tf1/model.ckpt` in the original format, `checkpoints/`, `metrics.jsonl`, TensorBoard `logs/`).
+
+Trainer output::
+
+    model/                       the fine-tuned model in `albert-tf finetune`'s layout (model.keras,
+                                 task.json, tokenizer, albert_config.json, eval_results.json, COMPLETE)
+    serving/<model_name>/1/      the candidate SavedModel (raw text in, tokenized in the graph),
+                                 checked for TF Serving compatibility, with warmup requests
+    summary.json                 steps, the best dev metrics, paths
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Dict, Optional
+
+from albert_tf.pipeline import example_gen, transform, vocab_gen
+from albert_tf.pipeline.staging import read_summary, staged_directory, write_summary
+
+MODEL_SUBDIR = "model"
+SERVING_SUBDIR = "serving"
+CANDIDATE_VERSION = 1
+
+
+def run_pretrainer(
+    transform_dir: str,
+    vocab_dir: str,
+    output_dir: str,
+    albert_config,
+    *,
+    steps: int,
+    batch_size: int,
+    learning_rate: float,
+    warmup_steps: int,
+    strategy: str = "default",
+    precision: str = "float32",
+    seed: int = 12345,
+) -> Dict[str, Any]:
+    """Pretrains the encoder (MLM + SOP, LAMB) on the Transform output; returns the summary."""
+    from albert_tf.data.tfrecords import make_pretraining_dataset
+    from albert_tf.training.pretraining import PretrainingRunConfig, run_pretraining
+
+    info = read_summary(transform_dir)
+    files = transform.pretraining_files(transform_dir)
+    if not files:
+        raise FileNotFoundError(f"{transform_dir} holds no pretraining records")
+    seq, predictions = info["max_seq_length"], info["max_predictions_per_seq"]
+    with staged_directory(output_dir) as staging:
+        config = PretrainingRunConfig(
+            model_dir=staging,
+            model_config=albert_config,
+            batch_size=batch_size,
+            max_seq_length=seq,
+            max_predictions_per_seq=predictions,
+            num_train_steps=steps,
+            num_warmup_steps=warmup_steps,
+            learning_rate=learning_rate,
+            precision=precision,
+            strategy=strategy,
+            checkpoint_every_n_steps=max(1, steps // 4),
+            keep_checkpoints=2,
+            seed=seed,
+            log_every=max(1, steps // 10),
+            verbose=0,
+        )
+        result = run_pretraining(
+            config, lambda: make_pretraining_dataset(files, seq, predictions, batch_size, is_training=True, seed=seed)
+        )
+        last = result.history[-1] if result.history else {}
+        summary = {
+            "steps": result.final_step,
+            "final_metrics": {k: float(v) for k, v in last.items() if isinstance(v, (int, float)) and k != "step"},
+            "albert_config": albert_config.to_dict(),
+            "vocab": read_summary(vocab_dir),
+        }
+        write_summary(staging, summary)
+    return summary
+
+
+def _task_spec(labels, max_seq_length: int, vocab_info: Dict[str, Any], pair: bool):
+    from albert_tf.cli.finetune import TaskSpec
+
+    metrics = ["accuracy", "f1"] if len(labels) == 2 else ["accuracy"]
+    columns = {
+        "text": example_gen.TEXT_FEATURE,
+        "text_b": example_gen.TEXT_B_FEATURE if pair else None,
+        "label": example_gen.LABEL_FEATURE,
+        "format": "jsonl",
+        "quoting": "csv",
+    }
+    tokenizer = {"type": vocab_info["type"], "file": vocab_info["file"], "lower_case": vocab_info["lower_case"]}
+    return TaskSpec("classification", "classification", list(labels), max_seq_length, metrics, "accuracy", tokenizer, columns)
+
+
+def train_classifier(
+    train_data,
+    eval_data,
+    *,
+    num_train: int,
+    labels,
+    pair: bool,
+    vocab_dir: str,
+    output_dir: str,
+    albert_config,
+    model_name: str,
+    max_seq_length: int,
+    init: Optional[str] = None,
+    epochs: float = 3.0,
+    batch_size: int = 32,
+    learning_rate: float = 2e-5,
+    strategy: str = "default",
+    precision: str = "float32",
+    seed: int = 12345,
+) -> Dict[str, Any]:
+    """Fine-tunes a classifier on unbatched feature datasets and exports it; the shared core of the
+    Trainer component and the TFX user module.
+
+    Writes `output_dir/model` (the `albert-tf finetune` layout: `albert-tf evaluate/predict/export
+    --model-dir` work on it) and `output_dir/serving/<model_name>/1` (the candidate SavedModel).
+    """
+    import shutil
+
+    from albert_tf.checkpoints.init import init_encoder
+    from albert_tf.cli.finetune import CONFIG_FILE, RESULTS_FILE, write_json
+    from albert_tf.export.saved_model import export_saved_model
+    from albert_tf.modeling import AlbertEncoder
+    from albert_tf.tasks.classification import build_task_model, make_eval_fn
+    from albert_tf.training.finetuning import run_finetuning
+    from albert_tf.training.strategies import get_strategy
+
+    vocab_info = read_summary(vocab_dir)
+    spec = _task_spec(labels, max_seq_length, vocab_info, pair)
+    steps = max(1, math.ceil(epochs * num_train / batch_size))
+    init_source: Dict[str, str] = {}
+
+    def build_model():
+        encoder = AlbertEncoder.from_albert_config(albert_config, dtype=precision)
+        if init:
+            result = init_encoder(encoder, init)
+            init_source.update(kind=result.kind, source=result.source)
+        return build_task_model(encoder, len(labels))
+
+    def save_assets(directory: str, model) -> None:
+        shutil.copyfile(os.path.join(vocab_dir, vocab_info["file"]), os.path.join(directory, vocab_info["file"]))
+        albert_config.to_json_file(os.path.join(directory, CONFIG_FILE))
+        # The kept weights are those of the best evaluation (as `albert-tf finetune` reports).
+        best = max(evaluations, key=lambda m: m[spec.best_metric]) if evaluations else {}
+        write_json(os.path.join(directory, RESULTS_FILE), {"dev": best})
+        spec.write(directory)
+
+    evaluations = []
+    with staged_directory(output_dir) as staging:
+        model_dir = os.path.join(staging, MODEL_SUBDIR)
+        eval_fn = make_eval_fn(spec.metrics, regression=False)
+
+        def tracking_eval_fn(model, dataset):
+            metrics = eval_fn(model, dataset)
+            evaluations.append({k: float(v) for k, v in metrics.items()})
+            return metrics
+
+        result = run_finetuning(
+            build_model,
+            train_data,
+            eval_data,
+            num_train_steps=steps,
+            warmup_steps=max(0, int(steps * 0.1)),
+            learning_rate=learning_rate,
+            model_dir=model_dir,
+            eval_fn=tracking_eval_fn,
+            best_metric=spec.best_metric,
+            batch_size=batch_size,
+            shuffle_buffer=min(num_train, 100_000),
+            precision=precision,
+            strategy=get_strategy(strategy),
+            seed=seed,
+            save_assets=save_assets,
+            metadata={"task": "classification", "init": init_source, "config": albert_config.to_dict()},
+            tensorboard=False,
+            verbose=0,
+        )
+        # The best weights are in the model now (run_finetuning restores them): export those.
+        exported = export_saved_model(
+            result.model,
+            vocab_gen.tokenizer_layer(vocab_dir, max_seq_length),
+            os.path.join(staging, SERVING_SUBDIR),
+            model_name,
+            version=CANDIDATE_VERSION,
+            labels=list(labels),
+            pair=pair,
+            extra_assets=[os.path.join(model_dir, "task.json")],
+        )
+        summary = {
+            "steps": steps,
+            "best_step": result.best_step,
+            "best_dev_metrics": {k: float(v) for k, v in result.best_metrics.items()},
+            "init": init_source,
+            "model_name": model_name,
+            "candidate": os.path.relpath(exported.path, staging),
+            "signatures": sorted(exported.signatures),
+        }
+        write_summary(staging, summary)
+    return summary
+
+
+def run_trainer(
+    transform_dir: str,
+    vocab_dir: str,
+    pretrained_dir: Optional[str],
+    output_dir: str,
+    albert_config,
+    *,
+    model_name: str,
+    epochs: float,
+    batch_size: int,
+    learning_rate: float,
+    strategy: str = "default",
+    precision: str = "float32",
+    seed: int = 12345,
+) -> Dict[str, Any]:
+    """Fine-tunes on the Transform features, starting from the Pretrainer's encoder."""
+    info = read_summary(transform_dir)
+    finetuning = info["finetuning"]
+    return train_classifier(
+        transform.finetuning_dataset(transform_dir, "train"),
+        transform.finetuning_dataset(transform_dir, "eval"),
+        num_train=finetuning["counts"]["train"],
+        labels=finetuning["labels"],
+        pair=finetuning["pair"],
+        vocab_dir=vocab_dir,
+        output_dir=output_dir,
+        albert_config=albert_config,
+        model_name=model_name,
+        max_seq_length=info["max_seq_length"],
+        init=pretrained_dir,
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        strategy=strategy,
+        precision=precision,
+        seed=seed,
+    )
+
+
+def candidate_path(trainer_dir: str) -> str:
+    """The candidate SavedModel version directory of a Trainer output."""
+    return os.path.join(trainer_dir, read_summary(trainer_dir)["candidate"])

@@ -1,0 +1,79 @@
+"""VocabGen: a SentencePiece (ALBERT's recipe) or WordPiece vocabulary from the training splits.
+
+Trained on the corpus's train split and the labelled train texts (the fine-tuning domain must be
+covered too); the eval splits are never seen. Output: `spm.model` + `spm.vocab`, or `vocab.txt`,
+and `summary.json` with the tokenizer settings every later step reads (`tokenizer_spec`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Dict
+
+from albert_tf.pipeline import example_gen
+from albert_tf.pipeline.staging import read_summary, staged_directory, write_summary
+
+SPM_PREFIX = "spm"
+WORDPIECE_FILE = "vocab.txt"
+
+
+def run_vocab_gen(
+    corpus_dir: str,
+    examples_dir: str,
+    output_dir: str,
+    *,
+    vocab_type: str = "sentencepiece",
+    vocab_size: int = 30000,
+    lower_case: bool = True,
+    seed: int = 12345,
+) -> Dict[str, Any]:
+    """Trains the vocabulary into `output_dir`; returns its summary (type, file, size, lower_case)."""
+    from albert_tf.tokenization import build_wordpiece_vocab, train_sentencepiece
+
+    lines = []
+    for row in example_gen.read_split(corpus_dir, "train", example_gen.CORPUS_FILE):
+        lines.extend(row[example_gen.TEXT_FEATURE].split("\n"))
+    for row in example_gen.read_split(examples_dir, "train"):
+        lines.extend(row[k] for k in (example_gen.TEXT_FEATURE, example_gen.TEXT_B_FEATURE) if row.get(k))
+    with staged_directory(output_dir) as staging:
+        with tempfile.TemporaryDirectory() as tmp:
+            text_file = os.path.join(tmp, "train.txt")
+            with open(text_file, "w", encoding="utf-8") as f:
+                for line in lines:
+                    f.write(line.replace("\n", " ") + "\n")
+            if vocab_type == "sentencepiece":
+                vocab = train_sentencepiece([text_file], os.path.join(staging, SPM_PREFIX), vocab_size, lower_case=lower_case, seed=seed)
+                file_name, size = SPM_PREFIX + ".model", vocab.vocab_size
+            elif vocab_type == "wordpiece":
+                vocab = build_wordpiece_vocab([text_file], os.path.join(staging, WORDPIECE_FILE), vocab_size, lower_case=lower_case)
+                file_name, size = WORDPIECE_FILE, vocab.vocab_size
+            else:
+                raise ValueError(f"vocab_type must be 'sentencepiece' or 'wordpiece', got {vocab_type!r}")
+        summary = {"type": vocab_type, "file": file_name, "vocab_size": int(size), "lower_case": bool(lower_case), "lines": len(lines)}
+        write_summary(staging, summary)
+    return summary
+
+
+def tokenizer_file(vocab_dir: str) -> str:
+    return os.path.join(vocab_dir, read_summary(vocab_dir)["file"])
+
+
+def load_tokenizer(vocab_dir: str):
+    """The Python tokenizer of a VocabGen output."""
+    from albert_tf.tokenization import SentencePieceTokenizer, WordPieceTokenizer
+
+    info = read_summary(vocab_dir)
+    cls = SentencePieceTokenizer if info["type"] == "sentencepiece" else WordPieceTokenizer
+    return cls(os.path.join(vocab_dir, info["file"]), lower_case=info["lower_case"])
+
+
+def tokenizer_layer(vocab_dir: str, sequence_length: int):
+    """The in-graph `AlbertTokenizerLayer` of a VocabGen output (the exported models' tokenizer)."""
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    info = read_summary(vocab_dir)
+    path = os.path.join(vocab_dir, info["file"])
+    if info["type"] == "sentencepiece":
+        return AlbertTokenizerLayer.from_sentencepiece(path, sequence_length=sequence_length, lower_case=info["lower_case"])
+    return AlbertTokenizerLayer.from_wordpiece(path, sequence_length=sequence_length, lower_case=info["lower_case"])

@@ -1,0 +1,215 @@
+"""The ALBERT pipeline, defined once with the KFP v2 SDK: run locally, or compiled for Kubeflow / Vertex.
+
+    ExampleGen -> VocabGen -> Transform -> Pretrainer -> Trainer -> Evaluator ----\\
+                                                                 \\-> InfraValidator -> Pusher
+
+* `run_local(settings)` runs it with `kfp.local` and `SubprocessRunner(use_venv=False)`: every
+  step is a subprocess of this interpreter, artifacts go under `pipeline_root`, and the data and
+  training steps are cached (a re-run on unchanged inputs reuses them; the Evaluator,
+  InfraValidator and Pusher always run, since they depend on what is being served).
+* `compile_pipeline(settings, path, image)` writes the pipeline YAML that Kubeflow Pipelines and
+  Vertex AI Pipelines run, each step on `image` (see `pipelines/README.md`); the settings become
+  the pipeline parameters' defaults.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Any, Dict, List, NamedTuple, Optional
+
+from kfp import dsl
+
+from albert_tf.pipeline.settings import PipelineSettings
+from pipelines.components import make_components
+
+PIPELINE_NAME = "albert-tf-pipeline"
+DEFAULT_IMAGE = "albert-tf-python3.11:0.1.0"
+UNCACHED_STEPS = ("evaluator", "infra_validator", "pusher")
+
+
+def input_fingerprint(settings: PipelineSettings) -> str:
+    """A hash of the input files' contents, so the cached data steps re-run when the data change."""
+    from albert_tf.pipeline.example_gen import expand_corpus
+
+    digest = hashlib.sha256()
+    task_files = sorted(
+        os.path.join(settings.task_data, name) for name in os.listdir(settings.task_data)
+        if os.path.isfile(os.path.join(settings.task_data, name))
+    ) if os.path.isdir(settings.task_data) else []
+    for path in expand_corpus(settings.corpus) + task_files:
+        digest.update(os.path.abspath(path).encode("utf-8"))
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dict[str, Any]:
+    """The pipeline parameters of `settings` (names as in `build_pipeline`)."""
+    s = settings
+    arguments = dict(
+        corpus=s.corpus, task_data=os.path.abspath(s.task_data), text_column=s.text_column,
+        text_b_column=s.text_b_column or "", label_column=s.label_column, eval_fraction=s.eval_fraction,
+        input_fingerprint=fingerprint, vocab_type=s.vocab_type, vocab_size=s.vocab_size, lower_case=s.lower_case,
+        max_seq_length=s.max_seq_length, max_predictions_per_seq=s.max_predictions_per_seq, dupe_factor=s.dupe_factor,
+        model_config_json=json.dumps(s.model), pretrain_steps=s.pretrain_steps, pretrain_batch_size=s.pretrain_batch_size,
+        pretrain_learning_rate=s.pretrain_learning_rate, pretrain_warmup_steps=s.pretrain_warmup_steps,
+        finetune_epochs=s.finetune_epochs, finetune_batch_size=s.finetune_batch_size,
+        finetune_learning_rate=s.finetune_learning_rate, strategy=s.strategy, precision=s.precision,
+        beam_runner=s.beam_runner, beam_args=list(s.beam_args), model_name=s.model_name,
+        serving_base=os.path.abspath(s.serving_base) if "://" not in s.serving_base else s.serving_base,
+        eval_metric=s.eval_metric, eval_threshold=s.eval_threshold, eval_tolerance=s.eval_tolerance, seed=s.seed,
+    )
+    # KFP types parameters strictly: a float setting written as `8` in YAML must still be a float.
+    for name in ("eval_fraction", "pretrain_learning_rate", "finetune_epochs", "finetune_learning_rate",
+                 "eval_threshold", "eval_tolerance"):
+        arguments[name] = float(arguments[name])
+    return arguments
+
+
+def build_pipeline(image: str = DEFAULT_IMAGE):
+    """The `@dsl.pipeline` function, its steps on the container `image`."""
+    c = make_components(image)
+
+    class Outputs(NamedTuple):
+        corpus_splits: dsl.Dataset
+        example_splits: dsl.Dataset
+        vocabulary: dsl.Artifact
+        transformed: dsl.Dataset
+        pretrained_model: dsl.Model
+        trained_model: dsl.Model
+        evaluation: dsl.Metrics
+        blessing: dsl.Artifact
+        infra_blessing: dsl.Artifact
+        pushed_model: dsl.Model
+
+    @dsl.pipeline(name=PIPELINE_NAME, description="ALBERT: raw text to a pushed, validated SavedModel for TF Serving.")
+    def albert_pipeline(
+        corpus: str,
+        task_data: str,
+        serving_base: str,
+        text_column: str = "text",
+        text_b_column: str = "",
+        label_column: str = "label",
+        eval_fraction: float = 0.1,
+        input_fingerprint: str = "",
+        vocab_type: str = "sentencepiece",
+        vocab_size: int = 30000,
+        lower_case: bool = True,
+        max_seq_length: int = 128,
+        max_predictions_per_seq: int = 20,
+        dupe_factor: int = 10,
+        model_config_json: str = '"base-v2"',
+        pretrain_steps: int = 10000,
+        pretrain_batch_size: int = 256,
+        pretrain_learning_rate: float = 0.00176,
+        pretrain_warmup_steps: int = 250,
+        finetune_epochs: float = 3.0,
+        finetune_batch_size: int = 32,
+        finetune_learning_rate: float = 2e-5,
+        strategy: str = "default",
+        precision: str = "float32",
+        beam_runner: str = "DirectRunner",
+        beam_args: List[str] = [],  # noqa: B006  (KFP reads the default from the signature)
+        model_name: str = "albert_classifier",
+        eval_metric: str = "accuracy",
+        eval_threshold: float = 0.5,
+        eval_tolerance: float = 0.0,
+        seed: int = 12345,
+    ) -> Outputs:
+        gen = c["example_gen"](
+            corpus=corpus, task_data=task_data, text_column=text_column, text_b_column=text_b_column,
+            label_column=label_column, eval_fraction=eval_fraction, input_fingerprint=input_fingerprint,
+        ).set_display_name("ExampleGen")
+        vocab = c["vocab_gen"](
+            corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],
+            vocab_type=vocab_type, vocab_size=vocab_size, lower_case=lower_case, seed=seed,
+        ).set_display_name("VocabGen")
+        data = c["transform"](
+            corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],
+            vocabulary=vocab.outputs["vocabulary"], max_seq_length=max_seq_length,
+            max_predictions_per_seq=max_predictions_per_seq, dupe_factor=dupe_factor, seed=seed,
+            beam_runner=beam_runner, beam_args=beam_args,
+        ).set_display_name("Transform")
+        pretrain = c["pretrainer"](
+            transformed=data.outputs["transformed"], vocabulary=vocab.outputs["vocabulary"],
+            model_config_json=model_config_json, steps=pretrain_steps, batch_size=pretrain_batch_size,
+            learning_rate=pretrain_learning_rate, warmup_steps=pretrain_warmup_steps, strategy=strategy,
+            precision=precision, seed=seed,
+        ).set_display_name("Pretrainer")
+        train = c["trainer"](
+            transformed=data.outputs["transformed"], vocabulary=vocab.outputs["vocabulary"],
+            pretrained_model=pretrain.outputs["pretrained_model"], model_config_json=model_config_json,
+            model_name=model_name, epochs=finetune_epochs, batch_size=finetune_batch_size,
+            learning_rate=finetune_learning_rate, strategy=strategy, precision=precision, seed=seed,
+        ).set_display_name("Trainer")
+        evaluate = c["evaluator"](
+            example_splits=gen.outputs["example_splits"], trained_model=train.outputs["trained_model"],
+            serving_base=serving_base, model_name=model_name, metric=eval_metric, threshold=eval_threshold,
+            tolerance=eval_tolerance,
+        ).set_display_name("Evaluator")
+        validate = c["infra_validator"](
+            trained_model=train.outputs["trained_model"], model_name=model_name,
+        ).set_display_name("InfraValidator")
+        push = c["pusher"](
+            trained_model=train.outputs["trained_model"], blessing=evaluate.outputs["blessing"],
+            infra_blessing=validate.outputs["infra_blessing"], serving_base=serving_base, model_name=model_name,
+        ).set_display_name("Pusher")
+        for task in (evaluate, validate, push):
+            # They depend on what is served now, not only on their inputs: never reuse a result.
+            task.set_caching_options(False)
+        return Outputs(
+            gen.outputs["corpus_splits"], gen.outputs["example_splits"], vocab.outputs["vocabulary"],
+            data.outputs["transformed"], pretrain.outputs["pretrained_model"], train.outputs["trained_model"],
+            evaluate.outputs["evaluation"], evaluate.outputs["blessing"], validate.outputs["infra_blessing"],
+            push.outputs["pushed_model"],
+        )
+
+    return albert_pipeline
+
+
+def compile_pipeline(settings: PipelineSettings, package_path: str, image: str = DEFAULT_IMAGE) -> str:
+    """Writes the pipeline YAML for Kubeflow Pipelines / Vertex AI, `settings` as parameter defaults."""
+    from kfp import compiler
+
+    arguments = pipeline_arguments(settings)
+    arguments.pop("input_fingerprint")
+    compiler.Compiler().compile(build_pipeline(image), package_path, pipeline_parameters=arguments)
+    return package_path
+
+
+@dataclasses.dataclass
+class LocalRun:
+    """Where a local run put everything, and what the Evaluator and Pusher decided."""
+
+    artifacts: Dict[str, str]
+    evaluation: Dict[str, Any]
+    push: Dict[str, Any]
+
+
+def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True) -> LocalRun:
+    """Runs the whole pipeline with `kfp.local` (subprocesses of this interpreter)."""
+    import tempfile
+    import warnings
+
+    from kfp import local
+
+    from albert_tf.pipeline.staging import read_summary
+
+    os.makedirs(pipeline_root, exist_ok=True)
+    # kfp.local deletes workspace_root after every run: only ever give it a fresh temporary folder.
+    workspace = tempfile.mkdtemp(prefix="albert-kfp-workspace-")
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False),
+        pipeline_root=pipeline_root,
+        workspace_root=workspace,
+        enable_caching=cache,
+        cache_root=os.path.join(pipeline_root, ".cache"),
+        raise_on_error=True,
+    )
+    # Display names are for the Kubeflow/Vertex UI; kfp.local warns that it ignores them.
+    warnings.filterwarnings("ignore", message=".*have no effect in the current local runner.*")
+    task = build_pipeline()(**pipeline_arguments(settings, input_fingerprint(settings)))
+    paths = {name: artifact.path for name, artifact in task.outputs.items()}
+    return LocalRun(paths, read_summary(paths["blessing"]), read_summary(paths["pushed_model"]))

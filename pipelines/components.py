@@ -1,0 +1,210 @@
+"""The pipeline's Kubeflow Pipelines v2 components: thin wrappers over `albert_tf.pipeline`.
+
+Each function below is a lightweight Python component: KFP ships its source to the step's
+container (or, locally, a subprocess of this interpreter) and calls it with typed parameters
+and artifacts. The bodies only import `albert_tf` and call one step function with the
+artifacts' local paths, so all logic stays in the library and is tested there.
+
+`make_components(image)` turns them into components on a container image that has this package
+installed (`pipelines/Dockerfile`); `install_kfp_package=False` because that image (and the local
+interpreter) already has `kfp`.
+"""
+
+
+from typing import Dict, List
+
+from kfp import dsl
+from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
+
+
+def example_gen(
+    corpus: str,
+    task_data: str,
+    text_column: str,
+    text_b_column: str,
+    label_column: str,
+    eval_fraction: float,
+    input_fingerprint: str,
+    corpus_splits: Output[Dataset],
+    example_splits: Output[Dataset],
+):
+    """Raw corpus and labelled files -> train/eval TFRecords (`input_fingerprint` keys the cache)."""
+    from albert_tf.pipeline.example_gen import run_example_gen
+
+    counts = run_example_gen(
+        corpus, task_data, corpus_splits.path, example_splits.path, text_column=text_column,
+        text_b_column=text_b_column or None, label_column=label_column, eval_fraction=eval_fraction,
+    )
+    corpus_splits.metadata.update({"documents": counts["corpus"], "fingerprint": input_fingerprint})
+    example_splits.metadata.update({"examples": counts["examples"]})
+
+
+def vocab_gen(
+    corpus_splits: Input[Dataset],
+    example_splits: Input[Dataset],
+    vocab_type: str,
+    vocab_size: int,
+    lower_case: bool,
+    seed: int,
+    vocabulary: Output[Artifact],
+):
+    """A SentencePiece or WordPiece vocabulary from the train splits."""
+    from albert_tf.pipeline.vocab_gen import run_vocab_gen
+
+    summary = run_vocab_gen(
+        corpus_splits.path, example_splits.path, vocabulary.path, vocab_type=vocab_type, vocab_size=vocab_size,
+        lower_case=lower_case, seed=seed,
+    )
+    vocabulary.metadata.update(summary)
+
+
+def transform(
+    corpus_splits: Input[Dataset],
+    example_splits: Input[Dataset],
+    vocabulary: Input[Artifact],
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    dupe_factor: int,
+    seed: int,
+    beam_runner: str,
+    beam_args: List[str],
+    transformed: Output[Dataset],
+):
+    """SOP + n-gram pretraining records (Beam) and fine-tuning features."""
+    from albert_tf.pipeline.transform import run_transform
+
+    summary = run_transform(
+        corpus_splits.path, example_splits.path, vocabulary.path, transformed.path, max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq, dupe_factor=dupe_factor, seed=seed,
+        beam_runner=beam_runner, beam_args=beam_args,
+    )
+    transformed.metadata.update({"pretraining": summary["pretraining"]["counters"], "finetuning": summary["finetuning"]["counts"]})
+
+
+def pretrainer(
+    transformed: Input[Dataset],
+    vocabulary: Input[Artifact],
+    model_config_json: str,
+    steps: int,
+    batch_size: int,
+    learning_rate: float,
+    warmup_steps: int,
+    strategy: str,
+    precision: str,
+    seed: int,
+    pretrained_model: Output[Model],
+):
+    """ALBERT pretraining (n-gram MLM + SOP, LAMB) under the given tf.distribute strategy."""
+    import json
+
+    from albert_tf.pipeline.settings import albert_config_for
+    from albert_tf.pipeline.staging import read_summary
+    from albert_tf.pipeline.trainer import run_pretrainer
+
+    config = albert_config_for(json.loads(model_config_json), read_summary(vocabulary.path)["vocab_size"],
+                               read_summary(transformed.path)["max_seq_length"])
+    summary = run_pretrainer(
+        transformed.path, vocabulary.path, pretrained_model.path, config, steps=steps, batch_size=batch_size,
+        learning_rate=learning_rate, warmup_steps=warmup_steps, strategy=strategy, precision=precision, seed=seed,
+    )
+    pretrained_model.metadata.update(summary["final_metrics"])
+
+
+def trainer(
+    transformed: Input[Dataset],
+    vocabulary: Input[Artifact],
+    pretrained_model: Input[Model],
+    model_config_json: str,
+    model_name: str,
+    epochs: float,
+    batch_size: int,
+    learning_rate: float,
+    strategy: str,
+    precision: str,
+    seed: int,
+    trained_model: Output[Model],
+):
+    """Fine-tuning from the pretrained encoder (AdamW), and the candidate SavedModel export."""
+    import json
+
+    from albert_tf.pipeline.settings import albert_config_for
+    from albert_tf.pipeline.staging import read_summary
+    from albert_tf.pipeline.trainer import run_trainer
+
+    config = albert_config_for(json.loads(model_config_json), read_summary(vocabulary.path)["vocab_size"],
+                               read_summary(transformed.path)["max_seq_length"])
+    summary = run_trainer(
+        transformed.path, vocabulary.path, pretrained_model.path, trained_model.path, config, model_name=model_name,
+        epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, strategy=strategy, precision=precision, seed=seed,
+    )
+    trained_model.metadata.update({"best_dev_" + k: v for k, v in summary["best_dev_metrics"].items()})
+
+
+def evaluator(
+    example_splits: Input[Dataset],
+    trained_model: Input[Model],
+    serving_base: str,
+    model_name: str,
+    metric: str,
+    threshold: float,
+    tolerance: float,
+    evaluation: Output[Metrics],
+    blessing: Output[Artifact],
+):
+    """Task metrics of the candidate and the pushed model on the eval split; the blessing."""
+    import os
+
+    from albert_tf.pipeline.evaluator import run_evaluator
+    from albert_tf.pipeline.trainer import candidate_path
+
+    summary = run_evaluator(
+        example_splits.path, candidate_path(trained_model.path), os.path.join(serving_base, model_name), blessing.path,
+        metric=metric, threshold=threshold, tolerance=tolerance,
+    )
+    for name, value in summary["candidate"]["metrics"].items():
+        evaluation.log_metric(name, value)
+    if summary["baseline"] and summary["baseline"]["metrics"]:
+        for name, value in summary["baseline"]["metrics"].items():
+            evaluation.log_metric("pushed_" + name, value)
+    blessing.metadata.update({"blessed": summary["blessed"], "reason": summary["reason"]})
+
+
+def infra_validator(trained_model: Input[Model], model_name: str, infra_blessing: Output[Artifact]):
+    """The candidate served by the TF-Serving-protocol server in a subprocess; warmup replayed."""
+    import os
+
+    from albert_tf.pipeline.infra_validator import run_infra_validator
+    from albert_tf.pipeline.staging import read_summary
+    from albert_tf.pipeline.trainer import SERVING_SUBDIR
+
+    run_infra_validator(os.path.join(trained_model.path, SERVING_SUBDIR), model_name, infra_blessing.path)
+    infra_blessing.metadata.update({"blessed": True, "requests": len(read_summary(infra_blessing.path)["requests"])})
+
+
+def pusher(
+    trained_model: Input[Model],
+    blessing: Input[Artifact],
+    infra_blessing: Input[Artifact],
+    serving_base: str,
+    model_name: str,
+    pushed_model: Output[Model],
+):
+    """Copies a blessed candidate into the serving base as the next version (never an unblessed one)."""
+    from albert_tf.pipeline.evaluator import is_blessed
+    from albert_tf.pipeline.infra_validator import is_infra_blessed
+    from albert_tf.pipeline.pusher import run_pusher
+    from albert_tf.pipeline.trainer import candidate_path
+
+    result = run_pusher(
+        candidate_path(trained_model.path), is_blessed(blessing.path), is_infra_blessed(infra_blessing.path),
+        serving_base, model_name, pushed_model.path,
+    )
+    pushed_model.metadata.update({k: result[k] for k in ("pushed", "reason", "version", "path") if k in result})
+
+
+STEPS = (example_gen, vocab_gen, transform, pretrainer, trainer, evaluator, infra_validator, pusher)
+
+
+def make_components(image: str) -> Dict[str, object]:
+    """`{name: component}` for every step, on the container `image`."""
+    return {f.__name__: dsl.component(f, base_image=image, install_kfp_package=False) for f in STEPS}

@@ -1,0 +1,213 @@
+"""The whole pipeline on tiny data with kfp.local; its compiled YAML; the TFX user module."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import random
+import shutil
+import types
+
+import pytest
+
+from albert_tf.pipeline.settings import PipelineSettings
+from albert_tf.pipeline.staging import read_summary
+
+WORDS = ("the nation people congress law year states good bad great awful film plot actor scene story "
+         "music war peace trade budget tax school health jobs energy future freedom economy").split()
+POSITIVE, NEGATIVE = "good great wonderful moving".split(), "bad awful dull boring".split()
+STEPS = ["example_gen", "vocab_gen", "transform", "pretrainer", "trainer", "evaluator", "infra_validator", "pusher"]
+
+
+def tiny_inputs(root):
+    rng = random.Random(0)
+    corpus = root / "corpus"
+    corpus.mkdir(parents=True)
+    for d in range(6):
+        paragraphs = [". ".join(" ".join(rng.choice(WORDS) for _ in range(8)).capitalize() for _ in range(3)) + "." for _ in range(12)]
+        (corpus / f"doc{d}.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
+    task = root / "task"
+    task.mkdir()
+    for split, count in (("train", 48), ("dev", 24)):
+        rows = []
+        for i in range(count):
+            label = i % 2
+            words = [rng.choice(POSITIVE if label else NEGATIVE)] + [rng.choice(WORDS) for _ in range(5)]
+            rng.shuffle(words)
+            rows.append(f"{label}\t{' '.join(words)}")
+        (task / f"{split}.tsv").write_text("label\ttext\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return str(corpus / "*.txt"), str(task)
+
+
+def tiny_settings(root, **overrides) -> PipelineSettings:
+    corpus, task = tiny_inputs(root) if not (root / "task").exists() else (str(root / "corpus" / "*.txt"), str(root / "task"))
+    values = dict(
+        corpus=corpus, task_data=task, vocab_size=60, max_seq_length=24, max_predictions_per_seq=4, dupe_factor=1,
+        model=dict(embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                   max_position_embeddings=24),
+        pretrain_steps=3, pretrain_batch_size=8, pretrain_warmup_steps=1, finetune_epochs=1.0, finetune_batch_size=16,
+        serving_base=str(root / "serving"), model_name="tiny", eval_threshold=0.0, eval_fraction=0.3,
+    )
+    values.update(overrides)
+    return PipelineSettings(**values)
+
+
+def versions(serving_base, name="tiny"):
+    return sorted(os.listdir(os.path.join(serving_base, name)))
+
+
+def test_pipeline_end_to_end(tmp_path):
+    from pipelines.albert_pipeline import run_local
+
+    root = tmp_path / "runs"
+    settings = tiny_settings(tmp_path)
+    first = run_local(settings, str(root))
+    a = first.artifacts
+    assert os.path.isfile(os.path.join(a["corpus_splits"], "Split-train", "documents.tfrecord"))
+    assert os.path.isfile(os.path.join(a["example_splits"], "Split-eval", "examples.tfrecord"))
+    assert os.path.isfile(os.path.join(a["vocabulary"], "spm.model"))
+    assert glob.glob(os.path.join(a["transformed"], "pretraining", "records", "*.tfrecord"))
+    assert read_summary(a["transformed"])["finetuning"]["counts"] == {"train": 48, "eval": 24}
+    assert os.path.isfile(os.path.join(a["pretrained_model"], "encoder.keras"))
+    assert os.path.isfile(os.path.join(a["pretrained_model"], "tf1", "model.ckpt.index"))
+    trained = a["trained_model"]
+    assert os.path.isfile(os.path.join(trained, "model", "COMPLETE"))
+    assert read_summary(trained)["init"]["source"].startswith(a["pretrained_model"])
+    assert os.path.isfile(os.path.join(trained, "serving", "tiny", "1", "assets.extra", "tf_serving_warmup_requests"))
+    assert first.evaluation["blessed"] and first.evaluation["baseline"] is None
+    assert {"accuracy", "f1", "mcc"} <= set(first.evaluation["candidate"]["metrics"])
+    assert read_summary(a["infra_blessing"])["requests"]
+    assert first.push["pushed"] and first.push["version"] == 1
+    base = settings.serving_base
+    assert versions(base) == ["1"]  # no hidden staging directory left beside it
+    assert os.path.isfile(os.path.join(base, "tiny", "1", "saved_model.pb"))
+    assert 'name: "tiny"' in open(os.path.join(base, "models.config")).read()
+    assert os.path.isfile(os.path.join(base, "batching_parameters.txt"))
+
+    # Unchanged inputs: the data and training steps come from the cache; a candidate that must
+    # beat the pushed model by a margin it cannot reach is not blessed and not pushed.
+    second = run_local(dataclasses.replace(settings, eval_tolerance=-1.0), str(root))
+    for step in ("corpus_splits", "vocabulary", "transformed", "pretrained_model", "trained_model"):
+        assert second.artifacts[step] == a[step]
+    assert not second.evaluation["blessed"] and "worse than the pushed model" in second.evaluation["reason"]
+    assert second.evaluation["baseline"]["metrics"] == second.evaluation["candidate"]["metrics"]
+    assert not second.push["pushed"] and "Evaluator" in second.push["reason"]
+    assert versions(base) == ["1"]
+
+    # An infra validation that fails stops the run before the Pusher.
+    warmup = os.path.join(trained, "serving", "tiny", "1", "assets.extra", "tf_serving_warmup_requests")
+    with open(warmup, "wb") as f:
+        f.write(b"not a TFRecord")
+    with pytest.raises(RuntimeError, match="infra-validator"):
+        run_local(settings, str(root))
+    latest_run = max(glob.glob(str(root / "albert-tf-pipeline-*")), key=os.path.getmtime)
+    assert not os.path.exists(os.path.join(latest_run, "pusher"))
+    assert versions(base) == ["1"]
+
+
+def test_infra_validator_rejects_an_unservable_export(tmp_path):
+    from albert_tf.pipeline.infra_validator import InfraValidationError, run_infra_validator
+
+    (tmp_path / "base" / "m" / "1").mkdir(parents=True)
+    (tmp_path / "base" / "m" / "1" / "saved_model.pb").write_bytes(b"not a graph")
+    with pytest.raises(InfraValidationError, match="no warmup requests"):
+        run_infra_validator(str(tmp_path / "base"), "m", str(tmp_path / "out"))
+    with pytest.raises(InfraValidationError, match="holds no version"):
+        run_infra_validator(str(tmp_path / "base"), "other", str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_compiled_yaml_has_every_component_and_parameter(tmp_path):
+    import yaml
+
+    from pipelines.albert_pipeline import compile_pipeline, pipeline_arguments
+
+    settings = tiny_settings(tmp_path, beam_runner="DataflowRunner", beam_args=["--region=europe-west4"], strategy="multi_worker")
+    path = compile_pipeline(settings, str(tmp_path / "pipeline.yaml"), image="registry.example/albert-tf:1")
+    spec = yaml.safe_load(open(path))
+    executors = spec["deploymentSpec"]["executors"]
+    assert sorted(e.replace("exec-", "").replace("-", "_") for e in executors) == sorted(STEPS)
+    for executor in executors.values():
+        assert executor["container"]["image"] == "registry.example/albert-tf:1"
+        assert "pip install" not in " ".join(executor["container"]["command"])
+    tasks = spec["root"]["dag"]["tasks"]
+    assert sorted(t.replace("-", "_") for t in tasks) == sorted(STEPS)
+    for name in ("evaluator", "infra-validator", "pusher"):
+        assert tasks[name]["cachingOptions"] == {}  # caching off is written as an empty option set
+    assert tasks["trainer"]["cachingOptions"] == {"enableCache": True}
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    arguments = pipeline_arguments(settings)
+    assert set(parameters) == set(arguments)
+    assert parameters["beam_runner"]["defaultValue"] == "DataflowRunner"
+    assert parameters["beam_args"]["defaultValue"] == ["--region=europe-west4"]
+    assert parameters["strategy"]["defaultValue"] == "multi_worker"
+    assert json.loads(parameters["model_config_json"]["defaultValue"])["hidden_size"] == 16
+    assert parameters["pretrain_steps"]["parameterType"] == "NUMBER_INTEGER"
+    assert parameters["finetune_epochs"]["parameterType"] == "NUMBER_DOUBLE"
+
+
+def test_cli_compile(tmp_path):
+    from albert_tf.cli import main
+
+    config = tmp_path / "cfg.yaml"
+    config.write_text("vocab_size: 5000\nmodel: base-v2\nmax_seq_length: 128\n", encoding="utf-8")
+    out = tmp_path / "p.yaml"
+    assert main(["pipeline", "compile", "--config", str(config), "--output", str(out)]) == 0
+    assert "albert-tf-pipeline" in out.read_text()
+    config.write_text("vocab_size: -1\n", encoding="utf-8")
+    assert main(["pipeline", "compile", "--config", str(config), "--output", str(out)]) == 2
+
+
+def test_tfx_run_fn(tmp_path):
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    from albert_tf.pipeline.tfx_module import run_fn
+    from albert_tf.tokenization import train_sentencepiece
+
+    _, task = tiny_inputs(tmp_path)
+    corpus_file = tmp_path / "all.txt"
+    corpus_file.write_text("".join(open(p).read() for p in glob.glob(str(tmp_path / "corpus" / "*.txt"))), encoding="utf-8")
+    train_sentencepiece([str(corpus_file)], str(tmp_path / "spm"), 60, seed=0)
+
+    def write(split, path):
+        # TFX's ExampleGen writes gzipped TFRecords with int64 labels.
+        lines = open(os.path.join(task, f"{split}.tsv")).read().splitlines()[1:]
+        with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+            for line in lines:
+                label, text = line.split("\t")
+                feature = {"sentence": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()])),
+                           "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+                writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+    (tmp_path / "train").mkdir()
+    (tmp_path / "eval").mkdir()
+    write("train", str(tmp_path / "train" / "data.gz"))
+    write("dev", str(tmp_path / "eval" / "data.gz"))
+    fn_args = types.SimpleNamespace(
+        train_files=[str(tmp_path / "train" / "*")], eval_files=[str(tmp_path / "eval" / "*")],
+        serving_model_dir=str(tmp_path / "serving_model"), model_run_dir=str(tmp_path / "run"), train_steps=2,
+        custom_config={
+            "tokenizer": str(tmp_path / "spm.model"), "max_seq_length": 24, "text_feature": "sentence", "batch_size": 8,
+            "albert_config": dict(embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=24),
+        },
+    )
+    summary = run_fn(fn_args)
+    assert summary["steps"] == 2
+    loaded = tf.saved_model.load(fn_args.serving_model_dir)
+    outputs = loaded.signatures["serving_default"](text=tf.constant(["good film", "awful plot"]))
+    assert outputs["probabilities"].shape == (2, 2)
+    assert set(np.char.decode(outputs["label"].numpy().astype(bytes)).tolist()) <= {"0", "1"}
+    assert os.path.isfile(os.path.join(fn_args.model_run_dir, "training", "model", "task.json"))
+
+    with pytest.raises(ValueError, match="custom_config lacks tokenizer"):
+        run_fn(types.SimpleNamespace(**{**vars(fn_args), "custom_config": {}}))
+    shutil.rmtree(fn_args.serving_model_dir)
+    bad = types.SimpleNamespace(**{**vars(fn_args), "custom_config": {**fn_args.custom_config, "text_feature": "missing"}})
+    with pytest.raises(ValueError, match="no feature 'missing'"):
+        run_fn(bad)
+    assert not os.path.exists(fn_args.serving_model_dir)
