@@ -156,6 +156,10 @@ def test_cli_compile(tmp_path):
     out = tmp_path / "p.yaml"
     assert main(["pipeline", "compile", "--config", str(config), "--output", str(out)]) == 0
     assert "albert-tf-pipeline" in out.read_text()
+    # The documented real configuration is valid and compiles.
+    example = os.path.join(os.path.dirname(os.path.dirname(__file__)), "pipelines", "example_config.yaml")
+    assert main(["pipeline", "compile", "--config", example, "--output", str(out), "--image", "r/albert-tf-python3.11:1"]) == 0
+    assert "DataflowRunner" in out.read_text()
     config.write_text("vocab_size: -1\n", encoding="utf-8")
     assert main(["pipeline", "compile", "--config", str(config), "--output", str(out)]) == 2
 
