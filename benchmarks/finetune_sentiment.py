@@ -14,6 +14,15 @@ no-pretraining baseline.
     python benchmarks/finetune_sentiment.py --max-train-examples 512 --epochs 1      # a quick check
     python benchmarks/finetune_sentiment.py --init albert_base_v2/ --max-seq-length 128
     python benchmarks/finetune_sentiment.py --config base-v2 --spm-model 30k-clean.model --epochs 3
+
+The table ends with the majority-class accuracy of dev and test (always answering the most
+frequent training label), the floor a model has to beat. BENCHMARKS.md's comparison of a
+SOTU-pretrained small model with the same model from random weights used:
+
+    python benchmarks/finetune_sentiment.py --init SOTU_RUN/tf1/model.ckpt --spm-model SOTU_RUN/spm.model \
+        --max-seq-length 64 --batch-size 32 --learning-rate 1e-4 --epochs 1
+    python benchmarks/finetune_sentiment.py --config albert_config.json --spm-model SOTU_RUN/spm.model \
+        --max-seq-length 64 --batch-size 32 --learning-rate 1e-4 --epochs 1
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--max-train-examples", type=int, help="use only the first N training examples")
     parser.add_argument("--max-eval-examples", type=int, help="use only the first N dev/test examples")
+    parser.add_argument("--seed", type=int, default=12345, help="seed of the head's initialisation, dropout and shuffling")
     parser.add_argument("--precision", choices=("float32", "mixed_bfloat16"), default="float32")
     parser.add_argument("--model-dir", help="where the fine-tuned model goes (default: a temporary directory)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -65,6 +75,26 @@ def train_sentencepiece_on(train_file: Path, directory: Path, vocab_size: int) -
     return train_sentencepiece(str(corpus), str(directory / "sentiment"), vocab_size=vocab_size, seed=0).model_file
 
 
+def majority_accuracy(data: Path, max_eval_examples=None) -> dict:
+    """{split: accuracy} of always predicting the most frequent training label (the floor to beat)."""
+    from collections import Counter
+
+    from albert_tf.data.glue import read_table
+
+    def labels(split):
+        return [e.label for e in read_table(str(data / f"{split}.tsv"), text_column="text", label_column="label")]
+
+    try:
+        top = Counter(labels("train")).most_common(1)[0][0]
+        out = {}
+        for split in ("dev", "test"):
+            values = labels(split)[:max_eval_examples]
+            out[split] = sum(v == top for v in values) / len(values)
+        return out
+    except Exception:  # unlabelled test file or other layout: just no floor printed
+        return {}
+
+
 def main(argv=None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = parse_args(argv)
@@ -80,7 +110,7 @@ def main(argv=None) -> int:
     command = [
         "--task", "classification", "--data", str(data), "--text-column", "text", "--label-column", "label",
         "--model-dir", str(model_dir), "--max-seq-length", str(args.max_seq_length), "--batch-size", str(args.batch_size),
-        "--num-epochs", str(args.epochs), "--precision", args.precision, "--overwrite",
+        "--num-epochs", str(args.epochs), "--precision", args.precision, "--seed", str(args.seed), "--overwrite",
     ]
     if args.init:
         command += ["--init", args.init]
@@ -128,6 +158,10 @@ def main(argv=None) -> int:
         if split in results:
             r = results[split]
             print(f"| {split} | {r['accuracy']:.4f} | {r['f1']:.4f} | {args.max_eval_examples or 'all'} |")
+    majority = majority_accuracy(data, args.max_eval_examples)
+    if majority:
+        print("\nmajority class (predicting the most frequent training label): "
+              + ", ".join(f"{split} {value:.4f}" for split, value in majority.items()))
     print(
         f"\ninit: {args.init or 'random'}; {steps} steps x batch {batch} (seq {args.max_seq_length}, lr {learning_rate}) "
         f"in {seconds:.0f} s, best dev step {run_info['best_step']}; model in {model_dir}"

@@ -1,8 +1,11 @@
 """`albert-tf export`: a fine-tuned model directory or a pretrained encoder as a TF Serving SavedModel.
 
-`--model-dir` takes the output of `albert-tf finetune` (classification / regression): its
-`model.keras`, tokenizer file and `task.json` give the model, the in-graph tokenizer (same
-preprocessing and sequence length as training), the labels and whether inputs are pairs.
+`--model-dir` takes the output of `albert-tf finetune` (classification / regression, SQuAD
+v1/v2): its `model.keras`, tokenizer file and `task.json` give the model, the in-graph tokenizer
+(same preprocessing and sequence length as training), the labels and whether inputs are pairs;
+for SQuAD the conversion and post-processing settings (`doc_stride`, `max_query_length`,
+`n_best_size`, `max_answer_length` and v2's tuned `null_score_diff_threshold`, 0 when none was
+stored), so that `serving_default` answers `question` + `context` (`albert_tf.export.qa`).
 `--init` takes a pretrained encoder (any checkpoint `albert_tf.checkpoints.init` reads) with
 `--config`, `--spm-model`/`--vocab-file` and `--sequence-length`, exported with the TF-Hub-style
 `tokens` signature. The version goes to `<export-base>/<model-name>/<version>/`, atomically,
@@ -24,7 +27,7 @@ HELP = "Export a fine-tuned model or an encoder as a TF Serving SavedModel (raw 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model-dir", help="output directory of `albert-tf finetune` (classification/regression)")
+    source.add_argument("--model-dir", help="output directory of `albert-tf finetune` (classification, regression, SQuAD)")
     source.add_argument("--init", help="pretrained encoder checkpoint (exports the encoder)")
     parser.add_argument("--export-base", required=True, help="TF Serving model base directory")
     parser.add_argument("--model-name", required=True, help="served model name")
@@ -45,8 +48,8 @@ def _from_model_dir(args):
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
     spec = TaskSpec.read(args.model_dir)
-    if spec.kind not in ("classification", "regression"):
-        raise CommandError(f"export supports classification and regression models; {args.model_dir} is {spec.kind}")
+    if spec.kind not in ("classification", "regression", "squad"):
+        raise CommandError(f"export supports classification, regression and SQuAD models; {args.model_dir} is {spec.kind}")
     model = load_model(args.model_dir)
     tokenizer_file = os.path.join(args.model_dir, spec.tokenizer["file"])
     kwargs = dict(sequence_length=spec.max_seq_length, lower_case=spec.tokenizer["lower_case"])
@@ -59,7 +62,12 @@ def _from_model_dir(args):
         raise CommandError(f"cannot build the tokenizer from {tokenizer_file}: {e}") from None
     labels = spec.labels if spec.kind == "classification" else None
     extra = [os.path.join(args.model_dir, "task.json")]
-    return model, layer, labels, spec.is_pair, extra
+    if spec.kind == "squad":
+        settings = dict(spec.settings or {})
+        if settings.get("null_score_diff_threshold") is None:
+            settings.pop("null_score_diff_threshold", None)  # the export's default: 0
+        return model, layer, None, False, extra, settings
+    return model, layer, labels, spec.is_pair, extra, None
 
 
 def _from_init(args):
@@ -84,7 +92,7 @@ def _from_init(args):
             layer = AlbertTokenizerLayer.from_wordpiece(args.vocab_file, **kwargs)
     except (ConfigError, CheckpointError, ValueError, OSError) as e:
         raise CommandError(str(e)) from None
-    return encoder, layer, None, False, []
+    return encoder, layer, None, False, [], None
 
 
 def run(args) -> int:
@@ -95,13 +103,14 @@ def run(args) -> int:
         batching = BatchingConfig(max_batch_size=args.max_batch_size, batch_timeout_micros=args.batch_timeout_micros)
     except ValueError as e:
         raise CommandError(str(e)) from None
-    model, layer, labels, pair, extra = _from_model_dir(args) if args.model_dir else _from_init(args)
+    model, layer, labels, pair, extra, qa_settings = _from_model_dir(args) if args.model_dir else _from_init(args)
     try:
         result = export_saved_model(
             model, layer, args.export_base, args.model_name, version=args.version, labels=labels, pair=pair,
+            qa_settings=qa_settings,
             extra_assets=extra, check=not args.skip_check, batching=batching, container_base=args.container_base,
         )
-    except ExportError as e:
+    except (ExportError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(json.dumps({
         "path": result.path, "version": result.version, "signatures": result.signatures,

@@ -121,6 +121,7 @@ def _write_assets(directory: str, module: signatures.ServingModule, extra_assets
             "normalize_quotes": tokenizer.normalize_quotes,
         },
         "signatures": module.signatures_keys(),
+        "qa": module.qa_settings,
         "dtype_policy": str(encoder.dtype_policy.name),
     }
     with open(os.path.join(assets, EXPORT_INFO_FILE), "w", encoding="utf-8") as f:
@@ -150,6 +151,7 @@ def export_saved_model(
     labels: Optional[Sequence[str]] = None,
     *,
     pair: bool = False,
+    qa_settings: Optional[Dict] = None,
     extra_assets: Sequence[str] = (),
     check: bool = True,
     batching: Optional[serving_config.BatchingConfig] = None,
@@ -158,8 +160,8 @@ def export_saved_model(
     """Exports `model` with in-graph tokenization as `<export_base>/<model_name>/<version>/`.
 
     Args:
-      model: an `AlbertClassifier`, `AlbertRegressor`, `AlbertEncoder` or `AlbertPretrainer`
-        (built; its weights are what is exported).
+      model: an `AlbertClassifier`, `AlbertRegressor`, `AlbertEncoder`, `AlbertPretrainer`,
+        `SquadV1Model` or `SquadV2Model` (built; its weights are what is exported).
       tokenizer_layer: the `AlbertTokenizerLayer` of the training preprocessing (vocabulary,
         casing, sequence length).
       export_base: the TF Serving model base directory (local path).
@@ -167,6 +169,9 @@ def export_saved_model(
       version: the integer version; default one more than the largest existing one.
       labels: class labels in id order (classifiers).
       pair: text signatures take `text` and `text_b` (sentence-pair tasks).
+      qa_settings: SQuAD models: the conversion and post-processing settings (task.json's
+        `settings`: `doc_stride`, `max_query_length`, `n_best_size`, `max_answer_length`,
+        `null_score_diff_threshold`); see `albert_tf.export.qa`.
       extra_assets: more files to copy into `assets/` (e.g. `task.json`).
       check: run the compatibility check (ops + fresh-process reload); on by default, as TF
         Serving would otherwise be the first to find a broken export.
@@ -193,7 +198,7 @@ def export_saved_model(
     final = os.path.join(model_dir, str(version))
     if os.path.exists(final):
         raise ExportError(f"{final} exists: a served version is never overwritten; pick another version")
-    module = signatures.ServingModule(model, tokenizer_layer, labels=labels, pair=pair)
+    module = signatures.ServingModule(model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings)
     staging = os.path.join(model_dir, f"{TEMP_PREFIX}{version}-{uuid.uuid4().hex[:8]}")
     try:
         functions = module.signatures()

@@ -11,7 +11,14 @@
 * an `AlbertEncoder` or an `AlbertPretrainer`: `serving_default` returns `pooled_output`,
   `sequence_output` (and the `input_mask`), `tokens` the same from token ids (the TF-Hub
   module's signature), and for a pretrainer also `sop` (`sop_logits`, `sop_probabilities`) and
-  `mlm` (`mlm_logits` at `mlm_positions`, as the original hub module's `mlm` signature).
+  `mlm` (`mlm_logits` at `mlm_positions`, as the original hub module's `mlm` signature);
+* a `SquadV1Model` / `SquadV2Model` (extractive QA, `albert_tf.export.qa`): `serving_default`
+  takes `question` and `context` and returns `answer_text`, `start_char`, `end_char` (character
+  offsets into the context, end exclusive), `score`, `has_answer`, `num_windows` (doc-stride
+  windows used) and for v2 `null_score`; `tokens` returns the head's outputs for token ids
+  (v1: `start_logits`, `end_logits`; v2 also takes `p_mask` and returns the beam
+  `start_top_log_probs`, `start_top_index`, `end_top_log_probs`, `end_top_index` and
+  `cls_logits`).
 
 Raw text is tokenized in the graph by the `AlbertTokenizerLayer` (the training preprocessing);
 the `tf.Example` signatures read the text from the features `text` (and `text_b` for pairs).
@@ -33,7 +40,10 @@ KIND_CLASSIFIER = "classifier"
 KIND_REGRESSOR = "regressor"
 KIND_ENCODER = "encoder"
 KIND_PRETRAINER = "pretrainer"
-KINDS = (KIND_CLASSIFIER, KIND_REGRESSOR, KIND_ENCODER, KIND_PRETRAINER)
+KIND_SQUAD_V1 = "squad_v1"
+KIND_SQUAD_V2 = "squad_v2"
+KINDS = (KIND_CLASSIFIER, KIND_REGRESSOR, KIND_ENCODER, KIND_PRETRAINER, KIND_SQUAD_V1, KIND_SQUAD_V2)
+QA_KINDS = (KIND_SQUAD_V1, KIND_SQUAD_V2)
 
 # TF Serving's method names (tensorflow_serving/.../signature_constants); TF2 writes "predict" for all.
 PREDICT_METHOD = "tensorflow/serving/predict"
@@ -47,7 +57,12 @@ def model_kind(model) -> str:
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.pretrainer import AlbertPretrainer
     from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
+    from albert_tf.tasks.squad import SquadV1Model, SquadV2Model
 
+    if isinstance(model, SquadV1Model):
+        return KIND_SQUAD_V1
+    if isinstance(model, SquadV2Model):
+        return KIND_SQUAD_V2
     if isinstance(model, AlbertClassifier):
         return KIND_CLASSIFIER
     if isinstance(model, AlbertRegressor):
@@ -57,7 +72,7 @@ def model_kind(model) -> str:
     if isinstance(model, AlbertEncoder):
         return KIND_ENCODER
     raise TypeError(
-        "export supports AlbertClassifier, AlbertRegressor, AlbertEncoder and AlbertPretrainer, "
+        "export supports AlbertClassifier, AlbertRegressor, AlbertEncoder, AlbertPretrainer, SquadV1Model and SquadV2Model, "
         f"got {type(model).__name__}"
     )
 
@@ -108,13 +123,17 @@ class ServingModule(tf.Module):
       tokenizer_layer: the `AlbertTokenizerLayer` of the model's vocabulary and sequence length.
       labels: class labels in id order (classifier; default "0", "1", ...).
       pair: the text signatures take a second text `text_b` (sentence-pair tasks).
+      qa_settings: SQuAD models: `doc_stride`, `max_query_length`, `n_best_size`,
+        `max_answer_length`, `null_score_diff_threshold` (v2) — task.json's `settings`;
+        defaults `albert_tf.export.qa.DEFAULT_QA_SETTINGS`.
 
     Raises:
       TypeError: an unsupported model.
       ValueError: labels that do not match the classifier, or labels for a non-classifier.
     """
 
-    def __init__(self, model, tokenizer_layer, labels: Optional[Sequence[str]] = None, pair: bool = False):
+    def __init__(self, model, tokenizer_layer, labels: Optional[Sequence[str]] = None, pair: bool = False,
+                 qa_settings: Optional[Dict] = None):
         super().__init__(name="albert_serving")
         self.kind = model_kind(model)
         # The Keras objects stay untracked (a plain holder): what the SavedModel checkpoints is
@@ -137,6 +156,16 @@ class ServingModule(tf.Module):
             raise ValueError(f"labels are for classifiers; a {self.kind} has none")
         else:
             self.labels = None
+        self.qa_settings: Optional[Dict] = None
+        if self.kind in QA_KINDS:
+            from albert_tf.export import qa
+
+            if pair:
+                raise ValueError("a SQuAD model takes question and context, not pair=True")
+            self.qa_settings = qa.qa_settings(qa_settings, "v1" if self.kind == KIND_SQUAD_V1 else "v2")
+            self._objects.qa = qa.QaGraph(model, tokenizer_layer, self.qa_settings)
+        elif qa_settings is not None:
+            raise ValueError(f"qa_settings are for SQuAD models; a {self.kind} has none")
         self.vocab_size = int(self.encoder.vocab_size)
         if tokenizer_layer.vocab_size > self.vocab_size:
             raise ValueError(
@@ -164,6 +193,9 @@ class ServingModule(tf.Module):
                     variables.append(v)
         self.exported_variables = variables
         self.tokenizer_resources = _find_resources(self.tokenizer)
+        if self.kind in QA_KINDS:
+            # The offsets tokenizer of the QA graph holds its own SentencePiece model resource.
+            self.tokenizer_resources += _find_resources(self._objects.qa._sp_offsets)
 
     # --- the model on token ids -----------------------------------------------------------------
 
@@ -173,7 +205,12 @@ class ServingModule(tf.Module):
         return self.model if self.kind == KIND_ENCODER else self.model.encoder
 
     def _from_tokens(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-        features = {k: tf.cast(features[k], tf.int32) for k in TOKEN_KEYS}
+        keys = TOKEN_KEYS + (("p_mask",) if self.kind == KIND_SQUAD_V2 else ())
+        features = {k: tf.cast(features[k], tf.int32) for k in keys}
+        if self.kind in QA_KINDS:
+            outputs = self.model(features, training=False)
+            return {k: (tf.cast(v, tf.float32) if v.dtype.is_floating else tf.cast(v, tf.int32))
+                    for k, v in outputs.items() if k != "unique_ids"}
         if self.kind == KIND_CLASSIFIER:
             logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
             label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -215,11 +252,35 @@ class ServingModule(tf.Module):
     def _build_functions(self) -> None:
         text_spec = tf.TensorSpec([None], tf.string, name=TEXT_KEY)
         text_b_spec = tf.TensorSpec([None], tf.string, name=TEXT_B_KEY)
+        specs = _token_specs(self.sequence_length)
+        if self.kind in QA_KINDS:
+            from albert_tf.export.qa import CONTEXT_KEY, QUESTION_KEY
+
+            self.serve_text = tf.function(
+                lambda question, context: self._objects.qa(question, context),
+                input_signature=[tf.TensorSpec([None], tf.string, name=QUESTION_KEY),
+                                 tf.TensorSpec([None], tf.string, name=CONTEXT_KEY)],
+            )
+            token_specs = [specs[k] for k in TOKEN_KEYS]
+            if self.kind == KIND_SQUAD_V2:
+                self.serve_tokens = tf.function(
+                    lambda input_ids, input_mask, segment_ids, p_mask: self._from_tokens(
+                        {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids, "p_mask": p_mask}
+                    ),
+                    input_signature=token_specs + [tf.TensorSpec([None, self.sequence_length], tf.int32, name="p_mask")],
+                )
+            else:
+                self.serve_tokens = tf.function(
+                    lambda input_ids, input_mask, segment_ids: self._from_tokens(
+                        {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+                    ),
+                    input_signature=token_specs,
+                )
+            return
         if self.pair:
             self.serve_text = tf.function(lambda text, text_b: self._from_text(text, text_b), input_signature=[text_spec, text_b_spec])
         else:
             self.serve_text = tf.function(lambda text: self._from_text(text), input_signature=[text_spec])
-        specs = _token_specs(self.sequence_length)
         self.serve_tokens = tf.function(
             lambda input_ids, input_mask, segment_ids: self._from_tokens(
                 {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}

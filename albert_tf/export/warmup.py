@@ -17,6 +17,11 @@ import numpy as np
 WARMUP_DIR = "assets.extra"
 WARMUP_FILE = "tf_serving_warmup_requests"
 WARMUP_TEXTS = ("ALBERT reads this sentence.", "A second, longer sentence: 1,000 words in 2024!")
+WARMUP_QUESTIONS = ("Who reads this sentence?", "How many words?")
+WARMUP_CONTEXTS = (
+    "ALBERT reads this sentence.",
+    "A second,  longer context: 1,000 words in 2024! Its café has   spaces. " * 3,
+)
 
 
 def _example(text: str, text_b=None) -> "tf.train.Example":
@@ -31,8 +36,10 @@ def _example(text: str, text_b=None) -> "tf.train.Example":
 def warmup_inputs(signature_defs, pair: bool, sequence_length: int, texts: Sequence[str] = WARMUP_TEXTS) -> Dict[str, Dict[str, np.ndarray]]:
     """One batch of inputs per signature key: `{signature: {input_name: array}}`.
 
-    Text inputs get `texts` (`text_b` the same texts reversed); token inputs a `[CLS] ... [SEP]`
-    batch of small ids; `classify`/`regress` the serialized `tf.Example`s of the texts.
+    Text inputs get `texts` (`text_b` the same texts reversed); QA inputs (`question`, `context`)
+    two questions, the second with a context of several windows at a short sequence length;
+    token inputs a `[CLS] ... [SEP]` batch of small ids (and a `p_mask` for SQuAD v2);
+    `classify`/`regress` the serialized `tf.Example`s of the texts.
     """
     texts = list(texts)
     texts_b = texts[::-1]
@@ -45,6 +52,11 @@ def warmup_inputs(signature_defs, pair: bool, sequence_length: int, texts: Seque
         if names == {"inputs"}:
             examples = [_example(a, b if pair else None).SerializeToString() for a, b in zip(texts, texts_b)]
             result[key] = {"inputs": np.array(examples, dtype=object)}
+        elif "question" in names:
+            result[key] = {
+                "question": np.array([t.encode("utf-8") for t in WARMUP_QUESTIONS], dtype=object),
+                "context": np.array([t.encode("utf-8") for t in WARMUP_CONTEXTS], dtype=object),
+            }
         elif "text" in names:
             inputs = {"text": np.array([t.encode("utf-8") for t in texts], dtype=object)}
             if "text_b" in names:
@@ -59,6 +71,9 @@ def warmup_inputs(signature_defs, pair: bool, sequence_length: int, texts: Seque
                 ids[row, 0], ids[row, used - 1] = 2, 3  # [CLS], [SEP] in both vocabularies
                 mask[row, :used] = 1
             inputs = {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+            if "p_mask" in names:  # SQuAD v2: answers may be at [CLS] and in the (here: whole) text
+                inputs["p_mask"] = 1 - mask
+                inputs["p_mask"][:, 0] = 0
             if "mlm_positions" in names:
                 inputs["mlm_positions"] = np.tile(np.array([[1, 2]], np.int32), (batch, 1))
             result[key] = inputs

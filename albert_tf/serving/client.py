@@ -124,6 +124,33 @@ def predict_text(
         inputs["text_b"] = _as_list(text_b, "text_b")
         if len(inputs["text_b"]) != len(inputs["text"]):
             raise ValueError(f"{len(inputs['text'])} texts but {len(inputs['text_b'])} text_b")
+    return _predict_strings(server, model, inputs, protocol, signature, version, timeout)
+
+
+def predict_qa(
+    server: str,
+    model: str,
+    questions: Sequence[str],
+    contexts: Sequence[str],
+    protocol: str = "grpc",
+    version: Optional[int] = None,
+    timeout: float = 30.0,
+) -> Dict[str, np.ndarray]:
+    """Answers of an exported SQuAD model (`serving_default` with `question` and `context`).
+
+    Returns `{output_name: array}`: `answer_text` (bytes), `start_char`, `end_char`, `score`,
+    `has_answer`, `num_windows` (and `null_score` for v2); see `albert_tf.export.qa`.
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
+    inputs = {"question": _as_list(questions, "questions"), "context": _as_list(contexts, "contexts")}
+    if len(inputs["question"]) != len(inputs["context"]):
+        raise ValueError(f"{len(inputs['question'])} questions but {len(inputs['context'])} contexts")
+    return _predict_strings(server, model, inputs, protocol, "serving_default", version, timeout)
+
+
+def _predict_strings(server, model, inputs, protocol, signature, version, timeout) -> Dict[str, np.ndarray]:
+    """Predict with string inputs `{name: [bytes]}` over gRPC or REST."""
     if protocol == "rest":
         body = {
             "signature_name": signature,

@@ -1,0 +1,454 @@
+"""Extractive question answering (SQuAD v1 / v2 models) served from raw text, all in the graph.
+
+`QaGraph` turns `question` and `context` string tensors `[batch]` into answers with TF and
+tensorflow-text ops only, reproducing the fine-tuning pipeline of `albert_tf.data.squad` (the
+original `squad_lib_sp` conversion) and the n-best post-processing of
+`albert_tf.tasks.squad_postprocessing`:
+
+1. the question: the tokenizer layer's preprocessing and ids (`preprocess_text`,
+   SentencePiece, the digit-comma rule), cut to `max_query_length` pieces;
+2. the context is preprocessed *character by character* (whitespace runs collapsed and
+   stripped, NFKD, combining marks deleted, lower-cased: per character this is the same
+   string as the layer's whole-string preprocessing, because the only cross-character step of
+   NFKD, the reordering of combining marks, is undone by their deletion), which gives for every
+   byte of the normalized text the index of the original character it came from. The
+   normalized text is tokenized with tensorflow-text's `FastSentencepieceTokenizer` (the ids of
+   training) and with `SentencepieceTokenizer.tokenize_with_offsets` (byte offsets, used when
+   both kernels segment the row alike; they break ties between equally scored segmentations
+   differently, e.g. "0" "00" vs "00" "0", and for such a row the ids stay the training ones and
+   the offsets are the pieces' texts laid end to end, exact unless the row also has `<unk>`
+   pieces or text that SentencePiece's own normalizer changes), then the digit-comma rule is
+   applied with the offsets carried along. Every context piece thus gets the original
+   character index of its first and last character;
+3. doc-stride windows exactly as training: `max_seq_length - len(question) - 3` context pieces
+   per window, a new window every `doc_stride` pieces until the context is covered, laid out
+   `[CLS] question [SEP] window [SEP]` (segment 1 from the window on), `p_mask` 1 except on
+   `[CLS]` and the window; the model runs on all windows of the batch at once;
+4. the best legal span, as the original post-processing: v1 — the `n_best_size` best starts
+   times the `n_best_size` best ends of each window; v2 — the model's `start_n_top x end_n_top`
+   beam; kept when start and end are in the window's context, `start <= end`, the span is at
+   most `max_answer_length` pieces and the window is the start piece's max-context window;
+   the highest `start + end` score over all windows of the question wins;
+5. the answer is the original context between the first character of the start piece and the
+   last character of the end piece, stripped of surrounding whitespace (the original
+   `paragraph_text[begin:finish + 1].strip()`); for v2 the null score is the lowest
+   answerability logit over the windows and the answer is "" when it is greater than the
+   threshold.
+
+Offsets are code points of the context as decoded from UTF-8 with invalid bytes replaced by
+U+FFFD (Python's `bytes.decode("utf-8", "replace")`), so for valid UTF-8 `context[start_char:
+end_char] == answer_text` in Python. With no legal span, a span of whitespace only, or a v2
+no-answer, the answer is "", the offsets are -1 and `has_answer` is 0 (int32, 1 otherwise).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.tokenization import _unicode
+from albert_tf.tokenization.in_graph import lower_utf8, sanitize_utf8
+from albert_tf.tokenization.text import SPIECE_UNDERLINE
+
+QUESTION_KEY = "question"
+CONTEXT_KEY = "context"
+NO_SPAN_SCORE = -1e6  # the original's stand-in score when a question has no legal span
+_NEG = -3.0e38
+
+DEFAULT_QA_SETTINGS = dict(
+    version="v1", doc_stride=128, max_query_length=64, n_best_size=20, max_answer_length=30,
+    null_score_diff_threshold=0.0,
+)
+
+
+def qa_settings(settings: Optional[Dict[str, Any]], version: str) -> Dict[str, Any]:
+    """The complete QA settings: `settings` (e.g. task.json's) over `DEFAULT_QA_SETTINGS`."""
+    result = dict(DEFAULT_QA_SETTINGS)
+    result.update({k: v for k, v in (settings or {}).items() if k in DEFAULT_QA_SETTINGS and v is not None})
+    result["version"] = version
+    for key in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
+        value = result[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{key} must be a positive integer, got {value!r}")
+    result["null_score_diff_threshold"] = float(result["null_score_diff_threshold"])
+    return result
+
+
+def _row_ids(ragged: tf.RaggedTensor) -> tf.Tensor:
+    return tf.cast(ragged.value_rowids(), tf.int32)
+
+
+class QaGraph:
+    """The in-graph QA pipeline for one SQuAD model and its `AlbertTokenizerLayer`.
+
+    Args:
+      model: a `SquadV1Model` or `SquadV2Model`.
+      tokenizer: the `AlbertTokenizerLayer` of training (SentencePiece; its `sequence_length` is
+        the feature length).
+      settings: from `qa_settings`.
+    """
+
+    def __init__(self, model, tokenizer, settings: Dict[str, Any]):
+        if not tokenizer.is_sentencepiece:
+            raise ValueError("the QA export needs a SentencePiece tokenizer (the SQuAD conversion is SentencePiece's)")
+        if tokenizer.normalize_quotes:
+            raise ValueError("the QA export does not support normalize_quotes=True (it maps pieces back to characters)")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.version = settings["version"]
+        self.seq = int(tokenizer.sequence_length)
+        if settings["max_query_length"] + 3 >= self.seq:
+            raise ValueError(
+                f"sequence length {self.seq} must exceed max_query_length + 3 ({settings['max_query_length'] + 3})"
+            )
+        # The offsets tokenizer: same model, tensorflow-text's kernel with offsets.
+        self._sp_offsets = tf_text.SentencepieceTokenizer(tokenizer._model_proto, out_type=tf.int32)
+
+    # --- context: characters, normalized bytes, pieces with character offsets ---------------------
+
+    def _normalize_chars(self, context: tf.Tensor):
+        """(normalized text [B], byte -> original char index ragged [B, (bytes)])."""
+        chars = tf.strings.unicode_split(context, "UTF-8")  # [B, (chars)]
+        flat = chars.flat_values
+        rows = _row_ids(chars)
+        position = tf.cast(tf.ragged.range(chars.row_lengths()).flat_values, tf.int32)
+        is_space = tf.strings.regex_full_match(flat, _unicode.re2_class("isspace"))
+        num_rows = tf.shape(context)[0]
+        big = tf.int32.max
+        first_text = tf.math.unsorted_segment_min(tf.where(is_space, big, position), rows, num_rows)
+        last_text = tf.math.unsorted_segment_max(tf.where(is_space, -1, position), rows, num_rows)
+        previous_space = tf.concat([[False], is_space[:-1]], axis=0)
+        previous_space = tf.logical_and(previous_space, position > 0)
+        keep_space = tf.logical_and(
+            tf.logical_and(is_space, tf.logical_not(previous_space)),
+            tf.logical_and(position > tf.gather(first_text, rows), position < tf.gather(last_text, rows)),
+        )
+        text = flat
+        if not self.tokenizer.keep_accents:
+            text = tf_text.normalize_utf8(text, "NFKD")
+            text = tf.strings.regex_replace(text, _unicode.re2_class("combining"), "")
+        if self.tokenizer.lower_case:
+            text = lower_utf8(text)
+        normalized_chars = tf.where(is_space, tf.where(keep_space, " ", ""), text)
+        byte_lengths = tf.strings.length(normalized_chars)
+        normalized = tf.strings.reduce_join(chars.with_flat_values(normalized_chars), axis=-1)
+        byte_to_char = tf.RaggedTensor.from_row_lengths(
+            tf.repeat(position, byte_lengths),
+            tf.math.unsorted_segment_sum(byte_lengths, rows, num_rows),
+        )
+        return normalized, byte_to_char
+
+    def _context_pieces(self, normalized: tf.Tensor):
+        """(ids, start byte, end byte) ragged [B, (pieces)] of the normalized context."""
+        fast = tf.cast(self.tokenizer._sentencepiece.tokenize(normalized), tf.int32).with_row_splits_dtype(tf.int64)
+        slow, starts, ends = self._sp_offsets.tokenize_with_offsets(normalized)
+        slow = tf.cast(slow, tf.int32).with_row_splits_dtype(tf.int64)
+        starts, ends = starts.with_row_splits_dtype(tf.int64), ends.with_row_splits_dtype(tf.int64)
+        width = tf.cast(tf.maximum(tf.reduce_max(fast.row_lengths()), tf.reduce_max(slow.row_lengths())), tf.int32)
+        width = tf.maximum(width, 1)
+        dense_fast = _pad_to(fast.to_tensor(-1), width, -1)
+        dense_slow = _pad_to(slow.to_tensor(-1), width, -1)
+        same = tf.reduce_all(tf.equal(dense_fast, dense_slow), axis=1)
+        # Where the kernels segment a row differently (ties), the ids stay those of training and
+        # the offsets come from the pieces' texts laid end to end ("▁" one space byte; the first
+        # one is SentencePiece's dummy prefix and covers no byte).
+        piece_text = tf.strings.regex_replace(tf.gather(self.tokenizer._pieces, fast.flat_values), SPIECE_UNDERLINE, " ")
+        piece_bytes = tf.strings.length(piece_text)
+        row_starts = tf.cast(fast.row_splits[:-1], tf.int32)
+        rows = _row_ids(fast)
+        cum = tf.cumsum(piece_bytes) - tf.gather(tf.cumsum(piece_bytes, exclusive=True), tf.gather(row_starts, rows))
+        text_bytes = tf.gather(tf.strings.length(normalized), rows)
+        laid_end = tf.clip_by_value(cum - 1, 0, text_bytes)
+        laid_start = tf.clip_by_value(cum - piece_bytes - 1, 0, text_bytes)
+        batch = tf.shape(normalized)[0]
+        choice = tf.where(same, tf.range(batch), batch + tf.range(batch))
+        starts = tf.gather(tf.concat([tf.cast(starts, tf.int32), fast.with_flat_values(laid_start)], axis=0), choice)
+        ends = tf.gather(tf.concat([tf.cast(ends, tf.int32), fast.with_flat_values(laid_end)], axis=0), choice)
+        return self._split_digit_comma(fast, starts, ends)
+
+    def _split_digit_comma(self, ids: tf.RaggedTensor, starts: tf.RaggedTensor, ends: tf.RaggedTensor):
+        """The layer's digit-comma rule (`AlbertTokenizerLayer._split_digit_comma`) with byte offsets.
+
+        A matched piece `...d,` at bytes `[s, e)` becomes its body's re-encoded pieces and ",";
+        the comma gets `[e - 1, e)`, the body pieces consecutive byte ranges ending at `e - 1`
+        (their texts without "▁"; digits and commas, which SentencePiece does not normalize).
+        """
+        layer = self.tokenizer
+        flat = ids.flat_values
+        flat_starts, flat_ends = starts.flat_values, ends.flat_values
+        pieces = tf.gather(layer._pieces, flat)
+        match = tf.strings.regex_full_match(pieces, "(?s).*" + _unicode.re2_class("isdigit") + ",")
+        match_index = tf.cast(tf.where(match)[:, 0], tf.int32)
+        matched = tf.gather(pieces, match_index)
+        num_matched = tf.size(match_index)
+        body_length = tf.strings.length(matched) - 1
+        body = tf.strings.substr(matched, tf.zeros_like(body_length), body_length)
+        body = tf.strings.regex_replace(body, SPIECE_UNDERLINE, "")
+        sub = layer._sentencepiece.tokenize(body)
+        sub_ids = tf.cast(sub.flat_values, tf.int32)
+        sub_rows = tf.cast(sub.value_rowids(), tf.int32)
+        sub_starts = tf.cast(sub.row_splits[:-1], tf.int32)
+        sub_lengths = tf.cast(sub.row_lengths(), tf.int32)
+        sub_pieces = tf.concat([tf.gather(layer._pieces, sub_ids), [""]], axis=0)
+        first = tf.gather(sub_pieces, tf.where(sub_lengths > 0, sub_starts, tf.size(sub_ids)))
+        underline = SPIECE_UNDERLINE.encode("utf-8")
+        fix = tf.logical_and(
+            tf.not_equal(tf.strings.substr(matched, 0, 3), underline),
+            tf.equal(tf.strings.substr(first, 0, 3), underline),
+        )
+        drop = tf.logical_and(fix, tf.equal(first, underline))
+        strip = tf.logical_and(fix, tf.logical_not(drop))
+        first_length = tf.strings.length(first)
+        stripped_first = tf.strings.substr(first, tf.where(strip, 3, 0), tf.where(strip, first_length - 3, first_length))
+        stripped_id = tf.cast(layer._piece_ids.lookup(stripped_first), tf.int32)
+        is_first = tf.equal(tf.range(tf.size(sub_ids)), tf.gather(sub_starts, sub_rows))
+        sub_ids = tf.where(tf.logical_and(is_first, tf.gather(strip, sub_rows)), tf.gather(stripped_id, sub_rows), sub_ids)
+        keep = tf.logical_not(tf.logical_and(is_first, tf.gather(drop, sub_rows)))
+        keep_int = tf.cast(keep, tf.int32)
+        kept = tf.math.unsorted_segment_sum(keep_int, sub_rows, num_matched)
+        rank = tf.cumsum(keep_int, exclusive=True) - tf.gather(tf.cumsum(kept, exclusive=True), sub_rows)
+        # Byte ranges of the body pieces: their texts without "▁", laid end to end before the comma.
+        sub_text_length = tf.strings.length(tf.strings.regex_replace(tf.gather(layer._pieces, sub_ids), SPIECE_UNDERLINE, ""))
+        sub_text_length = tf.where(keep, sub_text_length, 0)
+        body_bytes = tf.math.unsorted_segment_sum(sub_text_length, sub_rows, num_matched)
+        matched_end = tf.gather(flat_ends, match_index)
+        matched_start = tf.gather(flat_starts, match_index)
+        body_start = tf.maximum(matched_end - 1 - body_bytes, matched_start)
+        within = tf.cumsum(sub_text_length, exclusive=True) - tf.gather(tf.cumsum(body_bytes, exclusive=True), sub_rows)
+        sub_byte_start = tf.gather(body_start, sub_rows) + within
+        sub_byte_end = sub_byte_start + sub_text_length
+        out_length = tf.tensor_scatter_nd_update(tf.ones_like(flat, tf.int32), match_index[:, None], kept + 1)
+        out_start = tf.cumsum(out_length, exclusive=True)
+        unmatched_index = tf.cast(tf.where(tf.logical_not(match))[:, 0], tf.int32)
+        kept_rows = tf.boolean_mask(sub_rows, keep)
+        positions = tf.concat(
+            [
+                tf.gather(out_start, unmatched_index),
+                tf.gather(out_start, tf.gather(match_index, kept_rows)) + tf.boolean_mask(rank, keep),
+                tf.gather(out_start, match_index) + kept,
+            ],
+            axis=0,
+        )[:, None]
+        total = tf.reduce_sum(out_length)[None]
+
+        def scatter(unmatched, body_values, comma):
+            values = tf.concat([tf.gather(unmatched, unmatched_index), tf.boolean_mask(body_values, keep), comma], axis=0)
+            return tf.scatter_nd(positions, values, total)
+
+        out_ids = scatter(flat, sub_ids, tf.fill([num_matched], tf.constant(layer._comma_id, tf.int32)))
+        out_starts = scatter(flat_starts, sub_byte_start, matched_end - 1)
+        out_ends = scatter(flat_ends, sub_byte_end, matched_end)
+        ends_cum = tf.concat([[0], tf.cumsum(out_length)], axis=0)
+        row_splits = tf.cast(tf.gather(ends_cum, tf.cast(ids.row_splits, tf.int32)), tf.int64)
+        make = lambda v: tf.RaggedTensor.from_row_splits(v, row_splits, validate=False)  # noqa: E731
+        return make(out_ids), make(out_starts), make(out_ends)
+
+    def _piece_chars(self, normalized, byte_to_char, starts, ends):
+        """Original character index of the first and last character of every piece."""
+        # First byte that is not the space of a "▁" (a lone "▁" keeps its space), last byte.
+        first_byte = starts.flat_values
+        last_byte = ends.flat_values - 1
+        rows = _row_ids(starts)
+        row_text = tf.gather(normalized, rows)
+        leading_space = tf.logical_and(
+            tf.equal(tf.strings.substr(row_text, tf.maximum(first_byte, 0), tf.ones_like(first_byte)), " "), last_byte > first_byte
+        )
+        first_byte = tf.where(leading_space, first_byte + 1, first_byte)
+        lengths = tf.cast(byte_to_char.row_lengths(), tf.int32)
+        row_start = tf.cast(byte_to_char.row_splits[:-1], tf.int32)
+        values = tf.concat([byte_to_char.flat_values, [0]], axis=0)
+        num_bytes = tf.gather(lengths, rows)
+
+        def char_at(byte):
+            byte = tf.clip_by_value(byte, 0, tf.maximum(num_bytes - 1, 0))
+            index = tf.where(num_bytes > 0, tf.gather(row_start, rows) + byte, tf.size(values) - 1)
+            return tf.gather(values, index)
+
+        return starts.with_flat_values(char_at(first_byte)), starts.with_flat_values(char_at(tf.maximum(last_byte, first_byte)))
+
+    # --- windows --------------------------------------------------------------------------------
+
+    def features(self, question: tf.Tensor, context: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """Tokenizes and windows a batch: the model inputs of every window and what maps them back."""
+        settings, seq = self.settings, self.seq
+        question = tf.reshape(question, [-1])
+        context = sanitize_utf8(tf.reshape(context, [-1]))
+        batch = tf.shape(context)[0]
+        q_ids = tf.cast(self.tokenizer.tokenize(question), tf.int32)
+        q_len = tf.minimum(tf.cast(q_ids.row_lengths(), tf.int32), settings["max_query_length"])
+        q_dense = _pad_to(q_ids.to_tensor(0), settings["max_query_length"], 0)[:, : settings["max_query_length"]]
+
+        normalized, byte_to_char = self._normalize_chars(context)
+        c_ids, c_start, c_end = self._context_pieces(normalized)
+        first_char, last_char = self._piece_chars(normalized, byte_to_char, c_start, c_end)
+        n = tf.cast(c_ids.row_lengths(), tf.int32)
+        max_doc = tf.maximum(seq - q_len - 3, 1)
+        step = tf.minimum(max_doc, settings["doc_stride"])
+        num_windows = 1 + tf.maximum(0, (n - max_doc + step - 1) // step)
+        example = tf.repeat(tf.range(batch), num_windows)  # [W]
+        first_window = tf.cumsum(num_windows, exclusive=True)
+        k = tf.range(tf.size(example)) - tf.gather(first_window, example)
+        w_step, w_max, w_n, w_q = (tf.gather(x, example) for x in (step, max_doc, n, q_len))
+        w_start = k * w_step
+        w_len = tf.maximum(tf.minimum(w_max, w_n - w_start), 0)
+
+        position = tf.range(seq)[None, :]
+        doc_offset = (w_q + 2)[:, None]
+        q_rows = tf.gather(q_dense, example)
+        q_index = tf.clip_by_value(position - 1, 0, settings["max_query_length"] - 1)
+        from_q = tf.gather(q_rows, tf.broadcast_to(q_index, tf.shape(position + doc_offset)), batch_dims=1)
+        c_dense = c_ids.to_tensor(0)
+        c_width = tf.maximum(tf.shape(c_dense)[1], 1)
+        c_dense = _pad_to(c_dense, c_width, 0)
+        doc_index = w_start[:, None] + position - doc_offset  # piece index in the context
+        doc_index_c = tf.clip_by_value(doc_index, 0, c_width - 1)
+        from_c = tf.gather(tf.gather(c_dense, example), doc_index_c, batch_dims=1)
+        in_doc = tf.logical_and(position >= doc_offset, position < doc_offset + w_len[:, None])
+        end_sep = tf.equal(position, doc_offset + w_len[:, None])
+        layer = self.tokenizer
+        input_ids = tf.where(
+            tf.equal(position, 0), layer.cls_id,
+            tf.where(position <= w_q[:, None], from_q,
+                     tf.where(tf.equal(position, w_q[:, None] + 1), layer.sep_id,
+                              tf.where(in_doc, from_c, tf.where(end_sep, layer.sep_id, layer.pad_id)))),
+        )
+        input_mask = tf.cast(position <= doc_offset + w_len[:, None], tf.int32)
+        segment_ids = tf.cast(tf.logical_and(position >= doc_offset, position <= doc_offset + w_len[:, None]), tf.int32)
+        p_mask = tf.cast(tf.logical_not(tf.logical_or(tf.equal(position, 0), in_doc)), tf.int32)
+
+        # Max context (the original `_check_is_max_context`): is this window the first of the
+        # question's windows with the highest min(left, right) + 0.01 * length for the piece?
+        kmax = tf.maximum(tf.reduce_max(num_windows), 1)
+        other = tf.gather(first_window, example)[:, None] + tf.range(kmax)[None, :]  # [W, K]
+        other_valid = tf.range(kmax)[None, :] < tf.gather(num_windows, example)[:, None]
+        other_c = tf.clip_by_value(other, 0, tf.size(example) - 1)
+        o_start = tf.cast(tf.gather(w_start, other_c), tf.float32)[:, None, :]
+        o_len = tf.cast(tf.gather(w_len, other_c), tf.float32)[:, None, :]
+        t = tf.cast(doc_index, tf.float32)[:, :, None]  # [W, S, 1]
+        o_contains = tf.logical_and(tf.logical_and(t >= o_start, t <= o_start + o_len - 1), other_valid[:, None, :])
+        o_score = tf.minimum(t - o_start, o_start + o_len - 1 - t) + 0.01 * o_len
+        o_score = tf.where(o_contains, o_score, _NEG)
+        best_window = tf.argmax(o_score, axis=-1, output_type=tf.int32)  # first max
+        is_max_context = tf.logical_and(in_doc, tf.equal(best_window, k[:, None]))
+
+        return {
+            "input_ids": tf.ensure_shape(input_ids, [None, seq]),
+            "input_mask": tf.ensure_shape(input_mask, [None, seq]),
+            "segment_ids": tf.ensure_shape(segment_ids, [None, seq]),
+            "p_mask": tf.ensure_shape(p_mask, [None, seq]),
+            "is_max_context": is_max_context,
+            "example": example, "num_windows": num_windows, "first_window": first_window,
+            "doc_offset": w_q + 2, "window_start": w_start, "window_length": w_len,
+            "first_char": first_char, "last_char": last_char, "context": context, "batch": batch,
+        }
+
+    # --- answers --------------------------------------------------------------------------------
+
+    def model_outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
+        if self.version == "v2":
+            inputs["p_mask"] = features["p_mask"]
+        outputs = self.model(inputs, training=False)
+        return {k: v for k, v in outputs.items() if k != "unique_ids"}
+
+    def candidates(self, features, outputs):
+        """(start [W, C], end [W, C], score [W, C]) of the candidate spans of every window."""
+        if self.version == "v1":
+            n_best = min(self.settings["n_best_size"], self.seq)
+            start_logit, start_index = tf.math.top_k(tf.cast(outputs["start_logits"], tf.float32), k=n_best)
+            end_logit, end_index = tf.math.top_k(tf.cast(outputs["end_logits"], tf.float32), k=n_best)
+            start = tf.repeat(start_index, n_best, axis=1)
+            end = tf.tile(end_index, [1, n_best])
+            score = tf.repeat(start_logit, n_best, axis=1) + tf.tile(end_logit, [1, n_best])
+        else:
+            start_n_top = int(outputs["start_top_index"].shape[-1])
+            end_n_top = int(outputs["end_top_index"].shape[-1]) // start_n_top
+            start = tf.repeat(tf.cast(outputs["start_top_index"], tf.int32), end_n_top, axis=1)
+            end = tf.cast(outputs["end_top_index"], tf.int32)
+            score = tf.repeat(tf.cast(outputs["start_top_log_probs"], tf.float32), end_n_top, axis=1) + tf.cast(
+                outputs["end_top_log_probs"], tf.float32
+            )
+        return start, end, score
+
+    def answers(self, features, outputs) -> Dict[str, tf.Tensor]:
+        start, end, score = self.candidates(features, outputs)
+        offset = features["doc_offset"][:, None]
+        length = features["window_length"][:, None]
+        legal = tf.logical_and(start - offset >= 0, start - offset < length)
+        legal = tf.logical_and(legal, end - offset < length)
+        legal = tf.logical_and(legal, tf.gather(features["is_max_context"], start, batch_dims=1))
+        legal = tf.logical_and(legal, end >= start)
+        legal = tf.logical_and(legal, end - start + 1 <= self.settings["max_answer_length"])
+        masked = tf.where(legal, score, _NEG)
+        best = tf.argmax(masked, axis=1, output_type=tf.int32)  # [W]
+        w_score = tf.gather(masked, best, batch_dims=1)
+        w_found = tf.reduce_any(legal, axis=1)
+        w_start = tf.gather(start, best, batch_dims=1) - features["doc_offset"] + features["window_start"]
+        w_end = tf.gather(end, best, batch_dims=1) - features["doc_offset"] + features["window_start"]
+
+        # The best window of each question (the first on ties, as the stable sort of the original).
+        num_windows, first_window = features["num_windows"], features["first_window"]
+        kmax = tf.maximum(tf.reduce_max(num_windows), 1)
+        slot = first_window[:, None] + tf.range(kmax)[None, :]
+        slot_valid = tf.range(kmax)[None, :] < num_windows[:, None]
+        slot_c = tf.clip_by_value(slot, 0, tf.maximum(tf.size(w_score) - 1, 0))
+        slot_score = tf.where(tf.logical_and(slot_valid, tf.gather(w_found, slot_c)), tf.gather(w_score, slot_c), _NEG)
+        pick = tf.gather(slot_c, tf.argmax(slot_score, axis=1, output_type=tf.int32), batch_dims=1)  # [B]
+        found = tf.reduce_any(tf.logical_and(slot_valid, tf.gather(w_found, slot_c)), axis=1)
+        best_score = tf.where(found, tf.gather(w_score, pick), NO_SPAN_SCORE)
+        piece_start = tf.where(found, tf.gather(w_start, pick), 0)
+        piece_end = tf.where(found, tf.gather(w_end, pick), 0)
+
+        first_char, last_char = features["first_char"], features["last_char"]
+        first_dense = _pad_to(first_char.to_tensor(0), 1, 0)
+        last_dense = _pad_to(last_char.to_tensor(0), 1, 0)
+        begin = tf.gather(first_dense, piece_start[:, None], batch_dims=1)[:, 0]
+        finish = tf.gather(last_dense, piece_end[:, None], batch_dims=1)[:, 0] + 1
+        result: Dict[str, tf.Tensor] = {}
+        has_answer = found
+        if self.version == "v2":
+            cls = tf.cast(outputs["cls_logits"], tf.float32)
+            slot_cls = tf.where(slot_valid, tf.gather(cls, slot_c), 1e6)
+            null_score = tf.minimum(tf.reduce_min(slot_cls, axis=1), 1e6)
+            has_answer = tf.logical_and(found, tf.logical_not(null_score > self.settings["null_score_diff_threshold"]))
+            result["null_score"] = null_score
+        context = features["context"]
+        raw = tf.strings.substr(context, begin, tf.maximum(finish - begin, 0), unit="UTF8_CHAR")
+        space = _unicode.re2_class("isspace")
+        leading = tf.strings.length(_leading(raw, space), unit="UTF8_CHAR")
+        text = tf.strings.regex_replace(raw, "^" + space + "+", "")
+        text = tf.strings.regex_replace(text, space + "+$", "")
+        text_length = tf.strings.length(text, unit="UTF8_CHAR")
+        # A span of whitespace only (a lone "▁" piece) strips to "", which answers nothing.
+        has_answer = tf.logical_and(has_answer, text_length > 0)
+        start_char = begin + leading
+        end_char = start_char + text_length
+        result.update(
+            answer_text=tf.where(has_answer, text, ""),
+            start_char=tf.where(has_answer, start_char, -1),
+            end_char=tf.where(has_answer, end_char, -1),
+            score=tf.cast(best_score, tf.float32),
+            has_answer=tf.cast(has_answer, tf.int32),
+            num_windows=num_windows,
+        )
+        return result
+
+    def __call__(self, question: tf.Tensor, context: tf.Tensor) -> Dict[str, tf.Tensor]:
+        features = self.features(question, context)
+        return self.answers(features, self.model_outputs(features))
+
+
+def _leading(strings: tf.Tensor, space_class: str) -> tf.Tensor:
+    """The leading whitespace of each string."""
+    rest = tf.strings.regex_replace(strings, "^" + space_class + "+", "")
+    kept = tf.strings.length(strings) - tf.strings.length(rest)
+    return tf.strings.substr(strings, tf.zeros_like(kept), kept)
+
+
+def _pad_to(dense: tf.Tensor, width, value) -> tf.Tensor:
+    """Pads `dense` [rows, w] on the right to at least `width` columns."""
+    missing = tf.maximum(width - tf.shape(dense)[1], 0)
+    return tf.pad(dense, [[0, 0], [0, missing]], constant_values=value)
