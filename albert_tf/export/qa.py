@@ -179,70 +179,28 @@ class QaGraph:
         layer = self.tokenizer
         flat = ids.flat_values
         flat_starts, flat_ends = starts.flat_values, ends.flat_values
-        pieces = tf.gather(layer._pieces, flat)
-        match = tf.strings.regex_full_match(pieces, "(?s).*" + _unicode.re2_class("isdigit") + ",")
-        match_index = tf.cast(tf.where(match)[:, 0], tf.int32)
-        matched = tf.gather(pieces, match_index)
-        num_matched = tf.size(match_index)
-        body_length = tf.strings.length(matched) - 1
-        body = tf.strings.substr(matched, tf.zeros_like(body_length), body_length)
-        body = tf.strings.regex_replace(body, SPIECE_UNDERLINE, "")
-        sub = layer._sentencepiece.tokenize(body)
-        sub_ids = tf.cast(sub.flat_values, tf.int32)
-        sub_rows = tf.cast(sub.value_rowids(), tf.int32)
-        sub_starts = tf.cast(sub.row_splits[:-1], tf.int32)
-        sub_lengths = tf.cast(sub.row_lengths(), tf.int32)
-        sub_pieces = tf.concat([tf.gather(layer._pieces, sub_ids), [""]], axis=0)
-        first = tf.gather(sub_pieces, tf.where(sub_lengths > 0, sub_starts, tf.size(sub_ids)))
-        underline = SPIECE_UNDERLINE.encode("utf-8")
-        fix = tf.logical_and(
-            tf.not_equal(tf.strings.substr(matched, 0, 3), underline),
-            tf.equal(tf.strings.substr(first, 0, 3), underline),
-        )
-        drop = tf.logical_and(fix, tf.equal(first, underline))
-        strip = tf.logical_and(fix, tf.logical_not(drop))
-        first_length = tf.strings.length(first)
-        stripped_first = tf.strings.substr(first, tf.where(strip, 3, 0), tf.where(strip, first_length - 3, first_length))
-        stripped_id = tf.cast(layer._piece_ids.lookup(stripped_first), tf.int32)
-        is_first = tf.equal(tf.range(tf.size(sub_ids)), tf.gather(sub_starts, sub_rows))
-        sub_ids = tf.where(tf.logical_and(is_first, tf.gather(strip, sub_rows)), tf.gather(stripped_id, sub_rows), sub_ids)
-        keep = tf.logical_not(tf.logical_and(is_first, tf.gather(drop, sub_rows)))
-        keep_int = tf.cast(keep, tf.int32)
-        kept = tf.math.unsorted_segment_sum(keep_int, sub_rows, num_matched)
-        rank = tf.cumsum(keep_int, exclusive=True) - tf.gather(tf.cumsum(kept, exclusive=True), sub_rows)
+        plan = layer._digit_comma_plan(flat)
+        sub_ids = tf.cast(plan.sub_ids, tf.int32)
+        sub_rows, keep, match_index = plan.sub_rows, plan.keep, plan.match_index
         # Byte ranges of the body pieces: their texts without "▁", laid end to end before the comma.
         sub_text_length = tf.strings.length(tf.strings.regex_replace(tf.gather(layer._pieces, sub_ids), SPIECE_UNDERLINE, ""))
         sub_text_length = tf.where(keep, sub_text_length, 0)
-        body_bytes = tf.math.unsorted_segment_sum(sub_text_length, sub_rows, num_matched)
+        body_bytes = tf.math.unsorted_segment_sum(sub_text_length, sub_rows, plan.num_matched)
         matched_end = tf.gather(flat_ends, match_index)
         matched_start = tf.gather(flat_starts, match_index)
         body_start = tf.maximum(matched_end - 1 - body_bytes, matched_start)
         within = tf.cumsum(sub_text_length, exclusive=True) - tf.gather(tf.cumsum(body_bytes, exclusive=True), sub_rows)
         sub_byte_start = tf.gather(body_start, sub_rows) + within
         sub_byte_end = sub_byte_start + sub_text_length
-        out_length = tf.tensor_scatter_nd_update(tf.ones_like(flat, tf.int32), match_index[:, None], kept + 1)
-        out_start = tf.cumsum(out_length, exclusive=True)
-        unmatched_index = tf.cast(tf.where(tf.logical_not(match))[:, 0], tf.int32)
-        kept_rows = tf.boolean_mask(sub_rows, keep)
-        positions = tf.concat(
-            [
-                tf.gather(out_start, unmatched_index),
-                tf.gather(out_start, tf.gather(match_index, kept_rows)) + tf.boolean_mask(rank, keep),
-                tf.gather(out_start, match_index) + kept,
-            ],
-            axis=0,
-        )[:, None]
-        total = tf.reduce_sum(out_length)[None]
 
         def scatter(unmatched, body_values, comma):
-            values = tf.concat([tf.gather(unmatched, unmatched_index), tf.boolean_mask(body_values, keep), comma], axis=0)
-            return tf.scatter_nd(positions, values, total)
+            values = tf.concat([tf.gather(unmatched, plan.unmatched_index), tf.boolean_mask(body_values, keep), comma], axis=0)
+            return tf.scatter_nd(plan.positions[:, None], values, plan.total[None])
 
-        out_ids = scatter(flat, sub_ids, tf.fill([num_matched], tf.constant(layer._comma_id, tf.int32)))
+        out_ids = scatter(flat, sub_ids, tf.fill([plan.num_matched], tf.constant(layer._comma_id, tf.int32)))
         out_starts = scatter(flat_starts, sub_byte_start, matched_end - 1)
         out_ends = scatter(flat_ends, sub_byte_end, matched_end)
-        ends_cum = tf.concat([[0], tf.cumsum(out_length)], axis=0)
-        row_splits = tf.cast(tf.gather(ends_cum, tf.cast(ids.row_splits, tf.int32)), tf.int64)
+        row_splits = plan.row_splits(ids)
         make = lambda v: tf.RaggedTensor.from_row_splits(v, row_splits, validate=False)  # noqa: E731
         return make(out_ids), make(out_starts), make(out_ends)
 

@@ -122,6 +122,26 @@ def _decode_model_proto(model: Union[bytes, str]) -> bytes:
     raise TypeError(f"sentencepiece_model must be bytes or a base64 str, got {type(model).__name__}")
 
 
+class _DigitCommaPlan:
+    """The digit-comma rule's output layout for a batch (see `AlbertTokenizerLayer._digit_comma_plan`).
+
+    Attributes:
+        match_index: flat positions of the matched pieces; `num_matched` of them.
+        sub_ids, sub_rows, keep: the re-encoded body pieces, their matched piece, kept or dropped.
+        unmatched_index: flat positions of the pieces that stay as they are.
+        positions: output slot of every unmatched piece, kept body piece and comma, in that order.
+        out_length, total: output slots per input piece, and in all.
+    """
+
+    def __init__(self, **tensors):
+        self.__dict__.update(tensors)
+
+    def row_splits(self, ids: tf.RaggedTensor) -> tf.Tensor:
+        """The output's row splits for the input ragged `ids`."""
+        ends = tf.concat([[0], tf.cumsum(self.out_length)], axis=0)
+        return tf.cast(tf.gather(ends, tf.cast(ids.row_splits, tf.int32)), tf.int64)
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertTokenizerLayer(keras.layers.Layer):
     """Tokenizes raw text and packs `[CLS] a [SEP] (b [SEP])` model inputs, all in the graph.
@@ -379,6 +399,25 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         would make the traced graph several times larger and slower to build.
         """
         flat = ids.flat_values
+        plan = self._digit_comma_plan(flat)
+        values = tf.concat(
+            [
+                tf.gather(flat, plan.unmatched_index),
+                tf.boolean_mask(plan.sub_ids, plan.keep),
+                tf.fill([plan.num_matched], tf.constant(self._comma_id, flat.dtype)),
+            ],
+            axis=0,
+        )
+        out_values = tf.scatter_nd(plan.positions[:, None], values, plan.total[None])
+        return tf.RaggedTensor.from_row_splits(out_values, plan.row_splits(ids), validate=False)
+
+    def _digit_comma_plan(self, flat: tf.Tensor) -> "_DigitCommaPlan":
+        """Where the digit-comma rule puts what, for the flat piece ids of a batch.
+
+        Output layout: one slot per unmatched piece; for each matched piece `...d,`, its body's
+        kept re-encoded pieces, then ",". Shared by `_split_digit_comma` and the QA export,
+        which lays byte offsets out the same way.
+        """
         pieces = tf.gather(self._pieces, flat)
         match = tf.strings.regex_full_match(pieces, "(?s).*" + _unicode.re2_class("isdigit") + ",")
         match_index = tf.cast(tf.where(match)[:, 0], tf.int32)
@@ -418,7 +457,6 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         keep_int = tf.cast(keep, tf.int32)
         kept = tf.math.unsorted_segment_sum(keep_int, sub_rows, num_matched)
         rank = tf.cumsum(keep_int, exclusive=True) - tf.gather(tf.cumsum(kept, exclusive=True), sub_rows)
-        # Output layout: one slot per unmatched piece, kept pieces + "," per matched piece.
         out_length = tf.tensor_scatter_nd_update(tf.ones_like(flat, tf.int32), match_index[:, None], kept + 1)
         out_start = tf.cumsum(out_length, exclusive=True)
         unmatched_index = tf.cast(tf.where(tf.logical_not(match))[:, 0], tf.int32)
@@ -431,19 +469,11 @@ class AlbertTokenizerLayer(keras.layers.Layer):
             ],
             axis=0,
         )
-        values = tf.concat(
-            [
-                tf.gather(flat, unmatched_index),
-                tf.boolean_mask(sub_ids, keep),
-                tf.fill([num_matched], tf.constant(self._comma_id, flat.dtype)),
-            ],
-            axis=0,
+        return _DigitCommaPlan(
+            match_index=match_index, num_matched=num_matched, sub_ids=sub_ids, sub_rows=sub_rows, keep=keep,
+            unmatched_index=unmatched_index, positions=positions, out_length=out_length,
+            total=tf.reduce_sum(out_length),
         )
-        total = tf.reduce_sum(out_length)
-        out_values = tf.scatter_nd(positions[:, None], values, total[None])
-        ends = tf.concat([[0], tf.cumsum(out_length)], axis=0)
-        row_splits = tf.gather(ends, tf.cast(ids.row_splits, tf.int32))
-        return tf.RaggedTensor.from_row_splits(out_values, tf.cast(row_splits, tf.int64), validate=False)
 
     def _wordpiece_preprocess(self, texts: tf.Tensor) -> tf.Tensor:
         texts = tf.strings.regex_replace(texts, _unicode.re2_class("bert_removed"), "")
