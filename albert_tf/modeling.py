@@ -24,6 +24,7 @@ from typing import Optional
 import keras
 from keras import ops
 
+from albert_tf import fused_ops
 from albert_tf.config import AlbertConfig, SHARING_MODES
 
 LAYER_NORM_EPSILON = 1e-12
@@ -46,6 +47,44 @@ def get_activation(name: str):
 
 def _initializer(stddev):
     return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def _use_fused_ops(training) -> bool:
+    return (
+        bool(training)
+        and fused_ops.enabled()
+        and keras.backend.backend() == "tensorflow"
+        and not fused_ops.in_xla_context()
+    )
+
+
+def apply_activation(name: str, x, training=None):
+    """The activation `name` on `x`; a GELU in training runs as one fused kernel (`albert_tf.fused_ops`)."""
+    if name in ("gelu", "gelu_new", "gelu_exact") and _use_fused_ops(training):
+        return fused_ops.gelu(x, approximate=name != "gelu_exact")
+    if name in ("gelu", "gelu_new", "gelu_exact") and x.dtype in ("bfloat16", "float16") and not training:
+        # TensorFlow's half-precision elementwise kernels are about 2x slower than float32's on a
+        # CPU: computing the GELU in float32 between two casts is faster (and more precise).
+        return ops.cast(get_activation(name)(ops.cast(x, "float32")), x.dtype)
+    return get_activation(name)(x)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertLayerNorm(keras.layers.LayerNormalization):
+    """`keras.layers.LayerNormalization` over the last axis, with the residual add folded in.
+
+    `call(inputs, residual=None)` normalizes `inputs + residual`. When training, it runs as one fused
+    kernel with a hand-written gradient (`albert_tf.fused_ops.layer_norm`); otherwise, and in exported
+    graphs, it is Keras's own layer. Weights (`gamma`, `beta`) and their names are Keras's.
+    """
+
+    def call(self, inputs, residual=None, training=None):
+        last_axis_only = self.axis in (-1, len(inputs.shape) - 1) or list(self.axis) in ([-1], [len(inputs.shape) - 1])
+        if _use_fused_ops(training) and last_axis_only and self.center and self.scale and not self.rms_scaling:
+            return fused_ops.layer_norm(inputs, self.gamma, self.beta, self.epsilon, residual=residual)
+        if residual is not None:
+            inputs = inputs + ops.cast(residual, inputs.dtype)
+        return super().call(inputs)
 
 
 def attention_layer_name(group: int, inner: int, shared: bool, layer: int) -> str:
@@ -77,7 +116,7 @@ class AlbertEmbeddings(keras.layers.Layer):
         self.type_vocab_size = type_vocab_size
         self.dropout = dropout
         self.initializer_range = initializer_range
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = AlbertLayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
         )
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
@@ -103,7 +142,7 @@ class AlbertEmbeddings(keras.layers.Layer):
         position = ops.expand_dims(self.position_embeddings[:seq_length], 0)
         x = ops.cast(word, self.compute_dtype) + ops.cast(token_type, self.compute_dtype)
         x = x + ops.cast(position, self.compute_dtype)
-        x = self.layer_norm(x)
+        x = self.layer_norm(x, training=training)
         return self.dropout_layer(x, training=training)
 
     def compute_output_shape(self, input_shape):
@@ -148,7 +187,7 @@ class AlbertAttention(keras.layers.Layer):
             attention_dropout, dtype=self.dtype_policy, name="attention_dropout"
         )
         self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="output_dropout")
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = AlbertLayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
         )
 
@@ -165,9 +204,12 @@ class AlbertAttention(keras.layers.Layer):
     def call(self, hidden_states, attention_bias, training=None):
         shape = ops.shape(hidden_states)
         batch, seq = shape[0], shape[1]
-        q = self._split_heads(self.query(hidden_states), batch, seq)
-        k = self._split_heads(self.key(hidden_states), batch, seq)
-        v = self._split_heads(self.value(hidden_states), batch, seq)
+        # The dense layers run on [batch * seq, H] rows: a 2-D MatMul directly followed by its
+        # BiasAdd, which Grappler fuses into one oneDNN matmul (a 3-D input puts a Reshape between).
+        rows = ops.reshape(hidden_states, (-1, self.hidden_size))
+        q = self._split_heads(self.query(rows), batch, seq)
+        k = self._split_heads(self.key(rows), batch, seq)
+        v = self._split_heads(self.value(rows), batch, seq)
         # Scale q rather than the [B, N, S, S] scores: same result, fewer multiplies.
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
@@ -175,9 +217,10 @@ class AlbertAttention(keras.layers.Layer):
         probs = ops.softmax(scores, axis=-1)
         probs = self.attention_dropout_layer(probs, training=training)
         context = ops.matmul(probs, v)
-        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, seq, self.hidden_size))
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_size))
         output = self.output_dropout(self.output_dense(context), training=training)
-        return self.layer_norm(hidden_states + output)
+        output = self.layer_norm(output, residual=rows, training=training)
+        return ops.reshape(output, (batch, seq, self.hidden_size))
 
     def compute_output_shape(self, input_shape, *args):
         return input_shape
@@ -206,9 +249,10 @@ class AlbertFeedForward(keras.layers.Layer):
         self.dropout = dropout
         self.initializer_range = initializer_range
         init = _initializer(initializer_range)
+        get_activation(activation)  # fails early on an unknown name
+        # The activation is applied in `call`, where it can use the fused training kernel.
         self.intermediate = keras.layers.Dense(
             intermediate_size,
-            activation=get_activation(activation),
             kernel_initializer=init,
             dtype=self.dtype_policy,
             name="intermediate",
@@ -218,7 +262,7 @@ class AlbertFeedForward(keras.layers.Layer):
         )
         self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="output_dropout")
         # Named after the original scope `inner_group_K/LayerNorm_1`.
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = AlbertLayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm_1"
         )
 
@@ -229,9 +273,13 @@ class AlbertFeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, hidden_states, training=None):
-        x = self.output_dense(self.intermediate(hidden_states))
-        x = self.output_dropout(x, training=training)
-        return self.layer_norm(hidden_states + x)
+        shape = ops.shape(hidden_states)
+        # On [batch * seq, H] rows, as in `AlbertAttention`, so that MatMul + BiasAdd fuse.
+        rows = ops.reshape(hidden_states, (-1, self.hidden_size))
+        x = apply_activation(self.activation, self.intermediate(rows), training=training)
+        x = self.output_dropout(self.output_dense(x), training=training)
+        x = self.layer_norm(x, residual=rows, training=training)
+        return ops.reshape(x, (shape[0], shape[1], self.hidden_size))
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -509,14 +557,14 @@ class AlbertMLMHead(keras.layers.Layer):
         self.embedding_size = embedding_size
         self.activation = activation
         self.initializer_range = initializer_range
+        get_activation(activation)  # fails early on an unknown name
         self.dense = keras.layers.Dense(
             embedding_size,
-            activation=get_activation(activation),
             kernel_initializer=_initializer(initializer_range),
             dtype=self.dtype_policy,
             name="transform_dense",
         )
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = AlbertLayerNorm(
             epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="transform_LayerNorm"
         )
 
@@ -526,14 +574,19 @@ class AlbertMLMHead(keras.layers.Layer):
         self.output_bias = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="output_bias")
         self.built = True
 
-    def call(self, sequence_output, word_embeddings, masked_positions=None):
+    def call(self, sequence_output, word_embeddings, masked_positions=None, training=None):
         if masked_positions is not None:
             sequence_output = ops.take_along_axis(
                 sequence_output, ops.cast(masked_positions, "int32")[:, :, None], axis=1
             )
-        x = self.layer_norm(self.dense(sequence_output))
+        x = apply_activation(self.activation, self.dense(sequence_output), training=training)
+        x = self.layer_norm(x, training=training)
         table = ops.cast(word_embeddings, x.dtype)
-        logits = ops.einsum("bpe,ve->bpv", x, table)
+        # One [rows, E] x [E, V] matmul: a batched einsum would broadcast the table over the batch,
+        # and its gradient would build a [batch, P, V] tensor per example before summing it.
+        rows = ops.reshape(x, (-1, self.embedding_size))
+        logits = ops.matmul(rows, ops.transpose(table))
+        logits = ops.reshape(logits, (-1, ops.shape(x)[1], self.vocab_size))
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
     def get_config(self):

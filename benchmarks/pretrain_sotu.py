@@ -213,7 +213,7 @@ def measure_rate(args, data, sharing="all", batches=6):
     from albert_tf.training import create_optimizer
 
     keras.utils.set_random_seed(args.seed)
-    model = AlbertPretrainer(AlbertEncoder.from_albert_config(model_config(args, sharing)))
+    model = AlbertPretrainer(AlbertEncoder.from_albert_config(model_config(args, sharing), dtype=args.precision))
     model.compile(optimizer=create_optimizer("lamb", learning_rate=1e-4, num_train_steps=100, num_warmup_steps=1))
     ds = make_pretraining_dataset(data["train"], args.seq, args.predictions, args.batch_size, seed=args.seed)
     times = []
@@ -282,6 +282,7 @@ def train(args, data, model_dir, sharing, steps, curve_batches):
         num_warmup_steps=args.warmup_steps if args.warmup_steps is not None else max(1, int(steps * args.warmup_fraction)),
         learning_rate=args.learning_rate,
         optimizer="lamb",
+        precision=args.precision,
         checkpoint_every_n_steps=every,
         keep_checkpoints=2,
         seed=args.seed,
@@ -473,6 +474,8 @@ def main(argv=None) -> int:
     parser.add_argument("--intermediate-size", type=int, default=1024)
     parser.add_argument("--sharing", default="all", choices=SHARING_MODES)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16"),
+                        help="mixed_bfloat16 trains ~1.8x faster on a CPU with AMX (see training_throughput.py)")
     parser.add_argument("--learning-rate", type=float, default=0.005, help="peak LAMB learning rate")
     parser.add_argument("--warmup-fraction", type=float, default=0.1)
     parser.add_argument("--warmup-steps", type=int, help="overrides --warmup-fraction")
@@ -528,7 +531,7 @@ def main(argv=None) -> int:
     summary["measured_rate"] = rate
     minutes = f"{summary['train_minutes']:.0f} min" + (f" after resuming at step {summary['initial_step']}"
                                                         if summary["initial_step"] else "")
-    title = (f"ALBERT ({shape}, sharing {args.sharing}) on SOTU: {steps} LAMB steps x batch {args.batch_size}, "
+    title = (f"ALBERT ({shape}, sharing {args.sharing}, {args.precision}) on SOTU: {steps} LAMB steps x batch {args.batch_size}, "
              f"lr {args.learning_rate}, {minutes}")
     table = main_table(train_curve, eval_curve, summary, baseline)
     print("\n" + title + "\n\n" + table)

@@ -1,0 +1,175 @@
+"""LayerNorm (with its residual add) and GELU as XLA-fused kernels with hand-written gradients.
+
+Why: in a TensorFlow training step without whole-model XLA, every elementwise op of Keras's
+`LayerNormalization` and of the tanh-approximate GELU (and of their autodiff gradients) is its own
+kernel and its own pass over memory. On a CPU those passes cost as much as the matmuls in float32
+and about twice as much in `mixed_bfloat16`, where oneDNN's AMX kernels make the matmuls cheap but
+TensorFlow's bfloat16 elementwise kernels are slow. Here each op's forward and backward is one small
+`jit_compile` function (XLA fuses it into one or two loops, computing in float32 whatever the input
+dtype) joined by `tf.custom_gradient`.
+
+The layers in `albert_tf.modeling` call these only when `training` is true and the model is not
+compiled with XLA as a whole (XLA then fuses on its own), so exported SavedModels
+and inference keep standard TensorFlow ops (TF Serving compatible, and open to Grappler's oneDNN
+inference fusions). `set_enabled(False)` (or the environment variable `ALBERT_TF_FUSED_OPS=0`)
+switches back to the plain Keras ops everywhere, e.g. to compare speeds or to rule them out.
+
+Example:
+
+>>> import tensorflow as tf
+>>> x = tf.random.normal([2, 3, 8])
+>>> y = layer_norm(x, tf.ones([8]), tf.zeros([8]), epsilon=1e-12)
+>>> bool(tf.reduce_max(tf.abs(tf.reduce_mean(y, -1))) < 1e-5)
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import tensorflow as tf
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715
+_enabled = os.environ.get("ALBERT_TF_FUSED_OPS", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def set_enabled(enabled: bool) -> None:
+    """Turns the fused training kernels on or off for models traced from now on."""
+    global _enabled
+    _enabled = bool(enabled)
+
+
+def enabled() -> bool:
+    """Whether the layers use the fused kernels when training."""
+    return _enabled
+
+
+def in_xla_context() -> bool:
+    """Whether the graph being traced is compiled by XLA as a whole (`jit_compile=True`).
+
+    There XLA fuses the plain ops itself, and a custom gradient would only stop it from fusing
+    across the op's boundary (measured: 15% slower), so the layers skip the fused kernels.
+    """
+    try:
+        from tensorflow.python.framework import ops as tf_ops
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # internal modules moved: assume no XLA context, the fused path is still correct
+        return False
+    return bool(control_flow_util.GraphOrParentsInXlaContext(tf_ops.get_default_graph()))
+
+
+@functools.lru_cache(maxsize=None)
+def _reduce_with_matmul() -> bool:
+    # On a CPU a row mean is faster as a matmul with a 1/n column (oneDNN/Eigen GEMV) than as
+    # XLA's reduction loop. GPUs and TPUs may run float32 matmuls at reduced precision (TF32,
+    # bfloat16 passes), so there the exact reduction is kept.
+    return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
+def _last_dim(x):
+    return x.shape[-1] if x.shape[-1] is not None else tf.shape(x)[-1]
+
+
+def _row_mean(v):
+    """Mean over the last axis of a float32 [rows, n] tensor, as [rows, 1]."""
+    if _reduce_with_matmul():
+        n = _last_dim(v)
+        return tf.matmul(v, tf.fill(tf.stack([n, 1]), 1.0 / tf.cast(n, tf.float32)))
+    return tf.reduce_mean(v, axis=-1, keepdims=True)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _layer_norm_forward(x, residual, gamma, beta, epsilon):
+    n = _last_dim(x)
+    h = tf.reshape(tf.cast(x, tf.float32), [-1, n])
+    if residual is not None:
+        h = h + tf.reshape(tf.cast(residual, tf.float32), [-1, n])
+    mean = _row_mean(h)
+    centered = h - mean
+    inv_std = tf.math.rsqrt(_row_mean(centered * centered) + epsilon)
+    y = centered * inv_std * gamma + beta
+    return tf.reshape(tf.cast(y, x.dtype), tf.shape(x)), h, mean, inv_std
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _layer_norm_backward(h, mean, inv_std, gamma, dy):
+    n = _last_dim(h)
+    dy2 = tf.reshape(tf.cast(dy, tf.float32), [-1, n])
+    x_hat = (h - mean) * inv_std
+    d_gamma = tf.reduce_sum(dy2 * x_hat, axis=0)
+    d_beta = tf.reduce_sum(dy2, axis=0)
+    d_hat = dy2 * gamma
+    dx = inv_std * (d_hat - _row_mean(d_hat) - x_hat * _row_mean(d_hat * x_hat))
+    return tf.reshape(tf.cast(dx, dy.dtype), tf.shape(dy)), d_gamma, d_beta
+
+
+def layer_norm(x, gamma, beta, epsilon: float, residual=None):
+    """LayerNorm over the last axis of `x` (+ `residual`), computed in float32, returned in `x.dtype`.
+
+    `gamma` and `beta` are float32 [n]. Same result as `keras.layers.LayerNormalization` applied to
+    `x + residual` (the sum is taken in float32 here, not in `x.dtype`).
+    """
+    epsilon = tf.constant(epsilon, tf.float32)
+    gamma = tf.convert_to_tensor(gamma, tf.float32)
+    beta = tf.convert_to_tensor(beta, tf.float32)
+
+    if residual is None:
+
+        @tf.custom_gradient
+        def fused(x, gamma, beta):
+            y, h, mean, inv_std = _layer_norm_forward(x, None, gamma, beta, epsilon)
+            return y, lambda dy: _layer_norm_backward(h, mean, inv_std, gamma, dy)
+
+        return fused(x, gamma, beta)
+
+    @tf.custom_gradient
+    def fused_residual(x, residual, gamma, beta):
+        y, h, mean, inv_std = _layer_norm_forward(x, residual, gamma, beta, epsilon)
+
+        def grad(dy):
+            dx, d_gamma, d_beta = _layer_norm_backward(h, mean, inv_std, gamma, dy)
+            return dx, tf.cast(dx, residual.dtype), d_gamma, d_beta
+
+        return y, grad
+
+    return fused_residual(x, residual, gamma, beta)
+
+
+def _gelu_float32(x, approximate):
+    if approximate:
+        return 0.5 * x * (1.0 + tf.tanh(x * (_SQRT_2_OVER_PI + _SQRT_2_OVER_PI * _GELU_CUBIC * x * x)))
+    return 0.5 * x * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _gelu_forward(x, approximate):
+    return tf.cast(_gelu_float32(tf.cast(x, tf.float32), approximate), x.dtype)
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _gelu_backward(x, dy, approximate):
+    # Recomputes the activation's derivative from x: one read of x and dy, no saved intermediates.
+    x = tf.cast(x, tf.float32)
+    if approximate:
+        t = tf.tanh(x * (_SQRT_2_OVER_PI + _SQRT_2_OVER_PI * _GELU_CUBIC * x * x))
+        slope = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (
+            _SQRT_2_OVER_PI + 3.0 * _SQRT_2_OVER_PI * _GELU_CUBIC * x * x
+        )
+    else:
+        slope = 0.5 * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0)))) + x * tf.exp(-0.5 * x * x) / math.sqrt(
+            2.0 * math.pi
+        )
+    return tf.cast(tf.cast(dy, tf.float32) * slope, dy.dtype)
+
+
+def gelu(x, approximate: bool = True):
+    """GELU (tanh approximation, or exact with `approximate=False`), computed in float32, in `x.dtype`."""
+
+    @tf.custom_gradient
+    def fused(x):
+        return _gelu_forward(x, approximate), lambda dy: _gelu_backward(x, dy, approximate)
+
+    return fused(x)

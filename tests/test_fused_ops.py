@@ -1,0 +1,178 @@
+"""The fused training kernels: values and gradients against Keras's ops, and the layers that use them."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras
+
+from albert_tf import AlbertConfig, AlbertEncoder, fused_ops
+from albert_tf.modeling import AlbertLayerNorm
+from albert_tf.pretrainer import AlbertPretrainer
+
+
+def _keras_layer_norm(x, gamma, beta, epsilon):
+    layer = keras.layers.LayerNormalization(epsilon=epsilon)
+    layer.build(x.shape)
+    layer.gamma.assign(gamma)
+    layer.beta.assign(beta)
+    return layer(x)
+
+
+def _value_and_grads(fn, *args):
+    args = [tf.convert_to_tensor(a) for a in args]
+    with tf.GradientTape() as tape:
+        tape.watch(args)
+        y = fn(*args)
+        # A non-uniform upstream gradient, so that every term of the backward pass matters.
+        upstream = tf.reshape(tf.sin(tf.range(tf.size(y), dtype=tf.float32)), tf.shape(y))
+        loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
+    return y, tape.gradient(loss, args)
+
+
+@pytest.mark.parametrize("hidden", [8, 33])
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_layer_norm_matches_keras_value_and_gradients(hidden, with_residual):
+    rng = np.random.default_rng(hidden)
+    x = rng.normal(3.0, 2.0, size=(3, 5, hidden)).astype("float32")
+    residual = rng.normal(size=(3, 5, hidden)).astype("float32")
+    gamma = rng.normal(1.0, 0.3, size=hidden).astype("float32")
+    beta = rng.normal(size=hidden).astype("float32")
+
+    def reference(x, r, g, b):
+        return tf.convert_to_tensor(_keras_reference(x + r if with_residual else x, g, b))
+
+    def _keras_reference(h, g, b):
+        mean, var = tf.nn.moments(h, axes=[-1], keepdims=True)
+        return (h - mean) * tf.math.rsqrt(var + 1e-12) * g + b
+
+    def fused(x, r, g, b):
+        return fused_ops.layer_norm(x, g, b, 1e-12, residual=r if with_residual else None)
+
+    y_ref, grads_ref = _value_and_grads(reference, x, residual, gamma, beta)
+    y, grads = _value_and_grads(fused, x, residual, gamma, beta)
+    np.testing.assert_allclose(y, y_ref, atol=2e-5)
+    np.testing.assert_allclose(y, _keras_layer_norm(x + residual if with_residual else x, gamma, beta, 1e-12), atol=2e-5)
+    for name, got, want in zip(("x", "residual", "gamma", "beta"), grads, grads_ref):
+        if name == "residual" and not with_residual:
+            assert got is None
+            continue
+        np.testing.assert_allclose(got, want, atol=2e-4, rtol=1e-4, err_msg=name)
+
+
+def test_layer_norm_bfloat16_keeps_dtype_and_float32_accuracy():
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(4, 16)).astype("float32"))
+    gamma, beta = tf.ones([16]), tf.zeros([16])
+    y = fused_ops.layer_norm(tf.cast(x, tf.bfloat16), gamma, beta, 1e-12)
+    assert y.dtype == tf.bfloat16
+    want = fused_ops.layer_norm(tf.cast(tf.cast(x, tf.bfloat16), tf.float32), gamma, beta, 1e-12)
+    np.testing.assert_allclose(tf.cast(y, tf.float32), want, atol=2e-2)
+
+
+@pytest.mark.parametrize("approximate", [True, False])
+def test_gelu_matches_tensorflow_value_and_gradient(approximate):
+    x = np.linspace(-6, 6, 241, dtype="float32").reshape(1, 241)
+    y_ref, (g_ref,) = _value_and_grads(lambda x: tf.nn.gelu(x, approximate=approximate), x)
+    y, (g,) = _value_and_grads(lambda x: fused_ops.gelu(x, approximate=approximate), x)
+    np.testing.assert_allclose(y, y_ref, atol=2e-6)
+    np.testing.assert_allclose(g, g_ref, atol=2e-5)
+    y16 = fused_ops.gelu(tf.cast(x, tf.bfloat16), approximate=approximate)
+    assert y16.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(y16, tf.float32), y_ref, atol=0.05)
+
+
+def test_layer_norm_with_unknown_batch_shape_inside_a_function():
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 6], tf.float32)])
+    def f(x):
+        return fused_ops.layer_norm(x, tf.ones([6]), tf.zeros([6]), 1e-12, residual=x)
+
+    y = f(tf.random.normal([2, 3, 6]))
+    assert y.shape == (2, 3, 6)
+
+
+def test_albert_layer_norm_same_in_training_and_inference():
+    layer = AlbertLayerNorm(epsilon=1e-12)
+    x = tf.random.normal([2, 4, 8], seed=1)
+    r = tf.random.normal([2, 4, 8], seed=2)
+    layer.build(x.shape)
+    layer.gamma.assign(tf.random.normal([8], 1.0, 0.1, seed=3))
+    np.testing.assert_allclose(layer(x, residual=r, training=True), layer(x, residual=r, training=False), atol=2e-6)
+
+
+def _tiny_pretrainer(seed=0):
+    keras.utils.set_random_seed(seed)
+    config = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                          num_attention_heads=2, intermediate_size=32)
+    return AlbertPretrainer(AlbertEncoder.from_albert_config(config))
+
+
+def _batch():
+    rng = np.random.default_rng(0)
+    mask = np.ones((3, 10), "int32")
+    mask[0, 7:] = 0
+    return {"input_ids": rng.integers(5, 40, (3, 10)).astype("int32"), "input_mask": mask,
+            "segment_ids": np.repeat([[0] * 5 + [1] * 5], 3, 0).astype("int32"),
+            "masked_lm_positions": np.array([[1, 2], [3, 4], [5, 0]], "int32"),
+            "masked_lm_ids": rng.integers(5, 40, (3, 2)).astype("int32"),
+            "masked_lm_weights": np.array([[1, 1], [1, 1], [1, 0]], "float32"),
+            "next_sentence_labels": np.array([[0], [1], [0]], "int32")}
+
+
+def _loss_and_grads(model, batch):
+    with tf.GradientTape() as tape:
+        outputs = model(batch, training=True)
+        loss = model.compute_loss(x=batch, y_pred=outputs)
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+
+def test_pretrainer_gradients_same_with_and_without_fused_ops():
+    model, batch = _tiny_pretrainer(), _batch()
+    loss_fused, grads_fused = _loss_and_grads(model, batch)
+    fused_ops.set_enabled(False)
+    try:
+        loss_plain, grads_plain = _loss_and_grads(model, batch)
+    finally:
+        fused_ops.set_enabled(True)
+    np.testing.assert_allclose(loss_fused, loss_plain, rtol=1e-6)
+    for variable, a, b in zip(model.trainable_variables, grads_fused, grads_plain):
+        np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b), atol=1e-5, rtol=1e-4,
+                                   err_msg=variable.path)
+
+
+def test_fused_ops_are_only_in_the_training_graph():
+    model, batch = _tiny_pretrainer(), _batch()
+    specs = {k: tf.TensorSpec([None, v.shape[1]], tf.as_dtype(v.dtype)) for k, v in batch.items()}
+
+    def op_types(training):
+        graph = tf.function(lambda b: model(b, training=training)).get_concrete_function(specs).graph
+        types = set()
+        for op in graph.get_operations():
+            types.add(op.type)
+            if "_XlaMustCompile" in op.node_def.attr and op.get_attr("_XlaMustCompile"):
+                types.add("XlaMustCompile")
+        return types
+
+    assert "XlaMustCompile" in op_types(True)
+    assert "XlaMustCompile" not in op_types(False)
+
+
+def test_fused_ops_are_left_to_xla_when_the_whole_step_is_compiled():
+    model, batch = _tiny_pretrainer(), _batch()
+    specs = {k: tf.TensorSpec([None, v.shape[1]], tf.as_dtype(v.dtype)) for k, v in batch.items()}
+    graph = tf.function(lambda b: model(b, training=True), jit_compile=True).get_concrete_function(specs).graph
+    nested_must_compile = [op.name for op in graph.get_operations()
+                           if "_XlaMustCompile" in op.node_def.attr and op.get_attr("_XlaMustCompile")]
+    assert nested_must_compile == []
+    assert not fused_ops.in_xla_context()
+
+
+def test_inference_gelu_on_bfloat16_runs_in_float32_and_keeps_the_dtype():
+    from albert_tf.modeling import apply_activation
+
+    x = tf.constant(np.linspace(-5, 5, 101, dtype="float32"))
+    y = apply_activation("gelu", tf.cast(x, tf.bfloat16), training=False)
+    assert y.dtype == tf.bfloat16
+    # Computed in float32, then rounded once: within bfloat16's half-ulp of the float32 result.
+    want = tf.nn.gelu(tf.cast(tf.cast(x, tf.bfloat16), tf.float32), approximate=True)
+    np.testing.assert_allclose(tf.cast(y, tf.float32), want, rtol=2 ** -8, atol=1e-6)
