@@ -22,6 +22,7 @@ import math
 from typing import Optional
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from albert_tf import fused_ops
@@ -62,11 +63,20 @@ def apply_activation(name: str, x, training=None):
     """The activation `name` on `x`; a GELU in training runs as one fused kernel (`albert_tf.fused_ops`)."""
     if name in ("gelu", "gelu_new", "gelu_exact") and _use_fused_ops(training):
         return fused_ops.gelu(x, approximate=name != "gelu_exact")
-    if name in ("gelu", "gelu_new", "gelu_exact") and x.dtype in ("bfloat16", "float16") and not training:
-        # TensorFlow's half-precision elementwise kernels are about 2x slower than float32's on a
-        # CPU: computing the GELU in float32 between two casts is faster (and more precise).
-        return ops.cast(get_activation(name)(ops.cast(x, "float32")), x.dtype)
     return get_activation(name)(x)
+
+
+def dense_rows(layer: keras.layers.Dense, rows):
+    """A built `Dense` (no activation) applied to 2-D `rows` [batch * seq, in] as MatMul + BiasAdd.
+
+    The blocks run their dense layers this way rather than through `Dense.__call__` on 3-D inputs,
+    which puts a Reshape between the MatMul and the bias and adds the bias with AddV2: that blocks
+    Grappler's oneDNN remapper, which turns MatMul + BiasAdd (+ a following GELU) into one fused
+    matmul. Measured in inference, ALBERT-base batch 32 x 128: 1.10 -> 0.80 s in mixed bf16 (the
+    [4096, 768] x [768, 3072] matmul with its bias and GELU: 75 -> 23 ms), 2.26 -> 2.00 s in fp32.
+    """
+    kernel = ops.cast(layer.kernel, rows.dtype)
+    return tf.nn.bias_add(tf.matmul(rows, kernel), ops.cast(layer.bias, rows.dtype))
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -79,7 +89,8 @@ class AlbertLayerNorm(keras.layers.LayerNormalization):
     """
 
     def call(self, inputs, residual=None, training=None):
-        last_axis_only = self.axis in (-1, len(inputs.shape) - 1) or list(self.axis) in ([-1], [len(inputs.shape) - 1])
+        axes = [self.axis] if isinstance(self.axis, int) else list(self.axis)
+        last_axis_only = axes in ([-1], [len(inputs.shape) - 1])
         if _use_fused_ops(training) and last_axis_only and self.center and self.scale and not self.rms_scaling:
             return fused_ops.layer_norm(inputs, self.gamma, self.beta, self.epsilon, residual=residual)
         if residual is not None:
@@ -204,12 +215,10 @@ class AlbertAttention(keras.layers.Layer):
     def call(self, hidden_states, attention_bias, training=None):
         shape = ops.shape(hidden_states)
         batch, seq = shape[0], shape[1]
-        # The dense layers run on [batch * seq, H] rows: a 2-D MatMul directly followed by its
-        # BiasAdd, which Grappler fuses into one oneDNN matmul (a 3-D input puts a Reshape between).
         rows = ops.reshape(hidden_states, (-1, self.hidden_size))
-        q = self._split_heads(self.query(rows), batch, seq)
-        k = self._split_heads(self.key(rows), batch, seq)
-        v = self._split_heads(self.value(rows), batch, seq)
+        q = self._split_heads(dense_rows(self.query, rows), batch, seq)
+        k = self._split_heads(dense_rows(self.key, rows), batch, seq)
+        v = self._split_heads(dense_rows(self.value, rows), batch, seq)
         # Scale q rather than the [B, N, S, S] scores: same result, fewer multiplies.
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
@@ -218,7 +227,7 @@ class AlbertAttention(keras.layers.Layer):
         probs = self.attention_dropout_layer(probs, training=training)
         context = ops.matmul(probs, v)
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_size))
-        output = self.output_dropout(self.output_dense(context), training=training)
+        output = self.output_dropout(dense_rows(self.output_dense, context), training=training)
         output = self.layer_norm(output, residual=rows, training=training)
         return ops.reshape(output, (batch, seq, self.hidden_size))
 
@@ -274,10 +283,9 @@ class AlbertFeedForward(keras.layers.Layer):
 
     def call(self, hidden_states, training=None):
         shape = ops.shape(hidden_states)
-        # On [batch * seq, H] rows, as in `AlbertAttention`, so that MatMul + BiasAdd fuse.
         rows = ops.reshape(hidden_states, (-1, self.hidden_size))
-        x = apply_activation(self.activation, self.intermediate(rows), training=training)
-        x = self.output_dropout(self.output_dense(x), training=training)
+        x = apply_activation(self.activation, dense_rows(self.intermediate, rows), training=training)
+        x = self.output_dropout(dense_rows(self.output_dense, x), training=training)
         x = self.layer_norm(x, residual=rows, training=training)
         return ops.reshape(x, (shape[0], shape[1], self.hidden_size))
 
