@@ -445,12 +445,24 @@ def sharing_table(runs, baseline):
     return "\n".join(lines)
 
 
+def repo_relative(value):
+    """`value` with every absolute path in it made relative to the repository (results are committed,
+    and must not name this machine's folders)."""
+    if isinstance(value, dict):
+        return {key: repo_relative(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [repo_relative(item) for item in value]
+    if isinstance(value, str) and os.path.isabs(value):
+        return os.path.relpath(value, REPO)
+    return value
+
+
 def write_results(args, name, text, payload):
     os.makedirs(args.results, exist_ok=True)
     with open(os.path.join(args.results, name + ".md"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(args.results, name + ".json"), "w") as f:
-        json.dump(payload, f, indent=2, default=str)
+        json.dump(repo_relative(json.loads(json.dumps(payload, default=str))), f, indent=2)
 
 
 # --- main ---------------------------------------------------------------------------------------

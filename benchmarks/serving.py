@@ -269,8 +269,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="albert-serving-bench-") as tmp:
         files = corpus_files(args.corpus) if args.corpus else None
         spm = args.spm_model or train_vocab(tmp, args.vocab_size, files)
-        log(f"SentencePiece model {spm}")
         layer = AlbertTokenizerLayer.from_sentencepiece(spm, sequence_length=args.seq)
+        log(f"SentencePiece model: {args.spm_model or 'trained on the corpus'}, {layer.vocab_size} pieces")
         if args.tiny:
             config = AlbertConfig(vocab_size=layer.vocab_size, embedding_size=32, hidden_size=64, num_hidden_layers=2,
                                   num_attention_heads=2, intermediate_size=128, max_position_embeddings=max(args.seq, 128))

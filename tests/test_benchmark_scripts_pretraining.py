@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,9 @@ def test_pretrain_sotu_tiny(tmp_path, capsys):
     report = json.loads((results / "pretrain_sotu.json").read_text())
     assert 0 < report["baseline"]["accuracy"] <= 1
     assert report["summary"]["steps"] == 4
+    # Committed results name no machine's folders: every path is relative to the repository.
+    assert not re.search(r'"/[^"]', (results / "pretrain_sotu.json").read_text())
+    assert report["args"]["out"] == os.path.relpath(out, BENCHMARKS.parent)
 
     # The sharing ablation reuses the vocabulary and records made above.
     assert script.main(common + ["--compare-sharing", "--sharing-steps", "2", "--sharing-modes", "all,none"]) == 0
