@@ -138,6 +138,37 @@ def layer_norm(x, gamma, beta, epsilon: float, residual=None):
     return fused_residual(x, residual, gamma, beta)
 
 
+def inference_layer_norm(x, gamma, beta, epsilon: float):
+    """LayerNorm over the last axis of `x` (static size) for inference, in `x.dtype`.
+
+    Written as Reshape to [1, rows, n, 1] -> `FusedBatchNormV3` (NCHW, batch statistics, unit scale,
+    zero offset) -> Reshape -> Mul(gamma) -> AddV2(beta): the one sequence of core ops that
+    Grappler's oneDNN remapper replaces with a single `_MklLayerNorm` kernel when the graph runs in a
+    session (TF Serving, `SessionServable`). Keras's own layer is seven elementwise ops and two
+    reductions; in mixed bfloat16 on the AMX CPU here the fused kernel takes 1.35 instead of 5.2 ms
+    per [4096, 768] LayerNorm. Where no fusion happens (another TF build, a GPU, eager mode) the
+    same ops still compute a LayerNorm: statistics in float32, the output in `x.dtype`.
+
+    The epsilon is passed to the op as given (the Python `fused_batch_norm` wrapper would raise it to
+    1.001e-5, which is not ALBERT's 1e-12).
+    """
+    n = x.shape[-1]
+    if n is None:
+        raise ValueError("inference_layer_norm needs a static last dimension")
+    shape = tf.shape(x)
+    # The row count from the shape (not a -1 in the Reshape): the remapper matches only this form.
+    rows = tf.reduce_prod(shape[:-1])
+    planes = tf.reshape(x, tf.stack([1, rows, n, 1]))
+    count = tf.reshape(rows, [1])
+    empty = tf.constant([], tf.float32)
+    y = tf.raw_ops.FusedBatchNormV3(
+        x=planes, scale=tf.fill(count, 1.0), offset=tf.fill(count, 0.0), mean=empty, variance=empty,
+        epsilon=float(epsilon), data_format="NCHW", is_training=True,
+    )[0]
+    y = tf.reshape(y, shape)
+    return y * tf.cast(gamma, y.dtype) + tf.cast(beta, y.dtype)
+
+
 def _gelu_float32(x, approximate):
     if approximate:
         return 0.5 * x * (1.0 + tf.tanh(x * (_SQRT_2_OVER_PI + _SQRT_2_OVER_PI * _GELU_CUBIC * x * x)))

@@ -31,6 +31,7 @@ from albert_tf.config import AlbertConfig, SHARING_MODES
 LAYER_NORM_EPSILON = 1e-12
 # The original adds -10000 (not -inf) to the scores of padded keys; kept for exact parity.
 MASK_ADDER = -10000.0
+ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 def get_activation(name: str):
@@ -55,6 +56,15 @@ def _use_fused_ops(training) -> bool:
         bool(training)
         and fused_ops.enabled()
         and keras.backend.backend() == "tensorflow"
+        and not fused_ops.in_xla_context()
+    )
+
+
+def _use_inference_layer_norm(inputs) -> bool:
+    return (
+        fused_ops.enabled()
+        and keras.backend.backend() == "tensorflow"
+        and inputs.shape[-1] is not None
         and not fused_ops.in_xla_context()
     )
 
@@ -91,10 +101,13 @@ class AlbertLayerNorm(keras.layers.LayerNormalization):
     def call(self, inputs, residual=None, training=None):
         axes = [self.axis] if isinstance(self.axis, int) else list(self.axis)
         last_axis_only = axes in ([-1], [len(inputs.shape) - 1])
-        if _use_fused_ops(training) and last_axis_only and self.center and self.scale and not self.rms_scaling:
+        plain = last_axis_only and self.center and self.scale and not self.rms_scaling
+        if plain and _use_fused_ops(training):
             return fused_ops.layer_norm(inputs, self.gamma, self.beta, self.epsilon, residual=residual)
         if residual is not None:
             inputs = inputs + ops.cast(residual, inputs.dtype)
+        if plain and not training and _use_inference_layer_norm(inputs):
+            return fused_ops.inference_layer_norm(inputs, self.gamma, self.beta, self.epsilon)
         return super().call(inputs)
 
 
@@ -212,11 +225,14 @@ class AlbertAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))
 
-    def call(self, hidden_states, attention_bias, training=None):
+    def call(self, hidden_states, attention_bias, training=None, first_token_only=False):
+        """`first_token_only`: queries (and the output) for position 0 only, [batch, 1, hidden]."""
         shape = ops.shape(hidden_states)
         batch, seq = shape[0], shape[1]
         rows = ops.reshape(hidden_states, (-1, self.hidden_size))
-        q = self._split_heads(dense_rows(self.query, rows), batch, seq)
+        query_rows = ops.reshape(hidden_states[:, :1, :], (-1, self.hidden_size)) if first_token_only else rows
+        queries = 1 if first_token_only else seq
+        q = self._split_heads(dense_rows(self.query, query_rows), batch, queries)
         k = self._split_heads(dense_rows(self.key, rows), batch, seq)
         v = self._split_heads(dense_rows(self.value, rows), batch, seq)
         # Scale q rather than the [B, N, S, S] scores: same result, fewer multiplies.
@@ -228,8 +244,8 @@ class AlbertAttention(keras.layers.Layer):
         context = ops.matmul(probs, v)
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_size))
         output = self.output_dropout(dense_rows(self.output_dense, context), training=training)
-        output = self.layer_norm(output, residual=rows, training=training)
-        return ops.reshape(output, (batch, seq, self.hidden_size))
+        output = self.layer_norm(output, residual=query_rows, training=training)
+        return ops.reshape(output, (batch, queries, self.hidden_size))
 
     def compute_output_shape(self, input_shape, *args):
         return input_shape
@@ -425,16 +441,10 @@ class AlbertEncoder(keras.Model):
         input_ids = keras.Input(shape=(None,), dtype="int32", name="input_ids")
         input_mask = keras.Input(shape=(None,), dtype="int32", name="input_mask")
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-        x = embeddings(input_ids, segment_ids)
-        if projection is not None:
-            x = projection(x)
-        # [batch, 1, 1, seq]: broadcast over heads and query positions.
-        attention_bias = (1.0 - ops.cast(input_mask[:, None, None, :], "float32")) * MASK_ADDER
-        layer_outputs = []
-        for a_name, f_name in schedule:
-            x = attention_blocks[a_name](x, attention_bias)
-            x = ffn_blocks[f_name](x)
-            layer_outputs.append(x)
+        layer_outputs = _run_encoder(
+            embeddings, projection, attention_blocks, ffn_blocks, schedule, input_ids, input_mask, segment_ids
+        )
+        x = layer_outputs[-1]
         # The original exposes one output per layer (after its last inner block).
         per_layer = layer_outputs[inner_group_num - 1 :: inner_group_num]
         sequence_output = ops.cast(x, "float32")
@@ -472,6 +482,22 @@ class AlbertEncoder(keras.Model):
         self.initializer_range = initializer_range
         self.sharing = sharing
         self.output_all_layers = output_all_layers
+
+    def pooled_output(self, inputs, training=None):
+        """The `pooled_output` alone (float32 [batch, hidden]), with less work than `self(inputs)`.
+
+        The pooler reads only the first token, so after the last attention block nothing else needs
+        computing: that block takes queries for position 0 only, and the feed-forward blocks after it
+        run on one row per sequence. Same values as `self(inputs)["pooled_output"]` (and the same
+        gradients); for ALBERT-base that skips 7% of the encoder's matmul work. Task heads that read
+        only the pooled output (classification, regression, multiple choice) call this.
+        """
+        ids, mask, segments = (ops.cast(inputs[k], "int32") for k in ENCODER_INPUTS)
+        layer_outputs = _run_encoder(
+            self.embeddings, self.embedding_hidden_mapping_in, self.attention_blocks, self.ffn_blocks,
+            self.schedule, ids, mask, segments, training=training, first_token_only=True,
+        )
+        return ops.cast(self.pooler(layer_outputs[-1][:, 0, :]), "float32")
 
     @classmethod
     def from_albert_config(cls, config: AlbertConfig, **kwargs) -> "AlbertEncoder":
@@ -527,6 +553,27 @@ class AlbertEncoder(keras.Model):
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
         return cls(**config)
+
+
+def _run_encoder(embeddings, projection, attention_blocks, ffn_blocks, schedule, input_ids, input_mask, segment_ids,
+                 training=None, first_token_only=False):
+    """Embeddings, projection and the scheduled blocks; the output of every block, in order.
+
+    `first_token_only`: the last attention block computes position 0 only (see
+    `AlbertEncoder.pooled_output`), so the last outputs are [batch, 1, hidden].
+    """
+    x = embeddings(input_ids, segment_ids, training=training)
+    if projection is not None:
+        x = projection(x)
+    # [batch, 1, 1, seq]: broadcast over heads and query positions.
+    attention_bias = (1.0 - ops.cast(input_mask[:, None, None, :], "float32")) * MASK_ADDER
+    outputs = []
+    for index, (a_name, f_name) in enumerate(schedule):
+        last = first_token_only and index == len(schedule) - 1
+        x = attention_blocks[a_name](x, attention_bias, training=training, first_token_only=last)
+        x = ffn_blocks[f_name](x, training=training)
+        outputs.append(x)
+    return outputs
 
 
 def encoder_kwargs(config: AlbertConfig) -> dict:

@@ -16,10 +16,9 @@ import keras
 from keras import ops
 
 from albert_tf.losses import scale_loss_for_replicas
-from albert_tf.modeling import AlbertEncoder, AlbertMLMHead, AlbertSOPHead
+from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder, AlbertMLMHead, AlbertSOPHead
 
 SENTENCE_TASKS = ("sop", "nsp")
-ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
 def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights):

@@ -166,3 +166,84 @@ def test_fused_ops_are_left_to_xla_when_the_whole_step_is_compiled():
     assert nested_must_compile == []
     assert not fused_ops.in_xla_context()
 
+
+
+@pytest.mark.parametrize("shape", [(7, 33), (2, 5, 16)])
+def test_inference_layer_norm_matches_keras_with_albert_epsilon(shape):
+    rng = np.random.default_rng(len(shape))
+    x = rng.normal(0.0, 1.0, size=shape).astype("float32")
+    # Rows of tiny variance: with the 1.001e-5 floor of tf.nn.fused_batch_norm they would shrink
+    # by ~20%; the op must use ALBERT's 1e-12 as given.
+    x[0] = x[0] * 1e-3
+    gamma = rng.normal(1.0, 0.3, size=shape[-1]).astype("float32")
+    beta = rng.normal(size=shape[-1]).astype("float32")
+    got = fused_ops.inference_layer_norm(tf.constant(x), gamma, beta, 1e-12)
+    want = _keras_layer_norm(x, gamma, beta, 1e-12)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=2e-5)
+    got16 = fused_ops.inference_layer_norm(tf.constant(x, tf.bfloat16), gamma, beta, 1e-12)
+    assert got16.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(got16, tf.float32).numpy(), want.numpy(), atol=0.05)
+    with pytest.raises(ValueError, match="static last dimension"):
+        tf.function(lambda t: fused_ops.inference_layer_norm(t, gamma, beta, 1e-12)).get_concrete_function(
+            tf.TensorSpec([None, None], tf.float32))
+
+
+def _session_op_types(build, feed_value):
+    """Op types of the graph a session actually runs (after Grappler), and the fetched value."""
+    graph = tf.Graph()
+    with graph.as_default():
+        placeholder = tf.compat.v1.placeholder(tf.float32, [None, feed_value.shape[-1]])
+        # Inside a function reading variables, as a SavedModel signature runs in TF Serving.
+        output = tf.function(build)(placeholder)
+        init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run(init)
+        metadata = tf.compat.v1.RunMetadata()
+        value = session.run(output, {placeholder: feed_value},
+                            options=tf.compat.v1.RunOptions(output_partition_graphs=True), run_metadata=metadata)
+    return {node.op for g in metadata.partition_graphs for node in g.node}, value
+
+
+def _onednn_layer_norm_available():
+    from tensorflow.python.framework import kernels
+
+    return any(k.op == "_MklLayerNorm" for k in kernels.get_all_registered_kernels().kernel)
+
+
+@pytest.mark.skipif(not _onednn_layer_norm_available(), reason="this TensorFlow build has no oneDNN _MklLayerNorm")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_inference_layer_norm_becomes_one_onednn_kernel_in_a_session(dtype):
+    rng = np.random.default_rng(0)
+    feed = rng.normal(size=(6, 16)).astype("float32")
+    gamma = rng.normal(1.0, 0.3, size=16).astype("float32")
+    beta = rng.normal(size=16).astype("float32")
+
+    variables = []
+
+    def build(x):
+        if not variables:
+            variables.extend([tf.Variable(gamma), tf.Variable(beta)])
+        h = tf.cast(tf.matmul(x, tf.eye(16)), dtype)  # rank known, rows unknown: as in the encoder
+        return tf.cast(fused_ops.inference_layer_norm(h, *variables, 1e-12), tf.float32)
+
+    types, value = _session_op_types(build, feed)
+    assert "_MklLayerNorm" in types and "FusedBatchNormV3" not in types and "_MklNativeFusedBatchNormV3" not in types
+    np.testing.assert_allclose(value, _keras_layer_norm(feed, gamma, beta, 1e-12).numpy(),
+                               atol=1e-5 if dtype == "float32" else 0.05)
+
+
+def test_inference_layer_norm_used_only_outside_training():
+    layer = AlbertLayerNorm(epsilon=1e-12)
+    layer.build((None, 8))
+
+    def op_types(training):
+        fn = tf.function(lambda x: layer(x, residual=x, training=training))
+        return {op.type for op in fn.get_concrete_function(tf.TensorSpec([None, 8])).graph.get_operations()}
+
+    assert "FusedBatchNormV3" in op_types(False)
+    assert "FusedBatchNormV3" not in op_types(True)
+    fused_ops.set_enabled(False)
+    try:
+        assert "FusedBatchNormV3" not in op_types(False)
+    finally:
+        fused_ops.set_enabled(True)

@@ -162,3 +162,35 @@ def test_invalid_constructor_arguments():
         AlbertEncoder(10, 4, 9, 2, 2, 8)
     with pytest.raises(ValueError, match="must divide"):
         AlbertEncoder(10, 4, 8, 3, 2, 8, num_groups=2)
+
+
+@pytest.mark.parametrize("sharing", ["all", "none"])
+def test_pooled_output_path_matches_the_full_encoder(sharing):
+    """`pooled_output` computes only position 0 after the last attention block: same values and gradients."""
+    encoder = AlbertEncoder.from_albert_config(TINY.replace(sharing=sharing))
+    batch = make_batch()
+    np.testing.assert_allclose(encoder.pooled_output(batch).numpy(), encoder(batch)["pooled_output"].numpy(),
+                               atol=1e-6)
+    with tf.GradientTape(persistent=True) as tape:
+        full = tf.reduce_sum(tf.sin(encoder(batch, training=False)["pooled_output"]))
+        fast = tf.reduce_sum(tf.sin(encoder.pooled_output(batch, training=False)))
+    for variable, a, b in zip(encoder.trainable_variables, tape.gradient(full, encoder.trainable_variables),
+                              tape.gradient(fast, encoder.trainable_variables)):
+        np.testing.assert_allclose(tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy(), rtol=1e-4, atol=1e-5,
+                                   err_msg=variable.path)
+
+
+def test_pooled_output_path_skips_the_last_blocks_work():
+    """The last attention block takes one query row per sequence: its FFN matmul sees [batch, H]."""
+    encoder = AlbertEncoder.from_albert_config(TINY)
+    specs = {k: tf.TensorSpec([3, 10], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+
+    def matmul_rows(fn):
+        graph = tf.function(fn).get_concrete_function(specs).graph
+        return sorted(op.inputs[0].shape[0] for op in graph.get_operations()
+                      if op.type == "MatMul" and op.inputs[1].shape[-1] == TINY.intermediate_size)
+
+    full = matmul_rows(lambda b: encoder(b)["pooled_output"])
+    fast = matmul_rows(lambda b: encoder.pooled_output(b))
+    assert full == [30] * TINY.num_hidden_layers * TINY.inner_group_num
+    assert fast == [3] + [30] * (TINY.num_hidden_layers * TINY.inner_group_num - 1)

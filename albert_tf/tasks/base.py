@@ -18,9 +18,7 @@ import tensorflow as tf
 from keras import ops
 
 from albert_tf.losses import scale_loss_for_replicas
-from albert_tf.modeling import AlbertEncoder
-
-ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 
 
 class AlbertTaskModel(keras.Model):
@@ -30,6 +28,10 @@ class AlbertTaskModel(keras.Model):
         encoder: an `AlbertEncoder` (random, pretrained, or imported from a checkpoint).
         dropout: dropout on the encoder output before the head (the original's 0.1 by default).
     """
+
+    # Heads that read only `encoder_outputs["pooled_output"]` set this, so that the encoder skips
+    # the work the pooler never reads (`AlbertEncoder.pooled_output`).
+    pooled_output_only = False
 
     def __init__(self, encoder: AlbertEncoder, dropout: float = 0.1, **kwargs):
         super().__init__(**kwargs)
@@ -59,7 +61,11 @@ class AlbertTaskModel(keras.Model):
     # --- the shared machinery -----------------------------------------------------------------
 
     def call(self, inputs, training=None):
-        encoder_outputs = self.encoder({k: inputs[k] for k in ENCODER_INPUTS}, training=training)
+        encoder_inputs = {k: inputs[k] for k in ENCODER_INPUTS}
+        if self.pooled_output_only:
+            encoder_outputs = {"pooled_output": self.encoder.pooled_output(encoder_inputs, training=training)}
+        else:
+            encoder_outputs = self.encoder(encoder_inputs, training=training)
         outputs = self.call_head(encoder_outputs, inputs, training=training)
         return {k: ops.cast(v, "float32") if v.dtype.is_floating else v for k, v in outputs.items()}
 

@@ -43,6 +43,8 @@ class AlbertClassifier(AlbertTaskModel):
         dropout: Dropout on the pooled output (0.1 as the original).
     """
 
+    pooled_output_only = True
+
     def __init__(self, encoder, num_labels: int, dropout: float = 0.1, **kwargs):
         if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 2:
             raise ValueError(f"num_labels must be an integer >= 2, got {num_labels!r}")
@@ -88,6 +90,8 @@ class AlbertRegressor(AlbertTaskModel):
         encoder: An `AlbertEncoder`.
         dropout: Dropout on the pooled output.
     """
+
+    pooled_output_only = True
 
     def build_head(self):
         return keras.layers.Dense(

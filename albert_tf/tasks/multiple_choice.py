@@ -51,6 +51,8 @@ class MultipleChoiceModel(AlbertTaskModel):
     (2, 4)
     """
 
+    pooled_output_only = True
+
     def __init__(self, encoder: AlbertEncoder, dropout: float = 0.1, **kwargs):
         super().__init__(encoder, dropout=dropout, **kwargs)
         self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
