@@ -194,3 +194,29 @@ def test_pooled_output_path_skips_the_last_blocks_work():
     fast = matmul_rows(lambda b: encoder.pooled_output(b))
     assert full == [30] * TINY.num_hidden_layers * TINY.inner_group_num
     assert fast == [3] + [30] * (TINY.num_hidden_layers * TINY.inner_group_num - 1)
+
+
+def test_shared_weights_are_cast_once_per_inference_graph():
+    previous = keras.mixed_precision.dtype_policy()
+    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+    try:
+        encoder = AlbertEncoder.from_albert_config(TINY)
+    finally:
+        keras.mixed_precision.set_dtype_policy(previous)
+    specs = {k: tf.TensorSpec([None, 10], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+
+    def matmul_weights(training):
+        """The bf16 weight tensor of every block matmul (MatMul's second input, a Cast)."""
+        graph = tf.function(lambda b: encoder(b, training=training)).get_concrete_function(specs).graph
+        return [op.inputs[1].name for op in graph.get_operations()
+                if op.type == "MatMul" and op.inputs[1].op.type == "Cast" and "group" in op.name]
+
+    inference, training = matmul_weights(False), matmul_weights(True)
+    # 4 layers x 2 inner blocks x 6 matmuls, over 2 groups' distinct weights: 24 casts, not 48.
+    assert len(inference) == len(training) == 48
+    assert len(set(inference)) == 24
+    assert len(set(training)) == 48
+    batch = make_batch()
+    np.testing.assert_allclose(encoder(batch, training=False)["pooled_output"].numpy(),
+                               tf.function(lambda b: encoder(b, training=False))(batch)["pooled_output"].numpy(),
+                               atol=1e-2)
