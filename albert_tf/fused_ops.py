@@ -157,7 +157,9 @@ def inference_layer_norm(x, gamma, beta, epsilon: float):
         raise ValueError("inference_layer_norm needs a static last dimension")
     shape = tf.shape(x)
     # The row count from the shape (not a -1 in the Reshape): the remapper matches only this form.
-    rows = tf.reduce_prod(shape[:-1])
+    # PlaceholderWithDefault keeps it a runtime value: with a fully static shape, constant folding
+    # would turn the Fill ops below into constants and the pattern would no longer match.
+    rows = tf.raw_ops.PlaceholderWithDefault(input=tf.reduce_prod(shape[:-1]), shape=[])
     planes = tf.reshape(x, tf.stack([1, rows, n, 1]))
     count = tf.reshape(rows, [1])
     empty = tf.constant([], tf.float32)

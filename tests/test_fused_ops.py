@@ -188,11 +188,12 @@ def test_inference_layer_norm_matches_keras_with_albert_epsilon(shape):
             tf.TensorSpec([None, None], tf.float32))
 
 
-def _session_op_types(build, feed_value):
+def _session_op_types(build, feed_value, static_shape=False):
     """Op types of the graph a session actually runs (after Grappler), and the fetched value."""
     graph = tf.Graph()
     with graph.as_default():
-        placeholder = tf.compat.v1.placeholder(tf.float32, [None, feed_value.shape[-1]])
+        shape = feed_value.shape if static_shape else [None, feed_value.shape[-1]]
+        placeholder = tf.compat.v1.placeholder(tf.float32, shape)
         # Inside a function reading variables, as a SavedModel signature runs in TF Serving.
         output = tf.function(build)(placeholder)
         init = tf.compat.v1.global_variables_initializer()
@@ -211,8 +212,9 @@ def _onednn_layer_norm_available():
 
 
 @pytest.mark.skipif(not _onednn_layer_norm_available(), reason="this TensorFlow build has no oneDNN _MklLayerNorm")
+@pytest.mark.parametrize("static_shape", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_inference_layer_norm_becomes_one_onednn_kernel_in_a_session(dtype):
+def test_inference_layer_norm_becomes_one_onednn_kernel_in_a_session(dtype, static_shape):
     rng = np.random.default_rng(0)
     feed = rng.normal(size=(6, 16)).astype("float32")
     gamma = rng.normal(1.0, 0.3, size=16).astype("float32")
@@ -226,7 +228,7 @@ def test_inference_layer_norm_becomes_one_onednn_kernel_in_a_session(dtype):
         h = tf.cast(tf.matmul(x, tf.eye(16)), dtype)  # rank known, rows unknown: as in the encoder
         return tf.cast(fused_ops.inference_layer_norm(h, *variables, 1e-12), tf.float32)
 
-    types, value = _session_op_types(build, feed)
+    types, value = _session_op_types(build, feed, static_shape)
     assert "_MklLayerNorm" in types and "FusedBatchNormV3" not in types and "_MklNativeFusedBatchNormV3" not in types
     np.testing.assert_allclose(value, _keras_layer_norm(feed, gamma, beta, 1e-12).numpy(),
                                atol=1e-5 if dtype == "float32" else 0.05)
