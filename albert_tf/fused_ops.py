@@ -11,8 +11,13 @@ dtype) joined by `tf.custom_gradient`.
 The layers in `albert_tf.modeling` call these only when `training` is true and the model is not
 compiled with XLA as a whole (XLA then fuses on its own), so exported SavedModels
 and inference keep standard TensorFlow ops (TF Serving compatible, and open to Grappler's oneDNN
-inference fusions). `set_enabled(False)` (or the environment variable `ALBERT_TF_FUSED_OPS=0`)
-switches back to the plain Keras ops everywhere, e.g. to compare speeds or to rule them out.
+inference fusions).
+
+For inference, `inference_layer_norm` writes the LayerNorm in the one form of core ops that
+Grappler's oneDNN remapper turns into a single kernel, with no XLA and no custom op in the graph.
+
+`set_enabled(False)` (or the environment variable `ALBERT_TF_FUSED_OPS=0`) switches back to the
+plain Keras ops everywhere, in training and in inference, e.g. to compare speeds or to rule them out.
 
 Example:
 

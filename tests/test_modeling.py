@@ -220,3 +220,19 @@ def test_shared_weights_are_cast_once_per_inference_graph():
     np.testing.assert_allclose(encoder(batch, training=False)["pooled_output"].numpy(),
                                tf.function(lambda b: encoder(b, training=False))(batch)["pooled_output"].numpy(),
                                atol=1e-2)
+
+
+def test_weight_cast_cache_does_not_keep_graphs_alive():
+    import gc
+    import weakref
+
+    from albert_tf import modeling
+
+    encoder = AlbertEncoder.from_albert_config(TINY)
+    specs = {k: tf.TensorSpec([None, 10], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
+    graph = tf.function(lambda b: encoder(b, training=False)).get_concrete_function(specs).graph
+    assert graph in modeling._weight_casts
+    graph_ref = weakref.ref(graph)
+    del graph
+    gc.collect()
+    assert graph_ref() is None
