@@ -197,12 +197,7 @@ def test_pooled_output_path_skips_the_last_blocks_work():
 
 
 def test_shared_weights_are_cast_once_per_inference_graph():
-    previous = keras.mixed_precision.dtype_policy()
-    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
-    try:
-        encoder = AlbertEncoder.from_albert_config(TINY)
-    finally:
-        keras.mixed_precision.set_dtype_policy(previous)
+    encoder = AlbertEncoder.from_albert_config(TINY, dtype="mixed_bfloat16")
     specs = {k: tf.TensorSpec([None, 10], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
 
     def matmul_weights(training):
