@@ -249,3 +249,32 @@ def test_inference_layer_norm_used_only_outside_training():
         assert "FusedBatchNormV3" not in op_types(False)
     finally:
         fused_ops.set_enabled(True)
+
+
+_WITHOUT_ONEDNN = """
+import numpy as np, tensorflow as tf
+from albert_tf import fused_ops
+rng = np.random.default_rng(0)
+x = rng.normal(size=(2, 5, 16)).astype("float32")
+gamma = rng.normal(1.0, 0.3, size=16).astype("float32")
+beta = rng.normal(size=16).astype("float32")
+want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) * gamma + beta
+for dtype, tolerance in (("float32", 1e-5), ("bfloat16", 0.05)):
+    fn = tf.function(lambda t: fused_ops.inference_layer_norm(tf.cast(t, dtype), gamma, beta, 1e-12))
+    got = tf.cast(fn(tf.constant(x)), tf.float32).numpy()
+    assert np.abs(got - want).max() < tolerance, (dtype, np.abs(got - want).max())
+print("ok")
+"""
+
+
+def test_inference_layer_norm_runs_where_tensorflow_has_no_onednn():
+    """TF Serving builds without oneDNN run the same graph unfused: plain FusedBatchNormV3 (NCHW) on the CPU."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0", TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-c", _WITHOUT_ONEDNN], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().endswith("ok")
