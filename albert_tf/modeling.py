@@ -52,22 +52,13 @@ def _initializer(stddev):
     return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
+def _fused_ops_apply() -> bool:
+    """Whether `albert_tf.fused_ops` may replace Keras's ops in the graph being built."""
+    return fused_ops.enabled() and keras.backend.backend() == "tensorflow" and not fused_ops.in_xla_context()
+
+
 def _use_fused_ops(training) -> bool:
-    return (
-        bool(training)
-        and fused_ops.enabled()
-        and keras.backend.backend() == "tensorflow"
-        and not fused_ops.in_xla_context()
-    )
-
-
-def _use_inference_layer_norm(inputs) -> bool:
-    return (
-        fused_ops.enabled()
-        and keras.backend.backend() == "tensorflow"
-        and inputs.shape[-1] is not None
-        and not fused_ops.in_xla_context()
-    )
+    return bool(training) and _fused_ops_apply()
 
 
 def apply_activation(name: str, x, training=None):
@@ -135,7 +126,7 @@ class AlbertLayerNorm(keras.layers.LayerNormalization):
             return fused_ops.layer_norm(inputs, self.gamma, self.beta, self.epsilon, residual=residual)
         if residual is not None:
             inputs = inputs + ops.cast(residual, inputs.dtype)
-        if plain and not training and _use_inference_layer_norm(inputs):
+        if plain and not training and inputs.shape[-1] is not None and _fused_ops_apply():
             return fused_ops.inference_layer_norm(inputs, self.gamma, self.beta, self.epsilon)
         return super().call(inputs)
 
