@@ -56,14 +56,18 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
         model_config_json=json.dumps(s.model), pretrain_steps=s.pretrain_steps, pretrain_batch_size=s.pretrain_batch_size,
         pretrain_learning_rate=s.pretrain_learning_rate, pretrain_warmup_steps=s.pretrain_warmup_steps,
         finetune_epochs=s.finetune_epochs, finetune_batch_size=s.finetune_batch_size,
-        finetune_learning_rate=s.finetune_learning_rate, strategy=s.strategy, precision=s.precision,
+        finetune_learning_rate=s.finetune_learning_rate, finetune_pooling=s.finetune_pooling,
+        finetune_bias_correction=s.finetune_bias_correction, finetune_warmup_fraction=s.finetune_warmup_fraction,
+        strategy=s.strategy, precision=s.precision,
         beam_runner=s.beam_runner, beam_args=list(s.beam_args), model_name=s.model_name,
         serving_base=os.path.abspath(s.serving_base) if "://" not in s.serving_base else s.serving_base,
-        eval_metric=s.eval_metric, eval_threshold=s.eval_threshold, eval_tolerance=s.eval_tolerance, seed=s.seed,
+        eval_metric=s.eval_metric, eval_threshold=s.eval_threshold, eval_tolerance=s.eval_tolerance,
+        eval_baseline_margin=s.eval_baseline_margin, eval_min_mcc=s.eval_min_mcc, eval_confidence=s.eval_confidence,
+        seed=s.seed,
     )
     # KFP types parameters strictly: a float setting written as `8` in YAML must still be a float.
-    for name in ("eval_fraction", "pretrain_learning_rate", "finetune_epochs", "finetune_learning_rate",
-                 "eval_threshold", "eval_tolerance"):
+    for name in ("eval_fraction", "pretrain_learning_rate", "finetune_epochs", "finetune_learning_rate", "finetune_warmup_fraction",
+                 "eval_threshold", "eval_tolerance", "eval_baseline_margin", "eval_min_mcc", "eval_confidence"):
         arguments[name] = float(arguments[name])
     return arguments
 
@@ -108,6 +112,9 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
         finetune_epochs: float = 3.0,
         finetune_batch_size: int = 32,
         finetune_learning_rate: float = 2e-5,
+        finetune_pooling: str = "cls",
+        finetune_bias_correction: bool = True,
+        finetune_warmup_fraction: float = 0.1,
         strategy: str = "default",
         precision: str = "float32",
         beam_runner: str = "DirectRunner",
@@ -116,6 +123,9 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
         eval_metric: str = "accuracy",
         eval_threshold: float = 0.5,
         eval_tolerance: float = 0.0,
+        eval_baseline_margin: float = 0.0,
+        eval_min_mcc: float = 0.0,
+        eval_confidence: float = 0.95,
         seed: int = 12345,
     ) -> Outputs:
         gen = c["example_gen"](
@@ -142,12 +152,14 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
             transformed=data.outputs["transformed"], vocabulary=vocab.outputs["vocabulary"],
             pretrained_model=pretrain.outputs["pretrained_model"], model_config_json=model_config_json,
             model_name=model_name, epochs=finetune_epochs, batch_size=finetune_batch_size,
-            learning_rate=finetune_learning_rate, strategy=strategy, precision=precision, seed=seed,
+            learning_rate=finetune_learning_rate, pooling=finetune_pooling, bias_correction=finetune_bias_correction,
+            warmup_fraction=finetune_warmup_fraction, strategy=strategy, precision=precision, seed=seed,
         ).set_display_name("Trainer")
         evaluate = c["evaluator"](
             example_splits=gen.outputs["example_splits"], trained_model=train.outputs["trained_model"],
             serving_base=serving_base, model_name=model_name, metric=eval_metric, threshold=eval_threshold,
-            tolerance=eval_tolerance,
+            tolerance=eval_tolerance, baseline_margin=eval_baseline_margin, min_mcc=eval_min_mcc,
+            confidence=eval_confidence,
         ).set_display_name("Evaluator")
         validate = c["infra_validator"](
             trained_model=train.outputs["trained_model"], model_name=model_name,

@@ -119,6 +119,9 @@ def trainer(
     epochs: float,
     batch_size: int,
     learning_rate: float,
+    pooling: str,
+    bias_correction: bool,
+    warmup_fraction: float,
     strategy: str,
     precision: str,
     seed: int,
@@ -135,9 +138,11 @@ def trainer(
                                read_summary(transformed.path)["max_seq_length"])
     summary = run_trainer(
         transformed.path, vocabulary.path, pretrained_model.path, trained_model.path, config, model_name=model_name,
-        epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, strategy=strategy, precision=precision, seed=seed,
+        epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, pooling=pooling,
+        bias_correction=bias_correction, warmup_fraction=warmup_fraction, strategy=strategy, precision=precision, seed=seed,
     )
     trained_model.metadata.update({"best_dev_" + k: v for k, v in summary["best_dev_metrics"].items()})
+    trained_model.metadata["collapsed"] = bool(summary["collapse"] and summary["collapse"]["collapsed"])
 
 
 def evaluator(
@@ -148,10 +153,14 @@ def evaluator(
     metric: str,
     threshold: float,
     tolerance: float,
+    baseline_margin: float,
+    min_mcc: float,
+    confidence: float,
     evaluation: Output[Metrics],
     blessing: Output[Artifact],
 ):
-    """Task metrics of the candidate and the pushed model on the eval split; the blessing."""
+    """Task metrics of the candidate, the best constant answer and the pushed model on the eval
+    split; the full report (slices, confusion matrix) in `evaluation`, the decision in `blessing`."""
     import os
 
     from albert_tf.pipeline.evaluator import run_evaluator
@@ -159,10 +168,13 @@ def evaluator(
 
     summary = run_evaluator(
         example_splits.path, candidate_path(trained_model.path), os.path.join(serving_base, model_name), blessing.path,
-        metric=metric, threshold=threshold, tolerance=tolerance,
+        metric=metric, threshold=threshold, tolerance=tolerance, baseline_margin=baseline_margin, min_mcc=min_mcc,
+        confidence=confidence, report_dir=evaluation.path,
     )
     for name, value in summary["candidate"]["metrics"].items():
         evaluation.log_metric(name, value)
+    for name, value in summary["constant_baseline"]["metrics"].items():
+        evaluation.log_metric("constant_" + name, value)
     if summary["baseline"] and summary["baseline"]["metrics"]:
         for name, value in summary["baseline"]["metrics"].items():
             evaluation.log_metric("pushed_" + name, value)

@@ -137,3 +137,60 @@ def test_short_run_learns_and_builds_under_the_strategy(tmp_path):
     assert result.best_metrics["accuracy"] > 0.9
     assert os.path.isdir(tmp_path / "run" / "logs")  # TensorBoard
     assert finetuning.is_complete(str(tmp_path / "run"))
+
+
+# --- collapse ------------------------------------------------------------------------------------
+
+
+def unlearnable_features(n, seed, positive_share=0.5):
+    """Labels independent of the tokens: nothing to learn beyond the label prior."""
+    features = easy_features(n, seed=seed)
+    rng = np.random.default_rng(seed + 100)
+    features["input_ids"][:, 1] = rng.integers(9, 30, size=n)
+    features["labels"] = (rng.random(n) < positive_share).astype("int32")
+    return features
+
+
+def collapse_run(tmp_path, name, train, dev, **kwargs):
+    from albert_tf.evaluation import majority_class_baseline
+
+    constant = majority_class_baseline(dev["labels"], ["accuracy", "mcc"])
+    def mean_pooled():
+        return AlbertClassifier(AlbertEncoder.from_albert_config(CONFIG), num_labels=2, pooling="mean")
+
+    return run_finetuning(
+        mean_pooled, examples_dataset(train), examples_dataset(dev), num_train_steps=40, warmup_steps=4,
+        learning_rate=3e-3, model_dir=str(tmp_path / name), best_metric="accuracy", eval_every_n_steps=20,
+        eval_fn=make_eval_fn(["accuracy", "mcc"], regression=False, diagnostics=True), batch_size=16, seed=3,
+        bias_correction=True, constant_baseline=constant, verbose=0, tensorboard=False, **kwargs,
+    )
+
+
+def test_a_run_that_learns_is_not_collapsed(tmp_path):
+    result = collapse_run(tmp_path, "ok", easy_features(128), easy_features(64, seed=1))
+    assert result.collapse is not None and not result.collapsed
+    assert all(record["collapsed"] is False for record in result.history[1:])
+    info = finetuning.read_run_info(str(tmp_path / "ok"))
+    assert info["collapse"]["collapsed"] is False and info["bias_correction"] is True
+    assert info["constant_baseline"]["kind"] == "majority_class"
+
+
+def test_a_run_stuck_at_the_label_prior_is_reported(tmp_path, caplog):
+    train = unlearnable_features(128, seed=0)
+    dev = unlearnable_features(64, seed=1, positive_share=0.8)
+    with caplog.at_level("WARNING", logger="albert_tf.training.finetuning"):
+        result = collapse_run(tmp_path, "stuck", train, dev)
+    assert result.collapsed
+    assert "best constant answer" in result.collapse.reason or result.collapse.constant
+    assert any("collapsed" in message for message in caplog.messages)
+    assert finetuning.read_run_info(str(tmp_path / "stuck"))["collapse"]["collapsed"] is True
+
+
+def test_on_collapse_raise_writes_nothing(tmp_path):
+    train = unlearnable_features(128, seed=0)
+    dev = unlearnable_features(64, seed=1, positive_share=0.8)
+    with pytest.raises(finetuning.FinetuningCollapsed, match="fine-tuning collapsed"):
+        collapse_run(tmp_path, "raise", train, dev, on_collapse="raise")
+    assert not (tmp_path / "raise").exists() and leftovers(tmp_path) == []
+    with pytest.raises(FinetuningError, match="on_collapse"):
+        collapse_run(tmp_path, "bad", train, dev, on_collapse="ignore")

@@ -58,6 +58,7 @@ def reference_updates(
     exclude_from_layer_adaptation=None,
     clip_norm=None,
     per_tensor_clip=False,
+    bias_correction=False,
 ):
     """The original `LAMBOptimizer` / `AdamWeightDecayOptimizer` (plus `tf.clip_by_global_norm`),
     in float64. Returns the weights after every step and the final first moments."""
@@ -67,7 +68,7 @@ def reference_updates(
     m = {k: np.zeros_like(v) for k, v in w.items()}
     v = {k: np.zeros_like(x) for k, x in w.items()}
     history = []
-    for grads, lr in zip(grad_steps, learning_rates):
+    for t, (grads, lr) in enumerate(zip(grad_steps, learning_rates), 1):
         grads = {k: np.asarray(g, np.float64) for k, g in grads.items()}
         if clip_norm is not None and per_tensor_clip:
             grads = {k: g * clip_norm / max(np.linalg.norm(g), clip_norm) for k, g in grads.items()}
@@ -77,7 +78,10 @@ def reference_updates(
         for name, g in grads.items():
             m[name] = beta_1 * m[name] + (1 - beta_1) * g
             v[name] = beta_2 * v[name] + (1 - beta_2) * g**2
-            update = m[name] / (np.sqrt(v[name]) + epsilon)
+            if bias_correction:
+                update = (m[name] / (1 - beta_1**t)) / (np.sqrt(v[name] / (1 - beta_2**t)) + epsilon)
+            else:
+                update = m[name] / (np.sqrt(v[name]) + epsilon)
             if weight_decay_rate and not _excluded(name, exclude_from_weight_decay):
                 update = update + weight_decay_rate * w[name]
             ratio = 1.0
@@ -179,6 +183,28 @@ def test_matches_reference_step_by_step(kind, mode):
     # The rate is 0 at step 0, so the zero-initialized variable is still 0; from step 1 it moves.
     np.testing.assert_array_equal(got[0][VARIABLE_PATHS[3]], 0.0)
     assert np.all(got[1][VARIABLE_PATHS[3]] != 0.0)
+
+
+@pytest.mark.parametrize("mode", ["eager", "xla"])
+@pytest.mark.parametrize("kind", ["lamb", "adamw"])
+def test_bias_correction_matches_reference(kind, mode):
+    initial, grad_steps = make_problem()
+    cls = LAMBOptimizer if kind == "lamb" else AdamWeightDecayOptimizer
+    got = run_optimizer(cls(learning_rate=schedule(), bias_correction=True), initial, grad_steps, mode)
+    want, _ = reference_updates(kind, initial, grad_steps, SCHEDULE_LRS, clip_norm=1.0, bias_correction=True)
+    assert_history_close(got, want)
+    uncorrected, _ = reference_updates(kind, initial, grad_steps, SCHEDULE_LRS, clip_norm=1.0)
+    kernel = VARIABLE_PATHS[0]
+    assert not np.allclose(want[-1][kernel], uncorrected[-1][kernel], rtol=1e-5)
+
+
+def test_bias_correction_through_create_optimizer_and_config():
+    opt = create_optimizer("adamw", 1e-3, num_train_steps=10, num_warmup_steps=1, bias_correction=True)
+    assert opt.bias_correction and not create_optimizer("adamw", 1e-3, num_train_steps=10, num_warmup_steps=1).bias_correction
+    clone = AdamWeightDecayOptimizer.from_config(json.loads(json.dumps(opt.get_config())))
+    assert clone.bias_correction
+    with pytest.raises(TypeError, match="bias_correction"):
+        AdamWeightDecayOptimizer(bias_correction="yes")
 
 
 def test_lamb_differs_from_adamw_and_from_bias_corrected_variants():

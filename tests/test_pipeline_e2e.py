@@ -21,7 +21,8 @@ POSITIVE, NEGATIVE = "good great wonderful moving".split(), "bad awful dull bori
 STEPS = ["example_gen", "vocab_gen", "transform", "pretrainer", "trainer", "evaluator", "infra_validator", "pusher"]
 
 
-def tiny_inputs(root):
+def tiny_inputs(root, random_labels=False):
+    """A corpus and a keyword task (a label word decides); `random_labels`: nothing to learn."""
     rng = random.Random(0)
     corpus = root / "corpus"
     corpus.mkdir(parents=True)
@@ -36,6 +37,8 @@ def tiny_inputs(root):
             label = i % 2
             words = [rng.choice(POSITIVE if label else NEGATIVE)] + [rng.choice(WORDS) for _ in range(5)]
             rng.shuffle(words)
+            if random_labels:
+                label = int(rng.random() < 0.7)
             rows.append(f"{label}\t{' '.join(words)}")
         (task / f"{split}.tsv").write_text("label\ttext\n" + "\n".join(rows) + "\n", encoding="utf-8")
     return str(corpus / "*.txt"), str(task)
@@ -47,7 +50,8 @@ def tiny_settings(root, **overrides) -> PipelineSettings:
         corpus=corpus, task_data=task, vocab_size=60, max_seq_length=24, max_predictions_per_seq=4, dupe_factor=1,
         model=dict(embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                    max_position_embeddings=24),
-        pretrain_steps=3, pretrain_batch_size=8, pretrain_warmup_steps=1, finetune_epochs=1.0, finetune_batch_size=16,
+        pretrain_steps=3, pretrain_batch_size=8, pretrain_warmup_steps=1, finetune_epochs=25.0, finetune_batch_size=16,
+        finetune_learning_rate=5e-3,
         serving_base=str(root / "serving"), model_name="tiny", eval_threshold=0.0, eval_fraction=0.3,
     )
     values.update(overrides)
@@ -78,6 +82,10 @@ def test_pipeline_end_to_end(tmp_path):
     assert os.path.isfile(os.path.join(trained, "serving", "tiny", "1", "assets.extra", "tf_serving_warmup_requests"))
     assert first.evaluation["blessed"] and first.evaluation["baseline"] is None
     assert {"accuracy", "f1", "mcc"} <= set(first.evaluation["candidate"]["metrics"])
+    assert first.evaluation["candidate"]["metrics"]["mcc"] > 0.3
+    assert first.evaluation["constant_baseline"]["metrics"]["accuracy"] == pytest.approx(0.5)
+    report = json.load(open(os.path.join(a["evaluation"], "evaluation.json")))  # the report is on disk
+    assert set(report["slices"]) == {"0", "1"} and len(report["confusion_matrix"]["matrix"]) == 2
     assert read_summary(a["infra_blessing"])["requests"]
     assert first.push["pushed"] and first.push["version"] == 1
     base = settings.serving_base
@@ -105,6 +113,24 @@ def test_pipeline_end_to_end(tmp_path):
     latest_run = max(glob.glob(str(root / "albert-tf-pipeline-*")), key=os.path.getmtime)
     assert not os.path.exists(os.path.join(latest_run, "pusher"))
     assert versions(base) == ["1"]
+
+
+def test_a_model_that_learned_nothing_is_refused_and_the_cli_says_why(tmp_path, capsys):
+    """Labels independent of the texts: whatever the tiny model answers, it is no better than the
+    majority class, so the Evaluator refuses it, nothing is pushed and the command exits 3."""
+    from albert_tf.cli import main
+
+    tiny_inputs(tmp_path, random_labels=True)
+    settings = tiny_settings(tmp_path)
+    config = tmp_path / "settings.json"
+    config.write_text(json.dumps(settings.to_dict()), encoding="utf-8")
+    code = main(["pipeline", "run", "--config", str(config), "--pipeline-root", str(tmp_path / "runs")])
+    out, err = capsys.readouterr()
+    assert code == 3
+    error_lines = [line for line in err.splitlines() if line.startswith("albert-tf pipeline: error:")]
+    assert len(error_lines) == 1 and "the Evaluator refused the model:" in error_lines[0]
+    assert "best constant answer:" in out and "not pushed: the Evaluator did not bless the candidate" in out
+    assert not os.path.exists(os.path.join(settings.serving_base, "tiny", "1"))
 
 
 def test_infra_validator_rejects_an_unservable_export(tmp_path):

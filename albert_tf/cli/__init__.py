@@ -28,7 +28,10 @@ SUBCOMMAND_MODULES = [
 
 
 class CommandError(Exception):
-    """A user error the CLI reports as one line, exiting with status 2."""
+    """A user error the CLI reports as one line, exiting with status 2 (or the subclass's
+    `exit_code`)."""
+
+    exit_code = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +55,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return int(args._run(args) or 0)
     except CommandError as e:
         print(f"albert-tf {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return e.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

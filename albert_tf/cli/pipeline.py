@@ -43,6 +43,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     compile_.add_argument("--output", default="albert_tf_pipeline.yaml", help="the YAML file to write")
 
 
+class ModelRefused(CommandError):
+    """The run finished but its model is not good enough to push (exit status 3)."""
+
+    exit_code = 3
+
+
+def _metrics_line(metrics) -> str:
+    return ", ".join(f"{name} {value:.4f}" for name, value in sorted(metrics.items()))
+
+
 def _settings(path):
     from albert_tf.pipeline.settings import PipelineSettings, SettingsError
 
@@ -88,11 +98,18 @@ def _run(args) -> int:
     for name in sorted(result.artifacts, key=_ARTIFACT_ORDER.index):
         print(f"  {name:>16s}: {result.artifacts[name]}")
     evaluation = result.evaluation
-    print(f"\nevaluation ({evaluation['examples']} eval examples): candidate {json.dumps(evaluation['candidate']['metrics'])}")
+    print(f"\nevaluation ({evaluation['examples']} eval examples, report in {result.artifacts.get('evaluation')}):")
+    print(f"  candidate:             {_metrics_line(evaluation['candidate']['metrics'])}")
+    constant = evaluation.get("constant_baseline")
+    if constant:
+        print(f"  best constant answer:  {_metrics_line(constant['metrics'])}  ({constant['description']})")
     if evaluation.get("baseline"):
-        print(f"  pushed model before this run: {json.dumps(evaluation['baseline']['metrics'])}")
-    print(f"  blessed: {evaluation['blessed']} ({evaluation['reason']})")
+        print(f"  pushed model before:   {_metrics_line(evaluation['baseline']['metrics'] or {})}")
     push = result.push
+    if not evaluation["blessed"]:
+        print(f"not pushed: {push['reason']}")
+        raise ModelRefused(f"the Evaluator refused the model: {evaluation['reason']}")
+    print(f"  blessed: {evaluation['reason']}")
     if push["pushed"]:
         print(f"pushed version {push['version']} -> {push['path']}")
     else:

@@ -1,18 +1,24 @@
-"""Evaluator: the candidate's task metrics on the eval split, the threshold, and the pushed model.
+"""Evaluator: the candidate's task metrics on the eval split against the best constant answer,
+the threshold and the pushed model.
 
 Both the candidate and the currently pushed model (the newest version in the serving base) are
 scored the same way: their exported `serving_default` signature on the raw eval texts, so the
 comparison holds even across vocabularies, and it measures exactly what TF Serving will answer.
-The candidate is *blessed* when its `metric` reaches `threshold` and is not worse than the pushed
-model's by more than `tolerance`. A pushed model that cannot be scored (another task's inputs,
-a broken export) blocks the blessing with the reason given, rather than being ignored.
+The rule is `albert_tf.evaluation.gates.BlessingRule`: the candidate must beat the majority class
+(by more than chance, with MCC above 0), reach the threshold, and not be worse than the pushed
+model by more than the tolerance. A model that answers the same for every input is never
+blessed, whatever the threshold. A pushed model that cannot be scored (another task's inputs, a
+broken export) blocks the blessing with the reason given, rather than being ignored.
 
-Output: `summary.json` (both models' metrics, the rule, the decision and its reason) and an empty
-`BLESSED` or `NOT_BLESSED` file, as TFX's Evaluator writes.
+Output (the blessing directory): `summary.json` (both models' metrics, the constant baseline,
+the rule, every check, the decision and its reason) and an empty `BLESSED` or `NOT_BLESSED` file,
+as TFX's Evaluator writes. The evaluation directory gets the full report: `evaluation.json`
+(metrics, baseline, slices by label, confusion matrix, decision) and `confusion_matrix.txt`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -22,6 +28,8 @@ from albert_tf.pipeline import example_gen
 from albert_tf.pipeline.staging import read_summary, staged_directory, write_summary
 
 BLESSED_FILE = "BLESSED"
+EVALUATION_FILE = "evaluation.json"
+CONFUSION_FILE = "confusion_matrix.txt"
 NOT_BLESSED_FILE = "NOT_BLESSED"
 PREDICT_BATCH = 64
 
@@ -62,23 +70,29 @@ def predict_labels(saved_model_dir: str, rows: Sequence[Dict[str, str]]) -> List
     return labels
 
 
+def label_ids(labels: Sequence[str], label_list: Sequence[str]) -> np.ndarray:
+    """Ids of label strings in `label_list`; -1 for a label it does not know (always wrong)."""
+    index = {label: i for i, label in enumerate(label_list)}
+    return np.asarray([index.get(label, -1) for label in labels], dtype=np.int64)
+
+
 def score(predicted: Sequence[str], truth: Sequence[str], label_list: Sequence[str]) -> Dict[str, float]:
     """GLUE metrics of predicted vs true label strings; an unknown predicted label counts as wrong."""
-    from albert_tf.metrics import glue_metrics
+    return report(predicted, truth, label_list)["metrics"]
 
-    index = {label: i for i, label in enumerate(label_list)}
-    truth_ids = np.asarray([index[t] for t in truth])
-    # -1 never equals a true id: a label the eval data does not know is simply wrong.
-    predicted_ids = np.asarray([index.get(p, -1) for p in predicted])
-    names = ["accuracy", "f1", "mcc"] if len(label_list) == 2 else ["accuracy"]
-    if len(label_list) == 2:
-        # F1 and MCC need binary predictions: an unknown label is the wrong class.
-        predicted_ids = np.where(predicted_ids < 0, 1 - truth_ids, predicted_ids)
-    return {k: float(v) for k, v in glue_metrics(names, predicted_ids, truth_ids).items()}
+
+def report(predicted: Sequence[str], truth: Sequence[str], label_list: Sequence[str]) -> Dict[str, Any]:
+    """`albert_tf.evaluation.classification_report` of predicted vs true label strings."""
+    from albert_tf.evaluation import classification_report
+
+    return classification_report(label_ids(predicted, label_list), label_ids(truth, label_list), list(label_list))
 
 
 def decide(candidate: Dict[str, float], baseline: Optional[Dict[str, float]], metric: str, threshold: float, tolerance: float):
-    """(blessed, reason) under the rule of the module docstring."""
+    """(blessed, reason) of the value and change thresholds alone (no constant-answer gate):
+    the candidate's `metric` reaches `threshold` and is not worse than the pushed model's
+    (`baseline`, None when nothing is pushed) by more than `tolerance`. `run_evaluator` applies
+    the full rule of `albert_tf.evaluation.gates`."""
     value = candidate[metric]
     if value < threshold:
         return False, f"{metric} {value:.4f} is below the threshold {threshold:.4f}"
@@ -98,16 +112,34 @@ def run_evaluator(
     metric: str = "accuracy",
     threshold: float = 0.0,
     tolerance: float = 0.0,
+    baseline_margin: float = 0.0,
+    min_mcc: float = 0.0,
+    confidence: float = 0.95,
+    report_dir: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Scores the candidate SavedModel and the newest version under `serving_model_dir`
-    (`<serving_base>/<model_name>`) on the eval split; writes the decision."""
+    (`<serving_base>/<model_name>`) on the eval split; writes the decision into `output_dir`
+    and, when given, the full report into `report_dir`.
+
+    The rule's fields (`metric` ... `confidence`) are those of `albert_tf.evaluation.BlessingRule`.
+    """
+    from albert_tf.evaluation import BlessingRule, decide as decide_rule, majority_class_baseline
+    from albert_tf.evaluation.report import format_confusion_matrix
+
+    rule = BlessingRule(metric=metric, threshold=threshold, baseline_margin=baseline_margin, min_mcc=min_mcc,
+                        confidence=confidence, tolerance=tolerance)
     rows = example_gen.read_split(examples_dir, "eval")
+    if not rows:
+        raise ValueError(f"{examples_dir}: the eval split is empty")
     label_list = read_summary(examples_dir)["labels"]
     unknown = sorted({r[example_gen.LABEL_FEATURE] for r in rows} - set(label_list))
     if unknown:
         raise ValueError(f"the eval split has labels the training split lacks: {unknown}")
     truth = [r[example_gen.LABEL_FEATURE] for r in rows]
-    candidate = score(predict_labels(candidate_dir, rows), truth, label_list)
+    truth_ids = label_ids(truth, label_list)
+    candidate_report = report(predict_labels(candidate_dir, rows), truth, label_list)
+    candidate = candidate_report["metrics"]
+    constant = majority_class_baseline(truth_ids, list(candidate), label_names=label_list)
     if metric not in candidate:
         raise ValueError(f"unknown eval metric {metric!r}; computed: {', '.join(sorted(candidate))}")
     pushed = newest_version(serving_model_dir)
@@ -117,24 +149,41 @@ def run_evaluator(
             baseline = score(predict_labels(pushed, rows), truth, label_list)
         except Exception as e:  # any failure to score it: reported, and the candidate is not blessed
             baseline_error = f"the pushed model {pushed} cannot be scored on this eval data: {e}"
+    decision = decide_rule(candidate, constant, rule, examples=len(rows), pushed=baseline)
+    blessed, reason = decision.blessed, decision.reason
     if baseline_error:
         blessed, reason = False, baseline_error
-    else:
-        blessed, reason = decide(candidate, baseline, metric, threshold, tolerance)
     summary = {
         "examples": len(rows),
         "metric": metric,
         "threshold": threshold,
         "tolerance": tolerance,
+        "rule": rule.to_dict(),
         "candidate": {"path": os.path.abspath(candidate_dir), "metrics": candidate},
+        "constant_baseline": constant.to_dict(),
         "baseline": None if pushed is None else {"path": pushed, "metrics": baseline},
+        "checks": decision.to_dict()["checks"],
         "blessed": blessed,
         "reason": reason,
     }
+    evaluation = {**summary, "slices": candidate_report["slices"], "confusion_matrix": candidate_report["confusion_matrix"],
+                  "predicted_classes": candidate_report["predicted_classes"]}
+    if report_dir is not None:
+        with staged_directory(report_dir) as staging:
+            write_json(os.path.join(staging, EVALUATION_FILE), evaluation)
+            with open(os.path.join(staging, CONFUSION_FILE), "w", encoding="utf-8") as f:
+                f.write(format_confusion_matrix(candidate_report) + "\n")
     with staged_directory(output_dir) as staging:
         write_summary(staging, summary)
+        write_json(os.path.join(staging, EVALUATION_FILE), evaluation)
         open(os.path.join(staging, BLESSED_FILE if blessed else NOT_BLESSED_FILE), "w").close()
     return summary
+
+
+def write_json(path: str, value: Dict[str, Any]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
 
 
 def is_blessed(evaluation_dir: str) -> bool:

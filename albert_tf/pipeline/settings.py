@@ -37,6 +37,7 @@ SAMPLE_MODEL = dict(
 VOCAB_TYPES = ("sentencepiece", "wordpiece")
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("float32", "mixed_bfloat16")
+POOLINGS = ("mean", "cls")
 
 
 class SettingsError(ValueError):
@@ -66,7 +67,10 @@ class PipelineSettings:
             set from the vocabulary.
         pretrain_steps, pretrain_batch_size, pretrain_learning_rate, pretrain_warmup_steps:
             LAMB pretraining.
-        finetune_epochs, finetune_batch_size, finetune_learning_rate: AdamW fine-tuning.
+        finetune_epochs, finetune_batch_size, finetune_learning_rate, finetune_pooling,
+            finetune_bias_correction, finetune_warmup_fraction: AdamW fine-tuning. A learning rate
+            or pooling left unset (None) comes from `albert_tf.training.recipes.recommended_recipe`
+            for the model's size (for the sample model: 1e-3, mean pooling).
         strategy: The `tf.distribute` strategy of the training steps.
         precision: "float32" or "mixed_bfloat16".
         beam_runner, beam_args: The Beam runner of the data steps and its pipeline options.
@@ -76,6 +80,11 @@ class PipelineSettings:
         eval_threshold: The candidate's minimum `eval_metric` to be blessed.
         eval_tolerance: How much worse than the pushed model the candidate may be and still be
             blessed (0: not worse).
+        eval_baseline_margin, eval_min_mcc, eval_confidence: How far past the best constant answer
+            (the majority class) the candidate must be: by more than `eval_baseline_margin` in
+            `eval_metric`, with MCC above `eval_min_mcc`, and with an accuracy above the majority
+            rate at `eval_confidence` (`albert_tf.evaluation.gates`). The defaults never bless a
+            model that answers the same for every input.
         seed: Seeds every random choice of the run.
     """
 
@@ -96,9 +105,12 @@ class PipelineSettings:
     pretrain_batch_size: int = 32
     pretrain_learning_rate: float = 0.002
     pretrain_warmup_steps: int = 6
-    finetune_epochs: float = 2.0
+    finetune_epochs: float = 3.0
     finetune_batch_size: int = 32
-    finetune_learning_rate: float = 5e-4
+    finetune_learning_rate: Optional[float] = None
+    finetune_pooling: Optional[str] = None
+    finetune_bias_correction: bool = True
+    finetune_warmup_fraction: float = 0.1
     strategy: str = "default"
     precision: str = "float32"
     beam_runner: str = "DirectRunner"
@@ -108,10 +120,22 @@ class PipelineSettings:
     eval_metric: str = "accuracy"
     eval_threshold: float = 0.5
     eval_tolerance: float = 0.0
+    eval_baseline_margin: float = 0.0
+    eval_min_mcc: float = 0.0
+    eval_confidence: float = 0.95
     seed: int = 12345
 
     def __post_init__(self):
         self.validate()
+        recipe = None
+        if self.finetune_learning_rate is None or self.finetune_pooling is None:
+            from albert_tf.training.recipes import recommended_recipe
+
+            recipe = recommended_recipe(self.albert_config(self.vocab_size))
+        if self.finetune_learning_rate is None:
+            self.finetune_learning_rate = recipe.learning_rate
+        if self.finetune_pooling is None:
+            self.finetune_pooling = recipe.pooling
 
     def validate(self) -> None:
         """Raises `SettingsError` naming the first bad value."""
@@ -128,6 +152,16 @@ class PipelineSettings:
             raise SettingsError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
         if not 0 <= self.pretrain_warmup_steps <= self.pretrain_steps:
             raise SettingsError(f"pretrain_warmup_steps must be in [0, pretrain_steps], got {self.pretrain_warmup_steps}")
+        if self.eval_baseline_margin < 0:
+            raise SettingsError(f"eval_baseline_margin must be >= 0, got {self.eval_baseline_margin}")
+        if not 0 <= self.eval_confidence < 1:
+            raise SettingsError(f"eval_confidence must be in [0, 1), got {self.eval_confidence}")
+        if self.finetune_learning_rate is not None and not self.finetune_learning_rate > 0:
+            raise SettingsError(f"finetune_learning_rate must be > 0, got {self.finetune_learning_rate}")
+        if self.finetune_pooling is not None and self.finetune_pooling not in POOLINGS:
+            raise SettingsError(f"finetune_pooling must be one of {', '.join(POOLINGS)}, got {self.finetune_pooling!r}")
+        if not 0 <= self.finetune_warmup_fraction < 1:
+            raise SettingsError(f"finetune_warmup_fraction must be in [0, 1), got {self.finetune_warmup_fraction}")
         if not self.finetune_epochs > 0:
             raise SettingsError(f"finetune_epochs must be > 0, got {self.finetune_epochs}")
         for name, allowed in (("vocab_type", VOCAB_TYPES), ("strategy", STRATEGIES), ("precision", PRECISIONS)):
@@ -227,7 +261,7 @@ def _relative_to(base: str, path: str) -> str:
 def _expected_type(f: dataclasses.Field):
     hints = {
         "str": str, "int": int, "float": (int, float), "bool": bool,
-        "Optional[str]": (str, type(None)), "List[str]": list, "Union[str, Dict[str, Any]]": (str, dict),
+        "Optional[str]": (str, type(None)), "Optional[float]": (int, float, type(None)), "List[str]": list, "Union[str, Dict[str, Any]]": (str, dict),
     }
     return hints.get(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", ""))
 
@@ -235,7 +269,7 @@ def _expected_type(f: dataclasses.Field):
 def _is_instance(value, expected) -> bool:
     if expected is int and isinstance(value, bool):
         return False
-    if expected == (int, float) and isinstance(value, bool):
+    if isinstance(expected, tuple) and float in expected and isinstance(value, bool):
         return False
     if expected is list:
         return isinstance(value, list) and all(isinstance(v, str) for v in value)

@@ -17,8 +17,10 @@ the raw text and a string label. TFX calls `run_fn` with its `FnArgs`; the field
     - `init`: any checkpoint `albert_tf.checkpoints.init.init_encoder` reads (default: none);
     - `labels` (default: those of the train files, sorted), `text_feature` ("text"),
       `text_b_feature` (None), `label_feature` ("label");
-    - `epochs` (3), `batch_size` (32), `learning_rate` (2e-5), `strategy` ("default"),
-      `precision` ("float32"), `model_name` ("albert"), `seed` (12345).
+    - `epochs` (3), `batch_size` (32), `strategy` ("default"), `precision` ("float32"),
+      `model_name` ("albert"), `seed` (12345);
+    - `learning_rate`, `pooling` ("mean"/"cls"), `bias_correction`, `warmup_fraction`: default
+      `albert_tf.training.recipes.recommended_recipe` for the model's size.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any, Dict, List, Sequence
 
 from albert_tf.pipeline import example_gen, vocab_gen
 from albert_tf.pipeline.staging import write_summary
+from albert_tf.training.recipes import recommended_recipe
 
 REQUIRED_CONFIG = ("tokenizer",)
 
@@ -136,6 +139,7 @@ def run_fn(fn_args) -> Dict[str, Any]:
     training_dir = os.path.join(run_dir, "training")
     if os.path.isdir(training_dir):
         shutil.rmtree(training_dir)  # a retried Trainer starts over in its own run directory
+    recipe = recommended_recipe(albert_config)
     summary = trainer.train_classifier(
         examples_dataset(train_features),
         examples_dataset(eval_features),
@@ -150,10 +154,13 @@ def run_fn(fn_args) -> Dict[str, Any]:
         init=config.get("init"),
         epochs=epochs,
         batch_size=batch_size,
-        learning_rate=float(config.get("learning_rate", 2e-5)),
+        learning_rate=float(config.get("learning_rate", recipe.learning_rate)),
         strategy=config.get("strategy", "default"),
         precision=config.get("precision", "float32"),
         seed=int(config.get("seed", 12345)),
+        pooling=config.get("pooling", recipe.pooling),
+        bias_correction=bool(config.get("bias_correction", recipe.bias_correction)),
+        warmup_fraction=float(config.get("warmup_fraction", recipe.warmup_fraction)),
     )
     serving_model_dir = fn_args.serving_model_dir
     if os.path.isdir(serving_model_dir) and os.listdir(serving_model_dir):

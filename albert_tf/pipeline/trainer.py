@@ -116,9 +116,16 @@ def train_classifier(
     strategy: str = "default",
     precision: str = "float32",
     seed: int = 12345,
+    pooling: str = "cls",
+    bias_correction: bool = False,
+    warmup_fraction: float = 0.1,
 ) -> Dict[str, Any]:
     """Fine-tunes a classifier on unbatched feature datasets and exports it; the shared core of the
     Trainer component and the TFX user module.
+
+    Every evaluation is checked for collapse against the majority class of the eval data
+    (`albert_tf.evaluation.collapse`); the verdict on the kept weights is the summary's
+    `collapse` entry, and a collapsed run is reported loudly (the Evaluator then refuses it).
 
     Writes `output_dir/model` (the `albert-tf finetune` layout: `albert-tf evaluate/predict/export
     --model-dir` work on it) and `output_dir/serving/<model_name>/1` (the candidate SavedModel).
@@ -143,7 +150,7 @@ def train_classifier(
         if init:
             result = init_encoder(encoder, init)
             init_source.update(kind=result.kind, source=result.source)
-        return build_task_model(encoder, len(labels))
+        return build_task_model(encoder, len(labels), pooling=pooling)
 
     def save_assets(directory: str, model) -> None:
         shutil.copyfile(os.path.join(vocab_dir, vocab_info["file"]), os.path.join(directory, vocab_info["file"]))
@@ -153,10 +160,16 @@ def train_classifier(
         write_json(os.path.join(directory, RESULTS_FILE), {"dev": best})
         spec.write(directory)
 
+    import numpy as np
+
+    from albert_tf.evaluation import majority_class_baseline
+
+    eval_labels = np.concatenate([batch["labels"] for batch in eval_data.batch(1024).as_numpy_iterator()])
+    constant = majority_class_baseline(eval_labels, ["accuracy", "mcc"], label_names=list(labels))
     evaluations = []
     with staged_directory(output_dir) as staging:
         model_dir = os.path.join(staging, MODEL_SUBDIR)
-        eval_fn = make_eval_fn(spec.metrics, regression=False)
+        eval_fn = make_eval_fn(list(spec.metrics) + ["mcc"], regression=False, diagnostics=True)
 
         def tracking_eval_fn(model, dataset):
             metrics = eval_fn(model, dataset)
@@ -168,7 +181,7 @@ def train_classifier(
             train_data,
             eval_data,
             num_train_steps=steps,
-            warmup_steps=max(0, int(steps * 0.1)),
+            warmup_steps=max(0, int(steps * warmup_fraction)),
             learning_rate=learning_rate,
             model_dir=model_dir,
             eval_fn=tracking_eval_fn,
@@ -182,7 +195,12 @@ def train_classifier(
             metadata={"task": "classification", "init": init_source, "config": albert_config.to_dict()},
             tensorboard=False,
             verbose=0,
+            bias_correction=bias_correction,
+            constant_baseline=constant,
+            collapse_metric="accuracy",
         )
+        if result.collapsed:
+            print(f"WARNING: the fine-tuned model collapsed: {result.collapse.reason}", flush=True)
         # The best weights are in the model now (run_finetuning restores them): export those.
         exported = export_saved_model(
             result.model,
@@ -198,6 +216,10 @@ def train_classifier(
             "steps": steps,
             "best_step": result.best_step,
             "best_dev_metrics": {k: float(v) for k, v in result.best_metrics.items()},
+            "constant_baseline": constant.to_dict(),
+            "collapse": None if result.collapse is None else result.collapse.to_dict(),
+            "recipe": {"learning_rate": learning_rate, "epochs": epochs, "batch_size": batch_size, "pooling": pooling,
+                       "bias_correction": bias_correction, "warmup_fraction": warmup_fraction},
             "init": init_source,
             "model_name": model_name,
             "candidate": os.path.relpath(exported.path, staging),
@@ -221,6 +243,9 @@ def run_trainer(
     strategy: str = "default",
     precision: str = "float32",
     seed: int = 12345,
+    pooling: str = "cls",
+    bias_correction: bool = False,
+    warmup_fraction: float = 0.1,
 ) -> Dict[str, Any]:
     """Fine-tunes on the Transform features, starting from the Pretrainer's encoder."""
     info = read_summary(transform_dir)
@@ -243,6 +268,9 @@ def run_trainer(
         strategy=strategy,
         precision=precision,
         seed=seed,
+        pooling=pooling,
+        bias_correction=bias_correction,
+        warmup_fraction=warmup_fraction,
     )
 
 

@@ -27,6 +27,20 @@ from albert_tf.metrics import glue_metrics
 from albert_tf.tasks.base import AlbertTaskModel
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+POOLING_MODES = ("cls", "mean")
+
+
+def masked_mean(sequence_output, input_mask):
+    """The mean of `sequence_output` [batch, seq, H] over the positions where `input_mask` is 1."""
+    mask = ops.cast(ops.expand_dims(input_mask, -1), sequence_output.dtype)
+    total = ops.sum(sequence_output * mask, axis=1)
+    return total / ops.maximum(ops.sum(mask, axis=1), ops.cast(1.0, sequence_output.dtype))
+
+
+def _check_pooling(pooling: str) -> str:
+    if pooling not in POOLING_MODES:
+        raise ValueError(f"pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}")
+    return pooling
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -41,14 +55,21 @@ class AlbertClassifier(AlbertTaskModel):
         encoder: An `AlbertEncoder`.
         num_labels: Number of classes (>= 2).
         dropout: Dropout on the pooled output (0.1 as the original).
+        pooling: "cls" (the original: the encoder's pooler, tanh dense on `[CLS]`) or "mean" (the
+            mean of the last layer over the real tokens). Small encoders trained from scratch or
+            briefly pretrained learn reliably only with "mean": their `[CLS]` output is nearly
+            the same for every text (see `albert_tf.training.recipes`).
     """
 
     pooled_output_only = True
 
-    def __init__(self, encoder, num_labels: int, dropout: float = 0.1, **kwargs):
+    def __init__(self, encoder, num_labels: int, dropout: float = 0.1, pooling: str = "cls", **kwargs):
         if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 2:
             raise ValueError(f"num_labels must be an integer >= 2, got {num_labels!r}")
         self.num_labels = num_labels
+        self.pooling = _check_pooling(pooling)
+        # The mean reads every position, so the encoder must run in full.
+        self.pooled_output_only = pooling == "cls"
         super().__init__(encoder, dropout=dropout, **kwargs)
         self.accuracy = keras.metrics.Mean(name="accuracy")
 
@@ -61,7 +82,7 @@ class AlbertClassifier(AlbertTaskModel):
         )
 
     def call_head(self, encoder_outputs, inputs, training=None):
-        pooled = self.head_dropout(encoder_outputs["pooled_output"], training=training)
+        pooled = self.head_dropout(pooled_features(self.pooling, encoder_outputs, inputs), training=training)
         return {"logits": self.head(pooled)}
 
     def compute_task_loss(self, inputs, outputs):
@@ -76,6 +97,7 @@ class AlbertClassifier(AlbertTaskModel):
     def get_config(self):
         config = super().get_config()
         config["num_labels"] = self.num_labels
+        config["pooling"] = self.pooling
         return config
 
 
@@ -89,9 +111,15 @@ class AlbertRegressor(AlbertTaskModel):
     Args:
         encoder: An `AlbertEncoder`.
         dropout: Dropout on the pooled output.
+        pooling: "cls" or "mean", as `AlbertClassifier`.
     """
 
     pooled_output_only = True
+
+    def __init__(self, encoder, dropout: float = 0.1, pooling: str = "cls", **kwargs):
+        self.pooling = _check_pooling(pooling)
+        self.pooled_output_only = pooling == "cls"
+        super().__init__(encoder, dropout=dropout, **kwargs)
 
     def build_head(self):
         return keras.layers.Dense(
@@ -102,19 +130,31 @@ class AlbertRegressor(AlbertTaskModel):
         )
 
     def call_head(self, encoder_outputs, inputs, training=None):
-        pooled = self.head_dropout(encoder_outputs["pooled_output"], training=training)
+        pooled = self.head_dropout(pooled_features(self.pooling, encoder_outputs, inputs), training=training)
         return {"predictions": ops.squeeze(self.head(pooled), axis=-1)}
 
     def compute_task_loss(self, inputs, outputs):
         labels = ops.reshape(ops.cast(inputs["labels"], "float32"), (-1,))
         return ops.mean(ops.square(outputs["predictions"] - labels))
 
+    def get_config(self):
+        config = super().get_config()
+        config["pooling"] = self.pooling
+        return config
 
-def build_task_model(encoder, num_labels: Optional[int], dropout: float = 0.1) -> AlbertTaskModel:
+
+def pooled_features(pooling: str, encoder_outputs, inputs):
+    """The head's input: the encoder's `pooled_output` ("cls") or the masked token mean ("mean")."""
+    if pooling == "cls":
+        return encoder_outputs["pooled_output"]
+    return masked_mean(encoder_outputs["sequence_output"], inputs["input_mask"])
+
+
+def build_task_model(encoder, num_labels: Optional[int], dropout: float = 0.1, pooling: str = "cls") -> AlbertTaskModel:
     """An `AlbertClassifier` for `num_labels` classes, or an `AlbertRegressor` for None."""
     if num_labels is None:
-        return AlbertRegressor(encoder, dropout=dropout)
-    return AlbertClassifier(encoder, num_labels=num_labels, dropout=dropout)
+        return AlbertRegressor(encoder, dropout=dropout, pooling=pooling)
+    return AlbertClassifier(encoder, num_labels=num_labels, dropout=dropout, pooling=pooling)
 
 
 # --- features ------------------------------------------------------------------------------------
@@ -270,26 +310,38 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def score_predictions(scores: np.ndarray, labels: np.ndarray, metric_names: Sequence[str], regression: bool) -> Dict[str, float]:
-    """The task's metrics (and `loss`) from logits / predictions and the true labels."""
+def score_predictions(
+    scores: np.ndarray, labels: np.ndarray, metric_names: Sequence[str], regression: bool, diagnostics: bool = False
+) -> Dict[str, float]:
+    """The task's metrics (and `loss`) from logits / predictions and the true labels.
+
+    With `diagnostics`, also how varied the predictions are, which
+    `albert_tf.evaluation.collapse` reads: `predicted_classes` (distinct predicted classes) or
+    `prediction_std` (the standard deviation of a regressor's predictions).
+    """
     labels = np.asarray(labels).reshape(-1)
     if regression:
         predictions = np.asarray(scores, dtype=np.float64).reshape(-1)
         metrics = glue_metrics(metric_names, predictions, labels.astype(np.float64))
         metrics["loss"] = float(np.mean((predictions - labels) ** 2))
+        if diagnostics:
+            metrics["prediction_std"] = float(np.std(predictions))
         return metrics
     logits = np.asarray(scores, dtype=np.float64)
     predictions = logits.argmax(axis=-1)
     metrics = glue_metrics(metric_names, predictions, labels.astype(np.int64))
     metrics["loss"] = float(-np.mean(_log_softmax(logits)[np.arange(labels.size), labels.astype(np.int64)]))
+    if diagnostics:
+        metrics["predicted_classes"] = float(np.unique(predictions).size)
     return metrics
 
 
-def make_eval_fn(metric_names: Sequence[str], regression: bool) -> Callable:
+def make_eval_fn(metric_names: Sequence[str], regression: bool, diagnostics: bool = False) -> Callable:
     """`eval_fn(model, eval_dataset) -> metrics` for `run_finetuning`.
 
     The dataset is batched feature dicts with `labels`; the labels are read from it once and
-    cached, the predictions come from `model.predict`.
+    cached, the predictions come from `model.predict`. `diagnostics` as `score_predictions`
+    (pass True with `run_finetuning(constant_baseline=...)` so constant predictions are caught).
     """
     cache: Dict[str, object] = {"dataset": None, "labels": None}
 
@@ -298,6 +350,6 @@ def make_eval_fn(metric_names: Sequence[str], regression: bool) -> Callable:
             labels = np.concatenate([batch["labels"] for batch in eval_dataset.as_numpy_iterator()])
             cache.update(dataset=eval_dataset, labels=labels)
         scores = predict_scores(model, eval_dataset)
-        return score_predictions(scores, cache["labels"], metric_names, regression)
+        return score_predictions(scores, cache["labels"], metric_names, regression, diagnostics=diagnostics)
 
     return eval_fn

@@ -17,6 +17,14 @@ the input dicts), its datasets, and an `eval_fn(model, eval_dataset) -> {metric:
   interrupted removes its staging directory; one that is killed leaves only a hidden
   ``.NAME.partial-*`` directory, never a `model_dir` that looks finished.
 
+Collapse: given the best constant answer on the dev data (`constant_baseline`, from
+`albert_tf.evaluation.baselines`), every evaluation is checked by
+`albert_tf.evaluation.check_collapse` (constant dev predictions, or the metric within
+`collapse_margin` of the constant's) and a collapsed one is logged as a warning. The kept
+evaluation's verdict is `FinetuningResult.collapse` and the `collapse` entry of
+`finetuning.json`; with `on_collapse="raise"` a collapsed run fails with `FinetuningCollapsed`
+instead of writing a model that answers like a constant.
+
 The output directory holds `model.keras` (the task model with the best weights),
 `finetuning.json` (the run's settings, the evaluation history and the best result),
 `eval_history.jsonl` (one JSON object per evaluation), TensorBoard `logs/`, whatever the task's
@@ -56,6 +64,14 @@ class FinetuningError(ValueError):
     """A fine-tuning run that cannot proceed as configured (bad settings, missing metric, ...)."""
 
 
+class FinetuningCollapsed(FinetuningError):
+    """The run's best evaluation is no better than the best constant answer (`on_collapse="raise"`)."""
+
+    def __init__(self, check):
+        super().__init__(f"fine-tuning collapsed: {check.reason}")
+        self.check = check
+
+
 @dataclasses.dataclass
 class FinetuningResult:
     """What `run_finetuning` did and wrote.
@@ -69,6 +85,8 @@ class FinetuningResult:
         history: One record per evaluation interval: `step`, the training logs of the interval
             (`train_*`), the evaluation metrics (`eval_*`) and `is_best`.
         artifacts: Paths of the files written ("model", "run_info", "eval_history", "logs").
+        collapse: The `CollapseCheck` of the kept evaluation (None without `constant_baseline`
+            or evaluation).
     """
 
     model: Any
@@ -78,6 +96,11 @@ class FinetuningResult:
     final_step: int
     history: List[Dict[str, Any]]
     artifacts: Dict[str, str]
+    collapse: Optional[Any] = None
+
+    @property
+    def collapsed(self) -> bool:
+        return bool(self.collapse is not None and self.collapse.collapsed)
 
 
 # --- the output directory ------------------------------------------------------------------------
@@ -272,7 +295,7 @@ class _Run:
     """The bookkeeping of one run (history, best result, files in the staging directory)."""
 
     def __init__(self, *, staging, eval_dataset, eval_fn, best_metric, best_mode, num_train_steps,
-                 eval_every, accumulation, verbose):
+                 eval_every, accumulation, verbose, collapse_check=None):
         self.staging = staging
         self.eval_dataset = eval_dataset
         self.eval_fn = eval_fn
@@ -283,6 +306,7 @@ class _Run:
         self.batches_per_interval = eval_every * accumulation
         self.total_batches = num_train_steps * accumulation
         self.verbose = verbose
+        self.collapse_check = collapse_check
         self.history: List[Dict[str, Any]] = []
         self.best_value: Optional[float] = None
         self.best_metrics: Dict[str, float] = {}
@@ -329,6 +353,11 @@ class _Run:
             logger.info("step %d: %s%s", step, shown, " (best)" if is_best else "")
             if self.verbose:
                 print(f"eval at step {step}: {shown}{'  [best]' if is_best else ''}", flush=True)
+            if self.collapse_check is not None:
+                check = self.collapse_check(metrics)
+                record["collapsed"] = check.collapsed
+                if check.collapsed:
+                    logger.warning("step %d: the model looks collapsed: %s", step, check.reason)
         record["is_best"] = is_best
         self.history.append(record)
         with open(os.path.join(self.staging, EVAL_HISTORY_FILE), "a", encoding="utf-8") as f:
@@ -431,6 +460,11 @@ def run_finetuning(
     tensorboard: bool = True,
     callbacks: Optional[Sequence[Any]] = None,
     verbose: Union[int, str] = "auto",
+    bias_correction: bool = False,
+    constant_baseline=None,
+    collapse_metric: Optional[str] = None,
+    collapse_margin: Optional[float] = None,
+    on_collapse: str = "warn",
 ) -> FinetuningResult:
     """Fine-tunes `model` with `model.fit` and keeps the best weights by a dev metric.
 
@@ -477,6 +511,15 @@ def run_finetuning(
         tensorboard: Write TensorBoard logs to `model_dir/logs`.
         callbacks: Extra Keras callbacks for `fit`.
         verbose: Passed to `fit`; also prints each evaluation when truthy.
+        bias_correction: Adam's bias correction in the AdamW update (False: the original's
+            update; `albert_tf.training.recipes` recommends True).
+        constant_baseline: The best constant answer on the dev data (a `ConstantBaseline`);
+            enables the collapse check of every evaluation.
+        collapse_metric: The metric compared with the constant's (default `best_metric`).
+        collapse_margin: How far past the constant the metric must be (default
+            `albert_tf.evaluation.collapse.DEFAULT_MARGIN`).
+        on_collapse: "warn" (log it, record it, keep the model) or "raise" (`FinetuningCollapsed`,
+            nothing written).
 
     Returns:
         A `FinetuningResult`; the model holds the best weights.
@@ -538,6 +581,21 @@ def run_finetuning(
         )
     if eval_fn is None:
         eval_fn = default_eval_fn
+    if on_collapse not in ("warn", "raise"):
+        raise FinetuningError(f"on_collapse must be 'warn' or 'raise', got {on_collapse!r}")
+    collapse_check = None
+    if constant_baseline is not None:
+        from albert_tf.evaluation.collapse import DEFAULT_MARGIN, check_collapse
+
+        watched = collapse_metric or best_metric
+        if watched not in constant_baseline.metrics:
+            raise FinetuningError(
+                f"collapse metric {watched!r} is not among the constant baseline's {sorted(constant_baseline.metrics)}"
+            )
+        margin = DEFAULT_MARGIN if collapse_margin is None else collapse_margin
+
+        def collapse_check(metrics):
+            return check_collapse(metrics, constant_baseline, watched, margin)
 
     model = _build(model, strategy, precision)
     run_precision = precision or _model_precision(model)
@@ -558,6 +616,7 @@ def run_finetuning(
                 weight_decay=weight_decay,
                 clipnorm=clipnorm,
                 gradient_accumulation_steps=accumulation if accumulation > 1 else None,
+                bias_correction=bias_correction,
             )
             model.compile(optimizer=optimizer, jit_compile=jit_compile, steps_per_execution=steps_per_execution)
         run = _Run(
@@ -570,6 +629,7 @@ def run_finetuning(
             eval_every=eval_every,
             accumulation=accumulation,
             verbose=verbose if verbose != "auto" else 1,
+            collapse_check=collapse_check,
         )
         fit_callbacks: List[Any] = [_make_callback(keras)(run)]
         if tensorboard and chief:
@@ -592,6 +652,13 @@ def run_finetuning(
             model.load_weights(run.best_weights_path)
             os.remove(run.best_weights_path)
         best_step = run.best_step if run.best_step is not None else final_step
+        collapse = collapse_check(run.best_metrics) if (collapse_check and run.best_metrics) else None
+        if collapse is not None and collapse.collapsed:
+            logger.warning("fine-tuning collapsed: %s", collapse.reason)
+            if on_collapse == "raise":
+                raise FinetuningCollapsed(collapse)
+            if verbose:
+                print(f"WARNING: fine-tuning collapsed: {collapse.reason}", flush=True)
 
         model.save(os.path.join(staging, MODEL_FILE))
         if save_assets is not None:
@@ -603,6 +670,7 @@ def run_finetuning(
             "batch_size": batch_size,
             "weight_decay": weight_decay,
             "clipnorm": clipnorm,
+            "bias_correction": bias_correction,
             "gradient_accumulation_steps": accumulation,
             "eval_every_n_steps": eval_every,
             "precision": run_precision,
@@ -613,6 +681,8 @@ def run_finetuning(
             "best_step": best_step,
             "best_metrics": run.best_metrics,
             "history": run.history,
+            "collapse": None if collapse is None else collapse.to_dict(),
+            "constant_baseline": None if constant_baseline is None else constant_baseline.to_dict(),
             "metadata": dict(metadata or {}),
         }
         _write_text_atomically(os.path.join(staging, RUN_INFO_FILE), json.dumps(info, indent=2, sort_keys=True) + "\n")
@@ -641,4 +711,5 @@ def run_finetuning(
         final_step=final_step,
         history=run.history,
         artifacts=artifacts,
+        collapse=collapse,
     )
