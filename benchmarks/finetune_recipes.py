@@ -132,7 +132,7 @@ def default_vocab(lang: str, texts, work: Path) -> str:
     if lang == "en":
         prefix = work / "en_spm"
         if not (work / "en_spm.model").exists():
-            train_sentencepiece([str(corpus)], str(prefix), 4000, seed=1)
+            train_sentencepiece([str(corpus)], str(prefix), 4000, seed=1, hard_vocab_limit=False)
         return str(work / "en_spm.model")
     path = work / "zh_vocab.txt"
     if not path.exists():
@@ -152,8 +152,6 @@ class Task:
 
 
 def encoded(task: Task, tokenizer, seq_length: int):
-    import numpy as np
-
     if task.kind == "classification":
         from albert_tf.data.glue import LabelVocab
         from albert_tf.evaluation import majority_class_baseline
@@ -165,17 +163,14 @@ def encoded(task: Task, tokenizer, seq_length: int):
         constant = majority_class_baseline(dev["labels"], ["accuracy", "mcc"], label_names=labels.labels)
         return train, dev, constant, None
     from albert_tf.data.tagging import TagVocab
-    from albert_tf.evaluation import ConstantBaseline
+    from albert_tf.evaluation import majority_tag_baseline
     from albert_tf.tasks.tagging import encode_sentences
 
     vocab = TagVocab.from_sentences(task.train + task.dev)
     train = encode_sentences(task.train, tokenizer, seq_length=seq_length, tag_vocab=vocab)
     dev = encode_sentences(task.dev, tokenizer, seq_length=seq_length, tag_vocab=vocab)
     gold = dev.features["labels"][dev.features["labels"] >= 0]
-    share = float(np.mean(gold == 0))
-    constant = ConstantBaseline("majority_tag", 0, {"entity_f1": 0.0, "token_accuracy": share},
-                                f"always 'O' ({share:.1%} of {gold.size:,} tokens)")
-    return train.features, dev, constant, vocab
+    return train.features, dev, majority_tag_baseline(gold, vocab.tags), vocab
 
 
 def text_vector_cosines(encoder, features, n: int = 256):
@@ -268,6 +263,14 @@ def task_texts(task: Task):
     return ["".join(s.tokens) for s in task.train]
 
 
+def find_config(init_dir: str):
+    """The `albert_config.json` of a pretraining output (in it, its `tf1/`, or beside it)."""
+    for candidate in (Path(init_dir), Path(init_dir) / "tf1", Path(init_dir).parent):
+        if (candidate / "albert_config.json").is_file():
+            return str(candidate / "albert_config.json")
+    return None
+
+
 def done_keys(path: str):
     keys = set()
     if os.path.exists(path):
@@ -321,8 +324,9 @@ def main(argv=None) -> int:
         print(f"[{set_name}] {len(task.train)} train / {len(task.dev)} dev; constant answer: {prepared[2].description}", flush=True)
         for size in sizes:
             init_dir = pretrained.get(f"{lang}:{size}")
-            if init_dir and os.path.exists(os.path.join(init_dir, "albert_config.json")):
-                config = AlbertConfig.from_json_file(os.path.join(init_dir, "albert_config.json"))
+            config_file = find_config(init_dir) if init_dir else None
+            if config_file:
+                config = AlbertConfig.from_json_file(config_file)
             else:
                 config = AlbertConfig(vocab_size=tokenizer.vocab_size, max_position_embeddings=128, **SIZES[size])
             if args.part == "recipes":

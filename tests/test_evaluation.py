@@ -48,7 +48,7 @@ def test_empty_answer_and_majority_tag_baselines():
     squad = empty_answer_baseline([True, False, False, True])
     assert squad.metrics["exact"] == pytest.approx(50.0) and squad.metrics["f1"] == pytest.approx(50.0)
     tags = majority_tag_baseline([0, 0, 0, 1, 2], tag_names=["O", "B-PER", "I-PER"])
-    assert tags.answer == 0 and tags.metrics["token_accuracy"] == pytest.approx(0.6) and tags.metrics["f1"] == 0.0
+    assert tags.answer == 0 and tags.metrics["token_accuracy"] == pytest.approx(0.6) and tags.metrics["entity_f1"] == 0.0
 
 
 def test_baselines_refuse_empty_input():

@@ -145,6 +145,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--warmup-proportion", type=float, help="warmup as a fraction of the steps (default 0.1)")
     train.add_argument("--eval-every", type=int, help="steps between dev evaluations (default: one epoch)")
     train.add_argument("--weight-decay", type=float, default=0.01)
+    train.add_argument("--pooling", choices=("mean", "cls"),
+                       help="classifier input: token mean or the [CLS] pooler (default: by model size, albert_tf.training.recipes)")
+    train.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
+                       help="Adam's bias correction in AdamW (default: on, as the recipes; --no-bias-correction: the original update)")
     train.add_argument("--gradient-accumulation-steps", type=int, default=1)
     train.add_argument("--precision", choices=("float32", "mixed_bfloat16"), default="float32")
     train.add_argument("--strategy", default="default", help="default, one_device, mirrored, multi_worker or tpu")
@@ -782,6 +786,8 @@ class _Plan:
     summary: str
     build_head: Callable[[Any], Any]
     write_results: Callable[[str, Any], Dict[str, Any]]
+    # The dev set's best constant answer (`albert_tf.evaluation.baselines`): the collapse check.
+    constant_baseline: Any = None
 
 
 def _table_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _Plan:
@@ -799,7 +805,7 @@ def _table_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _P
         raise CommandError(f"no dev split for {args.task} in {args.data}: the run selects its best weights on dev data")
     dev_split = splits["dev"][0]
     dev_examples = _limit(read_split(spec, args.data, dev_split, on_error=args.on_error, cache=cache), args.max_eval_examples)
-    train_data, eval_data, eval_fn = _prepare_data(spec, tokenizer, train_examples, dev_examples, args, settings)
+    train_data, eval_data, eval_fn, constant = _prepare_data(spec, tokenizer, train_examples, dev_examples, args, settings)
     eval_batch_size = settings["eval_batch_size"]
 
     def build_head(encoder):
@@ -808,7 +814,8 @@ def _table_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _P
 
         if spec.kind == "tagging":
             return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=settings["dropout"])
-        return build_task_model(encoder, None if spec.kind == "regression" else len(spec.labels), dropout=settings["dropout"])
+        return build_task_model(encoder, None if spec.kind == "regression" else len(spec.labels),
+                                dropout=settings["dropout"], pooling=settings["pooling"])
 
     def write_results(directory: str, model) -> Dict[str, Any]:
         results: Dict[str, Any] = {}
@@ -828,7 +835,7 @@ def _table_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _P
 
     return _Plan(
         spec, train_data, eval_data, eval_fn, len(train_examples),
-        f"{len(train_examples)} train / {len(dev_examples)} dev examples", build_head, write_results,
+        f"{len(train_examples)} train / {len(dev_examples)} dev examples", build_head, write_results, constant,
     )
 
 
@@ -968,6 +975,15 @@ def run(args) -> int:
             hidden_dropout_prob=settings["encoder_dropout"], attention_probs_dropout_prob=settings["encoder_dropout"]
         )
 
+    from albert_tf.training.recipes import recommended_recipe
+
+    recipe = recommended_recipe(config)
+    if args.learning_rate is None and (settings["preset"] is None or recipe.size_class != "base"):
+        # The presets' rates are the paper's, for base-size models and larger; smaller encoders
+        # collapse at them (BENCHMARKS.md, "Fine-tuning recipes").
+        settings["learning_rate"] = recipe.learning_rate
+    settings["pooling"] = args.pooling or recipe.pooling
+    settings["bias_correction"] = recipe.bias_correction if args.bias_correction is None else args.bias_correction
     make_plan = _squad_plan if args.task in SQUAD_TASKS else _race_plan if args.task in RACE_TASKS else _table_plan
     plan = make_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer)
     spec = plan.spec
@@ -1003,7 +1019,8 @@ def run(args) -> int:
     print(
         f"fine-tuning {args.task}: {plan.summary}, "
         f"{steps} steps (warmup {warmup}), batch {settings['batch_size']}, lr {settings['learning_rate']}, "
-        f"seq {spec.max_seq_length}",
+        f"seq {spec.max_seq_length}, pooling {settings['pooling']}, "
+        f"{'bias-corrected' if settings['bias_correction'] else 'uncorrected'} AdamW",
         flush=True,
     )
     try:
@@ -1031,11 +1048,21 @@ def run(args) -> int:
             metadata={"task": spec.task, "init": init_info, "config": config.to_dict(), "data": os.path.abspath(args.data)},
             overwrite=args.overwrite,
             verbose=0 if args.quiet else "auto",
+            bias_correction=settings["bias_correction"],
+            constant_baseline=plan.constant_baseline,
+            collapse_metric=spec.best_metric if plan.constant_baseline is not None else None,
         )
     except (FinetuningError, FileExistsError) as e:
         raise CommandError(str(e)) from None
     shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_metrics.items()))
     print(f"best dev {spec.best_metric} at step {result.best_step}: {shown}")
+    if plan.constant_baseline is not None:
+        constant = plan.constant_baseline
+        print(f"best constant answer: {spec.best_metric}={constant.metrics[spec.best_metric]:.4f} ({constant.description})")
+    if result.collapsed:
+        print(f"WARNING: the model collapsed: {result.collapse.reason}. It answers like a constant; see "
+              f"albert_tf.training.recipes for settings that learn (learning rate, --pooling mean, more epochs).",
+              flush=True)
     print(f"wrote {result.model_dir}")
     return 0
 
@@ -1068,8 +1095,10 @@ def _steps(args, settings, num_train: int, spec: TaskSpec) -> Tuple[int, int]:
 
 
 def _prepare_data(spec: TaskSpec, tokenizer, train_examples, dev_examples, args, settings):
-    """(train dataset, dev dataset, eval_fn), unbatched datasets of encoded features."""
+    """(train dataset, dev dataset, eval_fn, the dev set's best constant answer), unbatched
+    datasets of encoded features."""
     from albert_tf.data.glue import DataFormatError
+    from albert_tf.evaluation import majority_class_baseline, majority_tag_baseline, mean_baseline
 
     try:
         if spec.kind == "tagging":
@@ -1080,14 +1109,21 @@ def _prepare_data(spec: TaskSpec, tokenizer, train_examples, dev_examples, args,
             train = tagging.encode_sentences(train_examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
             dev = tagging.encode_sentences(dev_examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
             eval_fn = tagging.make_eval_fn(dev, dev_examples, vocab, batch_size=settings["eval_batch_size"])
-            return examples_dataset(train.features), examples_dataset(dev.features), eval_fn
+            gold = dev.features["labels"][dev.features["labels"] >= 0]
+            constant = majority_tag_baseline(gold, vocab.tags) if gold.size else None
+            return examples_dataset(train.features), examples_dataset(dev.features), eval_fn, constant
         from albert_tf.tasks import classification
 
         regression = spec.kind == "regression"
         vocab = spec.label_vocab()
         train = classification.encode_examples(train_examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=vocab, regression=regression)
         dev = classification.encode_examples(dev_examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=vocab, regression=regression)
-        eval_fn = classification.make_eval_fn(spec.metrics, regression)
-        return classification.examples_dataset(train), classification.examples_dataset(dev), eval_fn
+        eval_fn = classification.make_eval_fn(spec.metrics, regression, diagnostics=True)
+        names = list(spec.metrics) + ([] if spec.best_metric in spec.metrics else [spec.best_metric])
+        if regression:
+            constant = mean_baseline(dev["labels"], names)
+        else:
+            constant = majority_class_baseline(dev["labels"], names, label_names=vocab.labels)
+        return classification.examples_dataset(train), classification.examples_dataset(dev), eval_fn, constant
     except DataFormatError as e:
         raise CommandError(str(e)) from None

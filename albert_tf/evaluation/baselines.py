@@ -111,7 +111,8 @@ def empty_answer_baseline(has_answer: Sequence[bool]) -> ConstantBaseline:
 def majority_tag_baseline(tags: Sequence[int], tag_names: Optional[Sequence[str]] = None) -> ConstantBaseline:
     """Token tagging: the most frequent tag (usually "O") for every scored token.
 
-    Metrics: `token_accuracy` (the tag's share) and entity-level `f1` (0: no entity is found).
+    Metrics: `token_accuracy` (the tag's share) and entity-level `entity_f1`, `entity_precision`,
+    `entity_recall` (0: no entity is found), the names of `albert_tf.tasks.tagging.score_tagging`.
     """
     tags = _as_array(tags, "tags").astype(np.int64)
     ids, counts = np.unique(tags, return_counts=True)
@@ -119,6 +120,6 @@ def majority_tag_baseline(tags: Sequence[int], tag_names: Optional[Sequence[str]
     share = float(counts.max() / tags.size)
     shown = tag_names[answer] if tag_names is not None else answer
     return ConstantBaseline(
-        "majority_tag", answer, {"token_accuracy": share, "f1": 0.0},
+        "majority_tag", answer, {"token_accuracy": share, "entity_f1": 0.0, "entity_precision": 0.0, "entity_recall": 0.0},
         f"always tag {shown!r} ({share:.1%} of {tags.size:,} tokens)",
     )

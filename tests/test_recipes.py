@@ -1,0 +1,89 @@
+"""Fine-tuning recipes by model size, and the mean pooling they choose for small encoders."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling import AlbertEncoder
+from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor, masked_mean
+from albert_tf.training.recipes import FinetuningRecipe, recommended_recipe, size_class
+
+TINY = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                    intermediate_size=32, max_position_embeddings=16)
+
+
+@pytest.mark.parametrize(
+    "hidden, name, learning_rate, pooling",
+    [(128, "tiny", 1e-3, "mean"), (256, "tiny", 1e-3, "mean"), (384, "small", 1e-4, "mean"), (768, "base", 2e-5, "cls"),
+     (4096, "base", 2e-5, "cls")],
+)
+def test_recipe_by_size(hidden, name, learning_rate, pooling):
+    recipe = recommended_recipe(dataclasses.replace(TINY, hidden_size=hidden))
+    assert (recipe.size_class, recipe.learning_rate, recipe.pooling) == (name, learning_rate, pooling)
+    assert recipe.bias_correction and recipe.warmup_fraction == 0.1 and size_class(hidden) == name
+
+
+def test_recipe_step_arithmetic():
+    recipe = FinetuningRecipe("tiny", 1e-3, epochs=3.0, batch_size=32)
+    assert recipe.num_train_steps(4000) == 375 and recipe.warmup_steps(375) == 37
+    assert recipe.num_train_steps(1) == 1
+    assert recipe.to_dict()["pooling"] == "mean"
+
+
+def features(mask_tail=2):
+    ids = np.array([[2, 7, 9, 3, 0, 0], [2, 8, 3, 0, 0, 0]], "int32")
+    return {"input_ids": ids, "input_mask": (ids > 0).astype("int32"), "segment_ids": np.zeros_like(ids)}
+
+
+def test_masked_mean_ignores_padding():
+    seq = np.arange(2 * 3 * 2, dtype="float32").reshape(2, 3, 2)
+    mask = np.array([[1, 1, 0], [1, 0, 0]], "int32")
+    np.testing.assert_allclose(np.asarray(masked_mean(seq, mask)), [[1.0, 2.0], [6.0, 7.0]])
+
+
+def test_mean_pooling_reads_every_real_token_and_round_trips(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = AlbertClassifier(AlbertEncoder.from_albert_config(TINY), num_labels=2, pooling="mean")
+    assert not model.pooled_output_only
+    x = features()
+    logits = model(x)["logits"]
+    expected = model.head(masked_mean(model.encoder(x)["sequence_output"], x["input_mask"]))
+    np.testing.assert_allclose(np.asarray(logits), np.asarray(expected), rtol=1e-5, atol=1e-6)
+    # Padding does not change the answer.
+    padded = {k: np.concatenate([v, np.zeros((2, 3), "int32")], axis=1) for k, v in x.items()}
+    np.testing.assert_allclose(np.asarray(model(padded)["logits"]), np.asarray(logits), rtol=1e-4, atol=1e-5)
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    assert restored.pooling == "mean" and restored.get_config()["pooling"] == "mean"
+    np.testing.assert_allclose(np.asarray(restored(x)["logits"]), np.asarray(logits), rtol=1e-5, atol=1e-6)
+
+
+def test_cls_pooling_stays_the_default_and_bad_values_are_named():
+    model = AlbertClassifier(AlbertEncoder.from_albert_config(TINY), num_labels=2)
+    assert model.pooling == "cls" and model.pooled_output_only
+    regressor = AlbertRegressor(AlbertEncoder.from_albert_config(TINY), pooling="mean")
+    assert regressor(features())["predictions"].shape == (2,)
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        AlbertClassifier(AlbertEncoder.from_albert_config(TINY), num_labels=2, pooling="max")
+
+
+def test_pipeline_settings_take_the_recipe_unless_set():
+    from albert_tf.pipeline.settings import PipelineSettings, SettingsError
+
+    sample = PipelineSettings()
+    assert (sample.finetune_learning_rate, sample.finetune_pooling, sample.finetune_bias_correction) == (1e-3, "mean", True)
+    base = PipelineSettings(model="base-v2", max_seq_length=128)
+    assert (base.finetune_learning_rate, base.finetune_pooling) == (2e-5, "cls")
+    assert PipelineSettings(finetune_learning_rate=3e-4, finetune_pooling="cls").finetune_learning_rate == 3e-4
+    for values, message in (({"finetune_pooling": "max"}, "finetune_pooling"), ({"finetune_learning_rate": 0.0}, "finetune_learning_rate"),
+                            ({"eval_confidence": 1.0}, "eval_confidence"), ({"eval_baseline_margin": -1.0}, "eval_baseline_margin")):
+        with pytest.raises(SettingsError, match=message):
+            PipelineSettings(**values)
+    # A settings file written from resolved settings reads back the same.
+    assert PipelineSettings.from_dict(sample.to_dict()) == sample
