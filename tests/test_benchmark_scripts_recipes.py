@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ def load_script():
         pytest.skip(f"{path} is not here (the benchmarks are not part of the package)")
     spec = importlib.util.spec_from_file_location("benchmark_finetune_recipes", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
