@@ -106,6 +106,23 @@ def test_classification_then_glue_from_the_finetuned_model(assets, tmp_path, cap
     assert status == 2 and "sentence-pair task" in error
 
 
+def test_a_run_that_learns_nothing_is_reported_loudly(assets, tmp_path, capsys):
+    """No learning (a negligible learning rate): the run completes, prints the constant answer
+    beside its result and warns that the model collapsed; finetuning.json records the verdict."""
+    out = tmp_path / "stuck"
+    status, error = cli([
+        "finetune", "--task", "classification", "--data", assets / "sentiment", "--text-column", "text",
+        "--label-column", "label", "--config", assets / "config.json", "--vocab-file", assets / "vocab.txt",
+        "--model-dir", out, "--max-seq-length", 12, "--batch-size", 16, "--num-train-steps", 4, "--learning-rate", 1e-9, "--pooling", "cls", "--quiet",
+    ])
+    assert (status, error) == (0, "")
+    printed = capsys.readouterr().out
+    assert "pooling cls, bias-corrected AdamW" in printed
+    assert "best constant answer: accuracy=0.5000" in printed
+    assert "WARNING: the model collapsed:" in printed
+    assert json.loads((out / "finetuning.json").read_text())["collapse"]["collapsed"] is True
+
+
 def test_conll_tagging(assets, tmp_path, capsys):
     data = tmp_path / "conll"
     data.mkdir()

@@ -6,28 +6,19 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from albert_tf.pipeline import evaluator, example_gen, pusher, vocab_gen
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _pipeline_helpers import write_corpus, write_task  # noqa: E402
+
 POSITIVE, NEGATIVE = "good great wonderful moving".split(), "bad awful dull boring".split()
 FILLER = "the film plot actor scene story music people year".split()
-
-
-def write_task(directory, train_rows, dev_rows):
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, split in (("train", train_rows), ("dev", dev_rows)):
-        (directory / f"{name}.tsv").write_text("label\ttext\n" + "".join(f"{l}\t{t}\n" for l, t in split), encoding="utf-8")
-    return directory
-
-
-def write_corpus(directory, count=5):
-    directory.mkdir(parents=True, exist_ok=True)
-    for i in range(count):
-        (directory / f"doc{i}.txt").write_text(f"First paragraph of document {i}. It has two sentences.\nA second one.\n", encoding="utf-8")
-    return str(directory / "*.txt")
 
 
 def rows(count, seed):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,19 +13,8 @@ from albert_tf.pipeline import evaluator, example_gen, pusher
 from albert_tf.pipeline.settings import PipelineSettings, SettingsError
 from albert_tf.pipeline.staging import read_summary, staged_directory
 
-
-def write_task(directory, train_rows, dev_rows, header="label\ttext"):
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("train", train_rows), ("dev", dev_rows)):
-        (directory / f"{name}.tsv").write_text(header + "\n" + "".join(f"{l}\t{t}\n" for l, t in rows), encoding="utf-8")
-    return directory
-
-
-def write_corpus(directory, count=5):
-    directory.mkdir(parents=True, exist_ok=True)
-    for i in range(count):
-        (directory / f"doc{i}.txt").write_text(f"First paragraph of document {i}. It has two sentences.\nA second paragraph.\n", encoding="utf-8")
-    return str(directory / "*.txt")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _pipeline_helpers import write_corpus, write_task  # noqa: E402
 
 
 # --- settings ------------------------------------------------------------------------------------
