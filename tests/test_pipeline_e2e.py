@@ -31,7 +31,8 @@ def tiny_inputs(root, random_labels=False):
         (corpus / f"doc{d}.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
     task = root / "task"
     task.mkdir()
-    for split, count in (("train", 48), ("dev", 24)):
+    # Enough rows that the tiny model learns the keywords rather than memorising the examples.
+    for split, count in (("train", 240), ("dev", 60)):
         rows = []
         for i in range(count):
             label = i % 2
@@ -50,7 +51,7 @@ def tiny_settings(root, **overrides) -> PipelineSettings:
         corpus=corpus, task_data=task, vocab_size=60, max_seq_length=24, max_predictions_per_seq=4, dupe_factor=1,
         model=dict(embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
                    max_position_embeddings=24),
-        pretrain_steps=3, pretrain_batch_size=8, pretrain_warmup_steps=1, finetune_epochs=25.0, finetune_batch_size=16,
+        pretrain_steps=3, pretrain_batch_size=8, pretrain_warmup_steps=1, finetune_epochs=8.0, finetune_batch_size=16,
         finetune_learning_rate=5e-3,
         serving_base=str(root / "serving"), model_name="tiny", eval_threshold=0.0, eval_fraction=0.3,
     )
@@ -73,7 +74,7 @@ def test_pipeline_end_to_end(tmp_path):
     assert os.path.isfile(os.path.join(a["example_splits"], "Split-eval", "examples.tfrecord"))
     assert os.path.isfile(os.path.join(a["vocabulary"], "spm.model"))
     assert glob.glob(os.path.join(a["transformed"], "pretraining", "records", "*.tfrecord"))
-    assert read_summary(a["transformed"])["finetuning"]["counts"] == {"train": 48, "eval": 24}
+    assert read_summary(a["transformed"])["finetuning"]["counts"] == {"train": 240, "eval": 60}
     assert os.path.isfile(os.path.join(a["pretrained_model"], "encoder.keras"))
     assert os.path.isfile(os.path.join(a["pretrained_model"], "tf1", "model.ckpt.index"))
     trained = a["trained_model"]
