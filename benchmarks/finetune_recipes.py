@@ -368,17 +368,17 @@ def summary_table(path: str, part: str) -> str:
             r = json.loads(line)
             if r["part"] != part:
                 continue
-            cells.setdefault((r["set"], r["size"], r["init"], r["recipe"]), []).append(r)
-    lines = ["| set | size | init | recipe | runs | dev metric (mean ± sd) | constant | gain | collapsed | [CLS] / mean cosine before |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
-    for (set_name, size, init, recipe), runs in sorted(cells.items()):
+            cells.setdefault((r["set"], r["train_examples"], r["size"], r["init"], r["recipe"]), []).append(r)
+    lines = ["| set | train | size | init | recipe | runs | dev metric (mean ± sd) | constant | gain | collapsed | [CLS] / mean cosine before |",
+             "|---|---:|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for (set_name, train, size, init, recipe), runs in sorted(cells.items()):
         values = np.array([r["value"] for r in runs])
         constant = runs[0]["constant"]
         collapsed = sum(r["collapsed"] for r in runs)
         cos = runs[0].get("cosines") or {}
         shown_cos = f"{cos['cls']:.4f} / {cos['mean']:.4f}" if cos else "–"
         lines.append(
-            f"| {set_name} | {size} | {init} | {recipe} | {len(runs)} | {runs[0]['metric']} {values.mean():.4f} ± "
+            f"| {set_name} | {train} | {size} | {init} | {recipe} | {len(runs)} | {runs[0]['metric']} {values.mean():.4f} ± "
             f"{values.std(ddof=1) if len(values) > 1 else 0:.4f} | {constant:.4f} | {values.mean() - constant:+.4f} | "
             f"{collapsed}/{len(runs)} | {shown_cos} |"
         )

@@ -307,6 +307,7 @@ class _Run:
         self.total_batches = num_train_steps * accumulation
         self.verbose = verbose
         self.collapse_check = collapse_check
+        self.collapsed_in_a_row = 0
         self.history: List[Dict[str, Any]] = []
         self.best_value: Optional[float] = None
         self.best_metrics: Dict[str, float] = {}
@@ -356,8 +357,13 @@ class _Run:
             if self.collapse_check is not None:
                 check = self.collapse_check(metrics)
                 record["collapsed"] = check.collapsed
-                if check.collapsed:
-                    logger.warning("step %d: the model looks collapsed: %s", step, check.reason)
+                self.collapsed_in_a_row = self.collapsed_in_a_row + 1 if check.collapsed else 0
+                # One early evaluation at the baseline is normal; two in a row is a run that is stuck.
+                if self.collapsed_in_a_row >= 2:
+                    logger.warning("step %d: the model looks collapsed (%d evaluations in a row): %s",
+                                   step, self.collapsed_in_a_row, check.reason)
+                elif check.collapsed:
+                    logger.info("step %d: not above the constant answer yet: %s", step, check.reason)
         record["is_best"] = is_best
         self.history.append(record)
         with open(os.path.join(self.staging, EVAL_HISTORY_FILE), "a", encoding="utf-8") as f:
