@@ -12,7 +12,6 @@ metrics, then answers a sample request through the local TF-Serving-protocol ser
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 from albert_tf.cli import CommandError

@@ -373,6 +373,18 @@ class _Run:
 # --- the run -------------------------------------------------------------------------------------
 
 
+def _collapse_check(constant_baseline, metric: str, margin: Optional[float]):
+    """`metrics -> CollapseCheck` against `constant_baseline`, or None without one."""
+    if constant_baseline is None:
+        return None
+    from albert_tf.evaluation.collapse import DEFAULT_MARGIN, check_collapse
+
+    if metric not in constant_baseline.metrics:
+        raise FinetuningError(f"collapse metric {metric!r} is not among the constant baseline's {sorted(constant_baseline.metrics)}")
+    margin = DEFAULT_MARGIN if margin is None else margin
+    return lambda metrics: check_collapse(metrics, constant_baseline, metric, margin)
+
+
 def _check_positive_int(name: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise FinetuningError(f"{name} must be an integer, got {value!r}")
@@ -589,19 +601,7 @@ def run_finetuning(
         eval_fn = default_eval_fn
     if on_collapse not in ("warn", "raise"):
         raise FinetuningError(f"on_collapse must be 'warn' or 'raise', got {on_collapse!r}")
-    collapse_check = None
-    if constant_baseline is not None:
-        from albert_tf.evaluation.collapse import DEFAULT_MARGIN, check_collapse
-
-        watched = collapse_metric or best_metric
-        if watched not in constant_baseline.metrics:
-            raise FinetuningError(
-                f"collapse metric {watched!r} is not among the constant baseline's {sorted(constant_baseline.metrics)}"
-            )
-        margin = DEFAULT_MARGIN if collapse_margin is None else collapse_margin
-
-        def collapse_check(metrics):
-            return check_collapse(metrics, constant_baseline, watched, margin)
+    collapse_check = _collapse_check(constant_baseline, collapse_metric or best_metric, collapse_margin)
 
     model = _build(model, strategy, precision)
     run_precision = precision or _model_precision(model)
