@@ -333,7 +333,7 @@ def main(argv=None) -> int:
                 variants = recipes_to_compare(size)
                 inits = [("random", None)]
             else:
-                variants = {"default": recommended_recipe(config)}
+                variants = {"default": recommended_recipe(config, task.kind)}
                 inits = [(name, init_dir if name == "pretrained" else None) for name in args.inits.split(",")]
             for recipe_name, recipe in variants.items():
                 if args.epochs:
@@ -343,7 +343,8 @@ def main(argv=None) -> int:
                         print(f"  [{set_name} {size}] no --pretrained {lang}:{size}: pretrained runs skipped", flush=True)
                         continue
                     for seed in range(1, args.seeds + 1):
-                        key = f"{args.part}|{set_name}|{size}|{init_name}|{recipe_name}|{seed}|{args.max_train}|{vocab}"
+                        key = (f"{args.part}|{set_name}|{size}|{init_name}|{recipe_name}|{seed}|{args.max_train}|{vocab}"
+                               f"|{recipe.learning_rate}|{recipe.epochs}")
                         if key in finished:
                             continue
                         outcome = run_one(task, prepared, config, init=init, recipe=recipe, seed=seed, work=work)
@@ -368,17 +369,18 @@ def summary_table(path: str, part: str) -> str:
             r = json.loads(line)
             if r["part"] != part:
                 continue
-            cells.setdefault((r["set"], r["train_examples"], r["size"], r["init"], r["recipe"]), []).append(r)
-    lines = ["| set | train | size | init | recipe | runs | dev metric (mean ± sd) | constant | gain | collapsed | [CLS] / mean cosine before |",
-             "|---|---:|---|---|---|---:|---:|---:|---:|---:|---|"]
-    for (set_name, train, size, init, recipe), runs in sorted(cells.items()):
+            key = (r["set"], r["train_examples"], r["size"], r["init"], r["recipe"], r["recipe_fields"]["epochs"])
+            cells.setdefault(key, []).append(r)
+    lines = ["| set | train | size | init | recipe | epochs | runs | dev metric (mean ± sd) | constant | gain | collapsed | [CLS] / mean cosine before |",
+             "|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for (set_name, train, size, init, recipe, epochs), runs in sorted(cells.items()):
         values = np.array([r["value"] for r in runs])
         constant = runs[0]["constant"]
         collapsed = sum(r["collapsed"] for r in runs)
         cos = runs[0].get("cosines") or {}
         shown_cos = f"{cos['cls']:.4f} / {cos['mean']:.4f}" if cos else "–"
         lines.append(
-            f"| {set_name} | {train} | {size} | {init} | {recipe} | {len(runs)} | {runs[0]['metric']} {values.mean():.4f} ± "
+            f"| {set_name} | {train} | {size} | {init} | {recipe} | {epochs:g} | {len(runs)} | {runs[0]['metric']} {values.mean():.4f} ± "
             f"{values.std(ddof=1) if len(values) > 1 else 0:.4f} | {constant:.4f} | {values.mean() - constant:+.4f} | "
             f"{collapsed}/{len(runs)} | {shown_cos} |"
         )

@@ -41,7 +41,7 @@ def test_matrix_runs_and_resumes(tmp_path, capsys):
     assert set(rt["cosines"]) == {"cls", "mean"}
     assert ner["metric"] == "entity_f1" and ner["constant"] == 0.0
     printed = capsys.readouterr().out
-    assert "no --pretrained en:tiny" in printed and "| rt | 32 | tiny | random | default | 1 |" in printed
+    assert "no --pretrained en:tiny" in printed and "| rt | 32 | tiny | random | default | 1 | 1 |" in printed
     # A second call finds every run done and only prints the table.
     assert script.main(args) == 0
     assert len(out.read_text().splitlines()) == 2

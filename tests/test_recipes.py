@@ -28,6 +28,13 @@ def test_recipe_by_size(hidden, name, learning_rate, pooling):
     assert recipe.bias_correction and recipe.warmup_fraction == 0.1 and size_class(hidden) == name
 
 
+def test_tagging_trains_longer_and_unknown_kinds_are_named():
+    assert recommended_recipe(TINY, "tagging").epochs == 10.0
+    assert recommended_recipe(TINY, "regression").epochs == 3.0
+    with pytest.raises(ValueError, match="task must be one of"):
+        recommended_recipe(TINY, "squad")
+
+
 def test_recipe_step_arithmetic():
     recipe = FinetuningRecipe("tiny", 1e-3, epochs=3.0, batch_size=32)
     assert recipe.num_train_steps(4000) == 375 and recipe.warmup_steps(375) == 37

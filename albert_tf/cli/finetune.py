@@ -977,7 +977,9 @@ def run(args) -> int:
 
     from albert_tf.training.recipes import recommended_recipe
 
-    recipe = recommended_recipe(config)
+    recipe = recommended_recipe(config, "tagging" if args.task in TAGGING_TASKS else "classification")
+    if args.task in TAGGING_TASKS and args.num_epochs is None and args.num_train_steps is None:
+        args.num_epochs = recipe.epochs
     if args.learning_rate is None and (settings["preset"] is None or recipe.size_class != "base"):
         # The presets' rates are the paper's, for base-size models and larger; smaller encoders
         # collapse at them (BENCHMARKS.md, "Fine-tuning recipes").

@@ -19,7 +19,10 @@ token mean (+0.03 over the majority class), bias-corrected AdamW at 1e-3 in 0 of
   every text (mean pairwise cosine 0.9997), so the head has nothing to read until attention
   learns to route the words into it; the token mean carries them from the first step. Base-size
   and larger keep the `[CLS]` pooler their checkpoints were trained with.
-* 10 % linear warmup, then linear decay; 3 epochs; batch 32; the best dev evaluation is kept.
+* 10 % linear warmup, then linear decay; batch 32; the best dev evaluation is kept; 3 epochs for
+  sentence tasks, 10 for token tagging. Entity tags are sparse (94 % of People's Daily characters
+  are "O"): after 3 epochs of 4,000 sentences a tiny encoder from random weights still tags
+  everything "O" (entity F1 0 in 5 of 5 seeds); after 10 it finds entities.
 
 A recipe is a plain dataclass: override any field with `dataclasses.replace`.
 """
@@ -83,11 +86,17 @@ def size_class(hidden_size: int) -> str:
     raise AssertionError("unreachable: the last bound is infinite")
 
 
-def recommended_recipe(config) -> FinetuningRecipe:
+TASK_KINDS = ("classification", "regression", "tagging")
+
+
+def recommended_recipe(config, task: str = "classification") -> FinetuningRecipe:
     """The measured default recipe for an encoder of `config` (an `AlbertConfig`, or anything
-    with `hidden_size`)."""
+    with `hidden_size`) on a `task` of kind "classification", "regression" or "tagging"."""
+    if task not in TASK_KINDS:
+        raise ValueError(f"task must be one of {', '.join(TASK_KINDS)}, got {task!r}")
     hidden = int(config.hidden_size)
+    epochs = 10.0 if task == "tagging" else 3.0
     for bound, name, learning_rate, pooling in _SIZE_CLASSES:
         if hidden <= bound:
-            return FinetuningRecipe(size_class=name, learning_rate=learning_rate, pooling=pooling)
+            return FinetuningRecipe(size_class=name, learning_rate=learning_rate, pooling=pooling, epochs=epochs)
     raise AssertionError("unreachable: the last bound is infinite")
