@@ -51,11 +51,19 @@ import shutil
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from albert_tf.cli import CommandError
+from albert_tf.tasks.spec import (  # noqa: F401  (re-exported: the CLI modules and benchmarks use these names)
+    CONFIG_FILE,
+    GLUE_TASKS,
+    RESULTS_FILE,
+    TASK_FILE,
+    TaskSpecError,
+    write_json,
+)
+from albert_tf.tasks.spec import TaskSpec as _TaskSpec
 
 NAME = "finetune"
 HELP = "Fine-tune ALBERT on a GLUE task, a TSV/CSV/JSONL classification or regression task, NER, SQuAD or RACE."
 
-GLUE_TASKS = ("cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "qnli", "rte", "wnli")
 TABLE_TASKS = ("classification", "regression")
 TAGGING_TASKS = ("conll", "peoples-daily")
 SQUAD_TASKS = ("squad-v1", "squad-v2")
@@ -63,10 +71,6 @@ RACE_TASKS = ("race",)
 READING_TASKS = SQUAD_TASKS + RACE_TASKS
 TASKS = GLUE_TASKS + TABLE_TASKS + TAGGING_TASKS + READING_TASKS
 
-TASK_FILE = "task.json"
-CONFIG_FILE = "albert_config.json"
-RESULTS_FILE = "eval_results.json"
-TASK_FORMAT_VERSION = 1
 
 # Defaults of the non-GLUE tasks: the BERT/ALBERT fine-tuning recipe's usual values.
 GENERIC_DEFAULTS = dict(learning_rate=2e-5, batch_size=32, num_epochs=3.0, warmup_proportion=0.1, max_seq_length=128)
@@ -161,86 +165,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --- the task spec stored in the model directory -------------------------------------------------
 
 
-@dataclasses.dataclass
-class TaskSpec:
-    """`task.json`: what the fine-tuned model does and how to feed it.
-
-    Attributes:
-        task: The `--task` name.
-        kind: "classification", "regression", "tagging", "squad" or "multiple_choice".
-        labels: Class labels / tags in id order (None for regression and SQuAD; the option
-            letters for RACE).
-        max_seq_length: Sequence length of the inputs.
-        metrics: Reported dev metrics; `best_metric` selected the weights.
-        best_metric: See `metrics`.
-        tokenizer: {"type": "sentencepiece"|"wordpiece", "file": name in the model dir, "lower_case"}.
-        columns: Table columns {"text", "text_b", "label", "format"} of classification/regression.
-        token_unit: For tagging, how `predict` splits raw text: "char" or "word".
-        settings: SQuAD / RACE conversion and post-processing settings (`version`, `doc_stride`,
-            `max_query_length`, `n_best_size`, `max_answer_length`, for v2 the tuned
-            `null_score_diff_threshold`; RACE `max_qa_length`, `levels`). Empty for the other
-            tasks, and in files written before it existed.
-    """
-
-    task: str
-    kind: str
-    labels: Optional[List[str]]
-    max_seq_length: int
-    metrics: List[str]
-    best_metric: str
-    tokenizer: Dict[str, Any]
-    columns: Dict[str, Optional[str]] = dataclasses.field(default_factory=dict)
-    token_unit: str = "word"
-    settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
-    format_version: int = TASK_FORMAT_VERSION
-
-    @property
-    def is_pair(self) -> bool:
-        if self.task in GLUE_TASKS:
-            from albert_tf.data.glue import glue_layout
-
-            return glue_layout(self.task).text_b is not None
-        return bool(self.columns.get("text_b"))
-
-    def write(self, directory: str) -> None:
-        path = os.path.join(directory, TASK_FILE)
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True, ensure_ascii=False)
-            f.write("\n")
-        os.replace(tmp, path)
+class TaskSpec(_TaskSpec):
+    """`albert_tf.tasks.spec.TaskSpec` whose `read` reports a bad model directory as a
+    `CommandError` (one line, exit status 2)."""
 
     @classmethod
     def read(cls, model_dir: str) -> "TaskSpec":
-        from albert_tf.training.finetuning import is_complete
-
-        if not os.path.isdir(model_dir):
-            raise CommandError(f"model directory not found: {model_dir}")
-        if not is_complete(model_dir):
-            raise CommandError(f"{model_dir} is not a completed fine-tuning directory (no COMPLETE file)")
-        path = os.path.join(model_dir, TASK_FILE)
         try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
-        except FileNotFoundError:
-            raise CommandError(f"{path} is missing: {model_dir} was not written by `albert-tf finetune`") from None
-        except (ValueError, UnicodeDecodeError) as e:
-            raise CommandError(f"{path} is not valid JSON: {e}") from None
-        if not isinstance(values, dict) or values.get("format_version") != TASK_FORMAT_VERSION:
-            raise CommandError(f"{path}: unsupported task file (format_version {values.get('format_version')!r})")
-        names = {f.name for f in dataclasses.fields(cls)}
-        try:
-            return cls(**{k: v for k, v in values.items() if k in names})
-        except TypeError as e:
-            raise CommandError(f"{path}: {e}") from None
-
-    def label_vocab(self):
-        from albert_tf.data.glue import LabelVocab
-        from albert_tf.data.tagging import TagVocab
-
-        if self.kind == "tagging":
-            return TagVocab(self.labels)
-        return LabelVocab(self.labels) if self.labels is not None else None
+            return super().read(model_dir)
+        except TaskSpecError as e:
+            raise CommandError(str(e)) from None
 
 
 # --- shared helpers ------------------------------------------------------------------------------
@@ -635,15 +569,6 @@ def predict_squad_path(model, spec: TaskSpec, tokenizer, path: str, batch_size: 
             n_best_size=settings["n_best_size"], max_answer_length=settings["max_answer_length"],
             null_score_diff_threshold=settings.get("null_score_diff_threshold"),
         )
-
-
-def write_json(path: str, value: Any) -> None:
-    """`value` as indented JSON, written atomically."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, sort_keys=True, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def write_jsonl(path: str, records: Sequence[Dict[str, Any]]) -> None:

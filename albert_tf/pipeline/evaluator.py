@@ -18,7 +18,6 @@ as TFX's Evaluator writes. The evaluation directory gets the full report: `evalu
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -125,6 +124,7 @@ def run_evaluator(
     """
     from albert_tf.evaluation import BlessingRule, decide as decide_rule, majority_class_baseline
     from albert_tf.evaluation.report import format_confusion_matrix
+    from albert_tf.tasks.spec import write_json
 
     rule = BlessingRule(metric=metric, threshold=threshold, baseline_margin=baseline_margin, min_mcc=min_mcc,
                         confidence=confidence, tolerance=tolerance)
@@ -178,12 +178,6 @@ def run_evaluator(
         write_json(os.path.join(staging, EVALUATION_FILE), evaluation)
         open(os.path.join(staging, BLESSED_FILE if blessed else NOT_BLESSED_FILE), "w").close()
     return summary
-
-
-def write_json(path: str, value: Dict[str, Any]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, sort_keys=True, ensure_ascii=False)
-        f.write("\n")
 
 
 def is_blessed(evaluation_dir: str) -> bool:

@@ -83,7 +83,7 @@ def run_pretrainer(
 
 
 def _task_spec(labels, max_seq_length: int, vocab_info: Dict[str, Any], pair: bool):
-    from albert_tf.cli.finetune import TaskSpec
+    from albert_tf.tasks.spec import TaskSpec
 
     metrics = ["accuracy", "f1"] if len(labels) == 2 else ["accuracy"]
     columns = {
@@ -133,7 +133,7 @@ def train_classifier(
     import shutil
 
     from albert_tf.checkpoints.init import init_encoder
-    from albert_tf.cli.finetune import CONFIG_FILE, RESULTS_FILE, write_json
+    from albert_tf.tasks.spec import CONFIG_FILE, RESULTS_FILE, write_json
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.tasks.classification import build_task_model, make_eval_fn

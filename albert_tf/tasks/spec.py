@@ -1,0 +1,115 @@
+"""`task.json`: the task spec stored beside a fine-tuned model, and the other files of that layout.
+
+`TaskSpec` says what a fine-tuned model does and how to feed it; `albert-tf finetune` and the
+pipeline's Trainer write it, `evaluate`, `predict`, `export` and the serving exports read it.
+The model directory also holds `albert_config.json` (`CONFIG_FILE`) and the final evaluations
+(`RESULTS_FILE`, written with `write_json`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+GLUE_TASKS = ("cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "qnli", "rte", "wnli")
+TASK_FILE = "task.json"
+CONFIG_FILE = "albert_config.json"
+RESULTS_FILE = "eval_results.json"
+TASK_FORMAT_VERSION = 1
+
+
+class TaskSpecError(ValueError):
+    """A model directory without a readable `task.json` of a supported version."""
+
+
+def write_json(path: str, value: Any) -> None:
+    """`value` as indented JSON, written atomically."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+@dataclasses.dataclass
+class TaskSpec:
+    """`task.json`: what the fine-tuned model does and how to feed it.
+
+    Attributes:
+        task: The `--task` name.
+        kind: "classification", "regression", "tagging", "squad" or "multiple_choice".
+        labels: Class labels / tags in id order (None for regression and SQuAD; the option
+            letters for RACE).
+        max_seq_length: Sequence length of the inputs.
+        metrics: Reported dev metrics; `best_metric` selected the weights.
+        best_metric: See `metrics`.
+        tokenizer: {"type": "sentencepiece"|"wordpiece", "file": name in the model dir, "lower_case"}.
+        columns: Table columns {"text", "text_b", "label", "format"} of classification/regression.
+        token_unit: For tagging, how `predict` splits raw text: "char" or "word".
+        settings: SQuAD / RACE conversion and post-processing settings (`version`, `doc_stride`,
+            `max_query_length`, `n_best_size`, `max_answer_length`, for v2 the tuned
+            `null_score_diff_threshold`; RACE `max_qa_length`, `levels`). Empty for the other
+            tasks, and in files written before it existed.
+    """
+
+    task: str
+    kind: str
+    labels: Optional[List[str]]
+    max_seq_length: int
+    metrics: List[str]
+    best_metric: str
+    tokenizer: Dict[str, Any]
+    columns: Dict[str, Optional[str]] = dataclasses.field(default_factory=dict)
+    token_unit: str = "word"
+    settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    format_version: int = TASK_FORMAT_VERSION
+
+    @property
+    def is_pair(self) -> bool:
+        if self.task in GLUE_TASKS:
+            from albert_tf.data.glue import glue_layout
+
+            return glue_layout(self.task).text_b is not None
+        return bool(self.columns.get("text_b"))
+
+    def write(self, directory: str) -> None:
+        path = os.path.join(directory, TASK_FILE)
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True, ensure_ascii=False)
+            f.write("\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def read(cls, model_dir: str) -> "TaskSpec":
+        from albert_tf.training.finetuning import is_complete
+
+        if not os.path.isdir(model_dir):
+            raise TaskSpecError(f"model directory not found: {model_dir}")
+        if not is_complete(model_dir):
+            raise TaskSpecError(f"{model_dir} is not a completed fine-tuning directory (no COMPLETE file)")
+        path = os.path.join(model_dir, TASK_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = json.load(f)
+        except FileNotFoundError:
+            raise TaskSpecError(f"{path} is missing: {model_dir} was not written by `albert-tf finetune`") from None
+        except (ValueError, UnicodeDecodeError) as e:
+            raise TaskSpecError(f"{path} is not valid JSON: {e}") from None
+        if not isinstance(values, dict) or values.get("format_version") != TASK_FORMAT_VERSION:
+            raise TaskSpecError(f"{path}: unsupported task file (format_version {values.get('format_version')!r})")
+        names = {f.name for f in dataclasses.fields(cls)}
+        try:
+            return cls(**{k: v for k, v in values.items() if k in names})
+        except TypeError as e:
+            raise TaskSpecError(f"{path}: {e}") from None
+
+    def label_vocab(self):
+        from albert_tf.data.glue import LabelVocab
+        from albert_tf.data.tagging import TagVocab
+
+        if self.kind == "tagging":
+            return TagVocab(self.labels)
+        return LabelVocab(self.labels) if self.labels is not None else None
