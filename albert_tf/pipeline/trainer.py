@@ -132,11 +132,14 @@ def train_classifier(
     """
     import shutil
 
+    import numpy as np
+
     from albert_tf.checkpoints.init import init_encoder
-    from albert_tf.tasks.spec import CONFIG_FILE, RESULTS_FILE, write_json
+    from albert_tf.evaluation import majority_class_baseline
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.tasks.classification import build_task_model, make_eval_fn
+    from albert_tf.tasks.spec import CONFIG_FILE, RESULTS_FILE, write_json
     from albert_tf.training.finetuning import run_finetuning
     from albert_tf.training.strategies import get_strategy
 
@@ -159,10 +162,6 @@ def train_classifier(
         best = max(evaluations, key=lambda m: m[spec.best_metric]) if evaluations else {}
         write_json(os.path.join(directory, RESULTS_FILE), {"dev": best})
         spec.write(directory)
-
-    import numpy as np
-
-    from albert_tf.evaluation import majority_class_baseline
 
     eval_labels = np.concatenate([batch["labels"] for batch in eval_data.batch(1024).as_numpy_iterator()])
     constant = majority_class_baseline(eval_labels, ["accuracy", "mcc"], label_names=list(labels))
