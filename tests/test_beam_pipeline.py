@@ -4,6 +4,7 @@ instances, sharding does not change it, malformed input fails cleanly and leaves
 import argparse
 import functools
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -188,7 +189,8 @@ def test_tokenizer_spec(setup, tmp_path):
 @pytest.mark.parametrize(
     "content, message",
     [
-        (b"Fine sentence.\nsecond \xc3\x28 line\n", "bad.txt:2: invalid UTF-8"),
+        (b"Fine sentence.\nsecond \xc3\x28 line\n", "bad.txt:2: not valid UTF-8"),
+        (b"Fine sentence.\nPK\x03\x04\x00\x00\n", "bad.txt:2: binary data"),
         (b"", "bad.txt: is empty"),
     ],
 )
@@ -200,6 +202,102 @@ def test_malformed_input_fails_without_output(setup, tmp_path, content, message)
         B.make_pretraining_data(files[:1] + [str(bad)], str(tmp_path / "out"), config)
     assert message in str(info.value) and str(bad) in str(info.value)
     assert sorted(os.listdir(tmp_path)) == ["bad.txt"]
+
+
+def _in_memory_records(paths, config, dupe_factor=2):
+    tokenizer = config.tokenizer()
+    tokenize = P.DocumentTokenizer(tokenizer)
+    docs = [tokenize(d) for f in paths for d in read_documents(str(f), config.input_format)]
+    vocab = P.VocabInfo.from_tokenizer(tokenizer)
+    return sorted(
+        serialize_instance(i, 128, 20)
+        for i in P.create_training_instances(docs, INSTANCE, vocab, seed=11, dupe_factor=dupe_factor)
+    )
+
+
+def test_control_characters_are_cleaned_and_counted(setup, tmp_path):
+    files, _, config, _ = setup
+    # A stray U+0002 used to fail the run as "binary data"; it is cleaned out, as BERT does.
+    text = Path(files[0]).read_text(encoding="utf-8")
+    stray = tmp_path / "stray.txt"
+    stray.write_text(text.replace(" ", " \x02", 2).replace(".", ".\u200b", 1), encoding="utf-8")
+    summary = B.make_pretraining_data([str(stray)], str(tmp_path / "out"), config)
+    assert summary.counters["cleaned_characters"] == 3 and summary.counters["cleaned_files"] == 1
+    assert summary.cleaned_files == {str(stray): 3}
+    metadata = B.read_metadata(summary.output_dir)
+    assert metadata["cleaned_files"] == {str(stray): 3} and metadata["counters"]["cleaned_characters"] == 3
+    clean = tmp_path / "clean.txt"
+    clean.write_text(text, encoding="utf-8")
+    assert _records(summary.files) == _in_memory_records([stray], config) == _in_memory_records([clean], config)
+
+
+def test_on_error_skip_leaves_unreadable_files_out(setup, tmp_path):
+    files, _, config, _ = setup
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for f in files[:2]:
+        (corpus / Path(f).name).write_bytes(Path(f).read_bytes())
+    (corpus / "a_latin1.txt").write_bytes("Caf\xe9 au lait.\n".encode("latin-1"))
+    (corpus / "b_utf16.txt").write_bytes("Some text.\n".encode("utf-16-le"))
+    (corpus / "c_empty.txt").write_bytes(b"")
+    (corpus / "notes.md").write_bytes(b"\xff not read: not a *.txt file")
+    skipping = B.PipelineConfig(**{**config.__dict__, "on_error": "skip"})
+    # A directory stands for its *.txt files.
+    summary = B.make_pretraining_data([str(corpus)], str(tmp_path / "out"), skipping)
+    assert summary.counters["files"] == 2 and summary.counters["skipped_files"] == 3
+    assert summary.skipped_files == [
+        (str(corpus / "a_latin1.txt"), f"{corpus / 'a_latin1.txt'}:1: not valid UTF-8 (byte 4 of the line: b'\\xe9')"),
+        (str(corpus / "b_utf16.txt"), f"{corpus / 'b_utf16.txt'}:1: binary data, not UTF-8 text (a NUL at column 2)"),
+        (str(corpus / "c_empty.txt"), f"{corpus / 'c_empty.txt'}: is empty"),
+    ]
+    metadata = B.read_metadata(summary.output_dir)
+    assert [e["file"] for e in metadata["skipped_files"]] == [p for p, _ in summary.skipped_files]
+    # The same records as a run on the readable files alone.
+    assert _records(summary.files) == _in_memory_records(sorted(corpus.glob("1*.txt")), config)
+    with pytest.raises(MalformedInputError, match="a_latin1.txt:1: not valid UTF-8"):
+        B.make_pretraining_data([str(corpus)], str(tmp_path / "failed"), config)
+    with pytest.raises(B.PipelineError, match=r"no readable input file; skipped 1 unreadable file: .*a_latin1.txt:1"):
+        B.make_pretraining_data([str(corpus / "a_latin1.txt")], str(tmp_path / "none"), skipping)
+    assert sorted(os.listdir(tmp_path)) == ["corpus", "out"]
+    with pytest.raises(ValueError, match="on_error must be 'raise' or 'skip'"):
+        B.PipelineConfig(**{**config.__dict__, "on_error": "fail"})
+
+
+def test_directory_inputs(tmp_path):
+    (tmp_path / "b.txt").write_text("x")
+    (tmp_path / "a.txt").write_text("x")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.txt").write_text("x")
+    (tmp_path / "empty").mkdir()
+    expected = [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    assert B.expand_inputs([str(tmp_path)]) == expected
+    assert B.expand_inputs(str(tmp_path) + "/") == expected
+    with pytest.raises(FileNotFoundError, match=r"no \*.txt file in directory .*empty"):
+        B.expand_inputs([str(tmp_path / "empty")])
+
+
+def test_failing_run_logs_no_beam_traceback(setup, tmp_path, caplog):
+    files, _, config, _ = setup
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"caf\xe9\n")
+    with caplog.at_level(logging.INFO):
+        with pytest.raises(MalformedInputError):
+            B.make_pretraining_data([files[0], str(bad)], str(tmp_path / "out"), config)
+    assert not [r for r in caplog.records if r.exc_info or "MalformedInputError" in r.getMessage()]
+
+
+class _BrokenTokenizer(_SkippingTokenizer):
+    def tokenize(self, text):
+        raise RuntimeError("tokenizer bug")
+
+
+def test_other_failures_are_still_logged(setup, tmp_path, caplog):
+    files, model, config, _ = setup
+    broken = B.PipelineConfig(**{**config.__dict__, "tokenizer": functools.partial(_BrokenTokenizer, model)})
+    with caplog.at_level(logging.INFO):
+        with pytest.raises(B.PipelineError, match="tokenizer bug"):
+            B.make_pretraining_data(files[:1], str(tmp_path / "out"), broken)
+    assert [r for r in caplog.records if r.levelno == logging.ERROR and "tokenizer bug" in r.getMessage()]
 
 
 def test_inputs_that_match_nothing(setup, tmp_path):
@@ -236,7 +334,7 @@ def test_cli(setup, tmp_path, capsys):
         _cli(argv)
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"\xff\xfe")
-    with pytest.raises(CommandError, match=r"bad.txt:1: invalid UTF-8"):
+    with pytest.raises(CommandError, match=r"bad.txt:1: not valid UTF-8 .*\(--on-error skip leaves such files out\)"):
         _cli(["--input", str(bad), "--output-dir", str(tmp_path / "x"), "--spm-model", model])
     with pytest.raises(CommandError, match="not a SentencePiece model|No such file|does not exist"):
         _cli(["--input", files[0], "--output-dir", str(tmp_path / "y"), "--spm-model", str(bad)])

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from albert_tf.data.documents import Document, MalformedInputError, iter_documents, read_documents, split_sentences
+from albert_tf.data.documents import (
+    Document,
+    MalformedInputError,
+    check_readable,
+    iter_documents,
+    read_documents,
+    split_sentences,
+)
+from albert_tf.tokenization._files import CleaningStats
 
 SOTU = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "en" / "sotu"
 
@@ -101,8 +109,8 @@ def test_single_sentence_documents_are_kept_and_logged(caplog):
     [
         (b"", "empty.txt: is empty"),
         (b"\n  \n\t\n", "empty.txt: has no text (3 blank lines)"),
-        (b"Good line.\nbad \xff\xfe bytes\n", "empty.txt:2: invalid UTF-8 at byte 4 of the line"),
-        (b"Good line.\n\nnul\x00here\n", "empty.txt:3: binary data (control character U+0000 at column 4)"),
+        (b"Good line.\nbad \xff\xfe bytes\n", "empty.txt:2: not valid UTF-8 (byte 5 of the line: b'\\xff')"),
+        (b"Good line.\n\nnul\x00here\n", "empty.txt:3: binary data, not UTF-8 text (a NUL at column 4)"),
         ("UTF-16 text".encode("utf-16"), "empty.txt:1: "),
         (b"PK\x03\x04\x14\x00\x00\x00", "empty.txt:1: binary data"),
     ],
@@ -115,6 +123,41 @@ def test_malformed_input_names_file_and_line(tmp_path, content, expected):
     message = str(info.value)
     assert message.startswith(str(tmp_path / expected.split(":")[0])), message
     assert expected.split("empty.txt")[1] in message
+
+
+def test_control_characters_are_cleaned_as_bert_does(caplog):
+    # A stray U+0002 (as in the 1890 address), a zero-width space (Cf), U+FFFD and a tab; a line of
+    # control characters only is dropped without ending the document, as in the original.
+    text = "Four and 4 1\x02 per cent.\nA zero\u200bwidth\ufffd\tspace.\n\x07\x1b\nLast one.\n\nNext.\n".encode()
+    cleaning = CleaningStats()
+    with caplog.at_level(logging.WARNING):
+        docs = list(iter_documents(_lines(text), "ctrl.txt", cleaning=cleaning))
+    assert [d.sentences for d in docs] == [
+        ("Four and 4 1 per cent.", "A zerowidth space.", "Last one."),
+        ("Next.",),
+    ]
+    assert (cleaning.characters, cleaning.first) == (5, (1, 13, 0x02))
+    assert "ctrl.txt: removed 5 control characters (the first, U+0002, at line 1, column 13)" in caplog.text
+
+
+def test_the_1890_address_reads_with_its_control_character_removed():
+    path = SOTU / "1890_benjamin_harrison_r.txt"
+    if not path.exists():
+        pytest.skip(f"shared data not found at {SOTU}")
+    cleaning = CleaningStats()
+    docs = list(read_documents(str(path), "paragraphs", cleaning=cleaning))
+    assert len(docs) == 1 and cleaning.characters == 1 and cleaning.first[2] == 0x02
+    assert any("4 and 4 1 per cent bonds" in s for s in docs[0].sentences)
+
+
+def test_check_readable(tmp_path):
+    good = tmp_path / "good.txt"
+    good.write_bytes(b"Fine.\x02\n\n")
+    check_readable(str(good))
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"Fine.\n" * 3 + b"caf\xe9\n")
+    with pytest.raises(MalformedInputError, match=r"bad.txt:4: not valid UTF-8 \(byte 4 of the line"):
+        check_readable(str(bad))
 
 
 def test_malformed_input_error_pickles():

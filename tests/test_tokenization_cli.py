@@ -75,6 +75,37 @@ def test_user_errors(corpus_dir, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_directory_is_its_txt_files(corpus_dir, tmp_path, capsys):
+    prefix = tmp_path / "dir"
+    args = _parse([str(corpus_dir), "--output-prefix", str(prefix), "--vocab-size", "50", "--seed", "1"])
+    assert train_tokenizer.run(args) == 0
+    assert "50 pieces from 300 of 300 sentences" in capsys.readouterr().out
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CommandError, match=r"no \*.txt file in directory .*empty"):
+        train_tokenizer.run(_parse([str(tmp_path / "empty"), "--output-prefix", str(prefix)]))
+
+
+def test_control_characters_and_unreadable_files(corpus_dir, tmp_path, capsys):
+    lines = (corpus_dir / "part0.txt").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "a_stray.txt").write_text("\n".join(lines[:100]) + "\n4 1\x02 per cent\n", encoding="utf-8")
+    (tmp_path / "b_latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    prefix = str(tmp_path / "out" / "spm")
+    for extra in ([], ["--wordpiece"]):
+        argv = [str(tmp_path / "*.txt"), "--output-prefix", prefix, "--vocab-size", "50" if not extra else "200"]
+        unreadable = r"b_latin1.txt:1: not valid UTF-8 .*\(--on-error skip leaves such files out\)"
+        with pytest.raises(CommandError, match=unreadable):
+            train_tokenizer.run(_parse(argv + extra))
+        assert train_tokenizer.run(_parse(argv + extra + ["--on-error", "skip"])) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[1:] == [
+            "cleaned: removed 1 control character (U+0000, U+FFFD, categories Cc/Cf, as the original BERT/ALBERT "
+            "text cleaning) from 1 file: a_stray.txt",
+            f"skipped 1 unreadable file: {tmp_path / 'b_latin1.txt'}:1: not valid UTF-8 (byte 4 of the line: b'\\xe9')",
+        ]
+    with pytest.raises(CommandError, match=r"no text to train on; skipped 1 unreadable file: .*b_latin1.txt:1"):
+        train_tokenizer.run(_parse([str(tmp_path / "b_latin1.txt"), "--output-prefix", prefix, "--on-error", "skip"]))
+
+
 @pytest.mark.skipif(
     "albert_tf.cli.train_tokenizer" not in albert_tf.cli.SUBCOMMAND_MODULES,
     reason="train-tokenizer is not registered in albert_tf.cli.SUBCOMMAND_MODULES yet",

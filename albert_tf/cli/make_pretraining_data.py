@@ -12,6 +12,11 @@ processes) or on Dataflow/Flink/Spark with ``--runner`` and Beam options after `
 Remote workers need this package: build a wheel (``python -m build``) and pass it with
 ``--extra_package``, or use a custom worker container. Each run writes into a temporary directory
 beside ``--output-dir`` and moves the shards into place only when the whole pipeline succeeded.
+
+The input is read as ``albert-tf train-tokenizer`` reads it: a directory stands for the ``*.txt``
+files directly in it, control characters are cleaned out as the original BERT text cleaning does
+(counted in the summary and ``metadata.json``), and an unreadable file (invalid UTF-8, binary,
+empty) stops the run, or with ``--on-error skip`` is left out and named in the summary.
 """
 
 from __future__ import annotations
@@ -23,7 +28,12 @@ HELP = "Write ALBERT pretraining TFRecords (sentence-order prediction + n-gram m
 
 
 def add_arguments(parser):
-    parser.add_argument("--input", nargs="+", required=True, help="input text files or globs (local or gs://...)")
+    parser.add_argument(
+        "--input",
+        nargs="+",
+        required=True,
+        help="input text files, directories (the *.txt files directly in them) or globs (local or gs://...)",
+    )
     parser.add_argument("--output-dir", required=True, help="directory for the TFRecord shards and metadata.json")
     vocab = parser.add_mutually_exclusive_group(required=True)
     vocab.add_argument("--spm-model", help="SentencePiece model (the English ALBERT models)")
@@ -56,6 +66,12 @@ def add_arguments(parser):
         action="store_true",
         help="the original's NSP-style alternative: B from a random document half the time, instead of swapping",
     )
+    parser.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="unreadable input files (invalid UTF-8, binary, empty): stop (default) or skip and report them",
+    )
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--num-shards", type=int, default=0, help="output files (0: the runner decides)")
     parser.add_argument("--runner", default="DirectRunner", help="Beam runner (DirectRunner, DataflowRunner, ...)")
@@ -71,6 +87,7 @@ def run(args) -> int:
     from albert_tf.data.beam_pipeline import PipelineConfig, PipelineError, TokenizerSpec, make_pretraining_data
     from albert_tf.data.documents import MalformedInputError
     from albert_tf.data.pretraining_instances import InstanceConfig
+    from albert_tf.tokenization import _files
 
     beam_args = list(args.beam_args or [])
     if beam_args and beam_args[0] == "--":
@@ -102,6 +119,7 @@ def run(args) -> int:
             seed=args.seed,
             input_format=args.input_format,
             num_shards=args.num_shards,
+            on_error=args.on_error,
         )
     except ValueError as e:
         raise CommandError(str(e)) from None
@@ -114,7 +132,9 @@ def run(args) -> int:
             pipeline_args=beam_args,
             overwrite=args.overwrite,
         )
-    except (FileNotFoundError, MalformedInputError, PipelineError) as e:
+    except MalformedInputError as e:
+        raise CommandError(f"{e} (--on-error skip leaves such files out)") from None
+    except (FileNotFoundError, PipelineError) as e:
         raise CommandError(str(e)) from None
     except (OSError, ValueError) as e:
         # A tokenizer that cannot be loaded, a vocabulary without [MASK], ...
@@ -124,6 +144,10 @@ def run(args) -> int:
         f"wrote {counters.get('instances', 0)} instances from {counters.get('documents', 0)} documents "
         f"in {counters.get('files', 0)} files to {len(summary.files)} shards in {summary.output_dir}"
     )
+    if summary.cleaned_files:
+        print(_files.describe_cleaning(counters.get("cleaned_characters", 0), list(summary.cleaned_files)))
+    if summary.skipped_files:
+        print(_files.describe_skipped(summary.skipped_files))
     single = counters.get("single_sentence_documents", 0)
     if single:
         print(f"note: {single} documents have a single sentence; their instances take B from another document")

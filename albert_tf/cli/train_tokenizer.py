@@ -3,6 +3,11 @@
 SentencePiece (default) follows the original ALBERT recipe (`train_sentencepiece`) and writes
 `<prefix>.model` and `<prefix>.vocab`; `--wordpiece` builds a BERT vocabulary for the Chinese
 models (`build_wordpiece_vocab`) and writes `<prefix>.txt`.
+
+The input is read as `albert-tf make-pretraining-data` reads it: a directory stands for the
+`*.txt` files directly in it, control characters are cleaned out as the original BERT text
+cleaning does (counted in the summary), and an unreadable file (invalid UTF-8, binary) stops the
+run, or with `--on-error skip` is left out and named in the summary.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import argparse
 
 from albert_tf.cli import CommandError
 # Both modules import sentencepiece / tensorflow-text only inside the training functions.
-from albert_tf.tokenization import sentencepiece_vocab, wordpiece_vocab
+from albert_tf.tokenization import _files, sentencepiece_vocab, wordpiece_vocab
 
 _SENTENCEPIECE_DEFAULT_VOCAB = sentencepiece_vocab.DEFAULT_VOCAB_SIZE
 _WORDPIECE_DEFAULT_VOCAB = wordpiece_vocab.DEFAULT_VOCAB_SIZE
@@ -22,7 +27,11 @@ HELP = "Train a SentencePiece model (or, with --wordpiece, a WordPiece vocab.txt
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "inputs", nargs="+", metavar="INPUT", help="UTF-8 text files or glob patterns, one sentence/paragraph per line"
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="UTF-8 text files, directories (the *.txt files directly in them) or glob patterns, "
+        "one sentence/paragraph per line",
     )
     parser.add_argument(
         "--output-prefix",
@@ -73,6 +82,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="WordPiece: number of characters kept (default vocab size / 4)",
     )
+    parser.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="unreadable input files (invalid UTF-8, binary): stop (default) or skip and report them",
+    )
     parser.add_argument("--seed", type=int, default=None, help="SentencePiece: random seed of the sentence sampling")
     parser.add_argument("--verbose", action="store_true", help="show SentencePiece's training log")
 
@@ -114,14 +129,18 @@ def _run_sentencepiece(args: argparse.Namespace) -> int:
             hard_vocab_limit=args.hard_vocab_limit,
             seed=args.seed,
             verbose=args.verbose,
+            on_error=args.on_error,
             **options,
         )
+    except _files.UnreadableTextError as e:
+        raise CommandError(f"{e} (--on-error skip leaves such files out)") from None
     except (FileNotFoundError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(
         f"wrote {result.model_file} and {result.vocab_file}: {result.vocab_size} pieces from "
         f"{result.num_training_sentences} of {result.num_sentences} sentences in {result.seconds:.1f}s"
     )
+    _print_input_report(result)
     return 0
 
 
@@ -133,11 +152,23 @@ def _run_wordpiece(args: argparse.Namespace) -> int:
             args.vocab_size or _WORDPIECE_DEFAULT_VOCAB,
             lower_case=args.lower_case,
             max_unique_chars=args.max_unique_chars,
+            on_error=args.on_error,
         )
+    except _files.UnreadableTextError as e:
+        raise CommandError(f"{e} (--on-error skip leaves such files out)") from None
     except (FileNotFoundError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(
         f"wrote {result.vocab_file}: {result.vocab_size} tokens from {result.num_words} distinct words "
         f"in {result.num_lines} lines in {result.seconds:.1f}s"
     )
+    _print_input_report(result)
     return 0
+
+
+def _print_input_report(result) -> None:
+    # The same lines as make-pretraining-data prints for the same input.
+    if result.cleaned_files:
+        print(_files.describe_cleaning(result.cleaned_characters, result.cleaned_files))
+    if result.skipped_files:
+        print(_files.describe_skipped(result.skipped_files))

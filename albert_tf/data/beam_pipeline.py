@@ -4,7 +4,10 @@ The same pipeline runs locally on Beam's FnApiRunner (``--runner DirectRunner``:
 with worker processes) and on Dataflow, Flink or Spark through ordinary pipeline options. Stages:
 
 1. ``ReadDocuments``: each input file (one element per file) is parsed into documents
-   (:mod:`albert_tf.data.documents`); malformed files fail the run with the file and line.
+   (:mod:`albert_tf.data.documents`), control characters cleaned out as the original BERT text
+   cleaning does (counted: ``cleaned_characters``, ``cleaned_files``). An unreadable file (invalid
+   UTF-8, binary, empty) fails the run with the file and line, or with ``on_error="skip"`` is left
+   out and reported (``skipped_files``, names in ``metadata.json``).
 2. ``Tokenize``: documents are batched (``beam.BatchElements``) and tokenized by a tokenizer that
    each worker loads once in ``DoFn.setup``; documents that tokenize to nothing are dropped, as the
    original drops empty documents.
@@ -32,23 +35,51 @@ never the ``dupe_factor`` copies of instances, which stream to the shard files.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import re
 import uuid
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions
 
-from albert_tf.data import pretraining_instances as instances_lib
-from albert_tf.data.documents import INPUT_FORMATS, MalformedInputError, read_documents
-from albert_tf.data.pretraining_instances import InstanceConfig, TokenizedDocument, VocabInfo
-from albert_tf.data.tfrecords import feature_shapes, serialize_instance
+class _DropMessage(logging.Filter):
+    """Drops log records whose message starts with a given text."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self._prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self._prefix)
+
+
+# Importing Beam without Google's apitools logs "apitools not found, and bigquery client libraries
+# are not available ..." on every run; GCS and BigQuery are not what a local run needs. Only that
+# record is dropped, only during the import; every other message passes.
+_APITOOLS_FILTER = _DropMessage("apitools not found")
+logging.getLogger().addFilter(_APITOOLS_FILTER)
+try:
+    import apache_beam as beam
+    from apache_beam.io.filesystems import FileSystems
+    from apache_beam.metrics import Metrics
+    from apache_beam.options.pipeline_options import PipelineOptions
+finally:
+    logging.getLogger().removeFilter(_APITOOLS_FILTER)
+
+from albert_tf.data import pretraining_instances as instances_lib  # noqa: E402 - after Beam, see above
+from albert_tf.data.documents import (  # noqa: E402
+    INPUT_FORMATS,
+    MalformedInputError,
+    check_readable,
+    read_documents,
+)
+from albert_tf.data.pretraining_instances import InstanceConfig, TokenizedDocument, VocabInfo  # noqa: E402
+from albert_tf.data.tfrecords import feature_shapes, serialize_instance  # noqa: E402
+from albert_tf.tokenization import _files  # noqa: E402
+from albert_tf.tokenization._files import CleaningStats  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +136,9 @@ class PipelineConfig:
         input_format: ``"sentences"`` or ``"paragraphs"`` (see :mod:`albert_tf.data.documents`).
         num_shards: output files; 0 lets the runner choose.
         max_tokenize_batch: the largest batch of documents per tokenizer call.
+        on_error: an unreadable input file (invalid UTF-8, binary, empty): ``"raise"`` fails the
+            run naming file and line; ``"skip"`` leaves the whole file out and reports it (each
+            file is then read twice, once to check it).
     """
 
     instance: InstanceConfig
@@ -115,6 +149,7 @@ class PipelineConfig:
     input_format: str = "sentences"
     num_shards: int = 0
     max_tokenize_batch: int = 64
+    on_error: str = "raise"
 
     def __post_init__(self):
         if self.dupe_factor < 1:
@@ -125,29 +160,67 @@ class PipelineConfig:
             raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {self.input_format!r}")
         if self.max_tokenize_batch < 1:
             raise ValueError(f"max_tokenize_batch must be positive, got {self.max_tokenize_batch}")
+        _files.check_on_error(self.on_error)
 
 
 def _counter(name: str):
     return Metrics.counter(METRICS_NAMESPACE, name)
 
 
-class _ReadDocuments(beam.DoFn):
-    """(file index, path) -> ((file index, document index), Document) for every document."""
+# String-set metrics that bring file names back to the driver (JSON lists, see `_ReadDocuments`);
+# Beam keeps up to a million characters of each, thousands of names.
+SKIPPED_FILES = "skipped_files"
+CLEANED_FILES = "cleaned_files"
 
-    def __init__(self, input_format: str):
+
+class _ReadDocuments(beam.DoFn):
+    """(file index, path) -> ((file index, document index), Document) for every document.
+
+    Counts the cleaned characters; with on_error="skip" an unreadable file yields nothing and
+    goes into the ``skipped_files`` string set as ``[path, problem]``.
+    """
+
+    def __init__(self, input_format: str, on_error: str = "raise"):
         self._input_format = input_format
+        self._on_error = on_error
         self._documents = _counter("documents")
         self._single = _counter("single_sentence_documents")
         self._files = _counter("files")
+        self._cleaned_characters = _counter("cleaned_characters")
+        self._cleaned_files = _counter("cleaned_files")
+        self._skipped = _counter(SKIPPED_FILES)
+        self._cleaned_names = Metrics.string_set(METRICS_NAMESPACE, CLEANED_FILES)
+        self._skipped_names = Metrics.string_set(METRICS_NAMESPACE, SKIPPED_FILES)
 
     def process(self, element):
         file_index, path = element
+        cleaning = CleaningStats()
+        emitted = 0
+        try:
+            if self._on_error == "skip":
+                # A file is skipped whole: check it before its first document goes out.
+                check_readable(path, opener=FileSystems.open)
+            documents = read_documents(path, self._input_format, opener=FileSystems.open, cleaning=cleaning)
+            for doc_index, document in enumerate(documents):
+                self._documents.inc()
+                if len(document.sentences) == 1:
+                    self._single.inc()
+                emitted += 1
+                yield (file_index, doc_index), document
+        except MalformedInputError as e:
+            # Only an error before any output can skip the file (an empty file, or one that
+            # changed since the check); otherwise the run has already used part of it.
+            if self._on_error == "raise" or emitted:
+                raise
+            logger.info("skipping %s", e)
+            self._skipped.inc()
+            self._skipped_names.add(json.dumps([path, str(e)]))
+            return
         self._files.inc()
-        for doc_index, document in enumerate(read_documents(path, self._input_format, opener=FileSystems.open)):
-            self._documents.inc()
-            if len(document.sentences) == 1:
-                self._single.inc()
-            yield (file_index, doc_index), document
+        if cleaning.characters:
+            self._cleaned_characters.inc(cleaning.characters)
+            self._cleaned_files.inc()
+            self._cleaned_names.add(json.dumps([path, cleaning.characters]))
 
 
 class _Tokenize(beam.DoFn):
@@ -296,7 +369,7 @@ def build_pipeline(
         # One file per element, spread over workers before the expensive reads.
         | "SpreadFiles" >> beam.Reshuffle()
     )
-    documents = files | "ReadDocuments" >> beam.ParDo(_ReadDocuments(config.input_format))
+    documents = files | "ReadDocuments" >> beam.ParDo(_ReadDocuments(config.input_format, config.on_error))
     tokenized = (
         documents
         | "BatchDocuments" >> beam.BatchElements(min_batch_size=1, max_batch_size=config.max_tokenize_batch)
@@ -334,21 +407,43 @@ def build_pipeline(
     )
 
 
+def _directory_pattern(path: str) -> Optional[str]:
+    """``path/*.txt`` when `path` (no glob) names a directory, as ``train-tokenizer`` reads it."""
+    if re.search(r"[*?\[]", path):
+        return None
+    if "://" not in path:
+        return os.path.join(path, _files.DIRECTORY_PATTERN) if os.path.isdir(path) else None
+    # Object stores have no directories: a name ending in "/" is one, and so is a name that is
+    # no object but has `*.txt` objects under it.
+    candidate = path.rstrip("/") + "/" + _files.DIRECTORY_PATTERN
+    if path.endswith("/"):
+        return candidate
+    if FileSystems.match([path])[0].metadata_list:
+        return None
+    return candidate if FileSystems.match([candidate])[0].metadata_list else None
+
+
 def expand_inputs(patterns: Union[str, Sequence[str]]) -> List[str]:
-    """Input files from paths, globs or comma-separated lists of them, sorted and deduplicated.
+    """Input files from paths, directories, globs or comma-separated lists of them, sorted and deduplicated.
+
+    A directory stands for the ``*.txt`` files directly in it, not those in subdirectories (the
+    rule of ``albert-tf train-tokenizer``, :func:`albert_tf.tokenization._files.expand_inputs`).
 
     Raises:
-        FileNotFoundError: a pattern matches no file.
+        FileNotFoundError: a pattern matches no file, or a directory has no ``*.txt`` file.
     """
     if isinstance(patterns, str):
         patterns = [patterns]
     patterns = [p for item in patterns for p in str(item).split(",") if p]
     if not patterns:
         raise FileNotFoundError("no input given")
+    directories = {p: _directory_pattern(p) for p in patterns}
     files = set()
-    for pattern, result in zip(patterns, FileSystems.match(patterns)):
+    for pattern, result in zip(patterns, FileSystems.match([directories[p] or p for p in patterns])):
         paths = [m.path for m in result.metadata_list]
         if not paths:
+            if directories[pattern]:
+                raise FileNotFoundError(_files.no_text_files_message(pattern))
             raise FileNotFoundError(f"no input file matches {pattern!r}")
         files.update(paths)
     return sorted(files)
@@ -386,6 +481,41 @@ def _input_error_message(error: BaseException) -> Optional[str]:
     return match.group(1).strip() if match else None
 
 
+class _DropInputErrors(logging.Filter):
+    """Drops Beam's log records (with traceback) of a worker failing on a MalformedInputError.
+
+    The run reports that error as one line naming file and line; any other failure is logged.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is not None and _input_error_message(error) is not None:
+            return False
+        return _WRAPPED_INPUT_ERROR.search(record.getMessage()) is None
+
+
+# Where the local runners log a worker's exception before re-raising it.
+_BEAM_ERROR_LOGGERS = (
+    "apache_beam.runners.common",
+    "apache_beam.runners.worker.sdk_worker",
+    "apache_beam.runners.portability.fn_api_runner.fn_runner",
+    "apache_beam.runners.portability.local_job_service",
+)
+
+
+@contextlib.contextmanager
+def _quiet_input_errors():
+    log_filter = _DropInputErrors()
+    loggers = [logging.getLogger(name) for name in _BEAM_ERROR_LOGGERS]
+    for each in loggers:
+        each.addFilter(log_filter)
+    try:
+        yield
+    finally:
+        for each in loggers:
+            each.removeFilter(log_filter)
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSummary:
     """What a successful run wrote.
@@ -393,12 +523,16 @@ class RunSummary:
     Attributes:
         output_dir: where the shards and ``metadata.json`` are.
         files: the shard paths.
-        counters: the pipeline counters (files, documents, instances, ...).
+        counters: the pipeline counters (files, documents, instances, cleaned_characters, ...).
+        cleaned_files: input file -> control characters the text cleaning removed from it.
+        skipped_files: ``(file, problem)`` of each unreadable file left out (``on_error="skip"``).
     """
 
     output_dir: str
     files: List[str]
     counters: Dict[str, int]
+    cleaned_files: Dict[str, int] = dataclasses.field(default_factory=dict)
+    skipped_files: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 def _counters(result) -> Dict[str, int]:
@@ -410,6 +544,17 @@ def _counters(result) -> Dict[str, int]:
         value = counter.committed if counter.committed is not None else counter.attempted
         out[counter.key.metric.name] = out.get(counter.key.metric.name, 0) + int(value or 0)
     return out
+
+
+def _string_set(result, name: str) -> List[list]:
+    """The JSON-encoded entries of the string-set metric `name`, decoded and sorted."""
+    from apache_beam.metrics.metric import MetricsFilter
+
+    entries = set()
+    query = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE).with_name(name))
+    for metric in query["string_sets"]:
+        entries.update(metric.committed if metric.committed is not None else metric.attempted or ())
+    return sorted(json.loads(entry) for entry in entries)
 
 
 def _join(directory: str, name: str) -> str:
@@ -461,8 +606,10 @@ def make_pretraining_data(
 
     Raises:
         FileNotFoundError: an input pattern matches nothing.
-        MalformedInputError: an input file is empty, not UTF-8 or binary (message names file and line).
-        PipelineError: the output directory is not empty, the input yields no instance, or the run failed.
+        MalformedInputError: an input file is empty, not UTF-8 or binary (message names file and
+            line), unless ``config.on_error`` is ``"skip"``.
+        PipelineError: the output directory is not empty, the input yields no instance (every file
+            skipped, say), or the run failed.
     """
     input_files = expand_inputs(input_patterns)
     output_dir = output_dir.rstrip("/") or output_dir
@@ -486,8 +633,9 @@ def make_pretraining_data(
         pipeline = beam.Pipeline(runner=with_runner, options=options)
         build_pipeline(pipeline, input_files, _join(temp_dir, SHARD_PREFIX), config, vocab)
         try:
-            result = pipeline.run()
-            result.wait_until_finish()
+            with _quiet_input_errors():
+                result = pipeline.run()
+                result.wait_until_finish()
         except Exception as e:  # noqa: BLE001 - Beam wraps worker errors in assorted types
             message = _input_error_message(e)
             if message is not None:
@@ -499,7 +647,11 @@ def make_pretraining_data(
                 raise MalformedInputError(source, line, reason) from None
             raise PipelineError(f"the pipeline failed: {e}") from e
         counters = _counters(result)
+        skipped = [(path, problem) for path, problem in _string_set(result, SKIPPED_FILES)]
+        cleaned = {path: count for path, count in _string_set(result, CLEANED_FILES)}
         shards = [p for p in _list_dir(temp_dir) if os.path.basename(p).startswith(SHARD_PREFIX)]
+        if skipped and counters.get("files", 0) == 0:
+            raise PipelineError(f"no readable input file; {_files.describe_skipped(skipped)}")
         if counters.get("instances", 0) == 0:
             raise PipelineError(
                 f"the input yielded no instance ({counters.get('documents', 0)} documents); "
@@ -513,7 +665,10 @@ def make_pretraining_data(
             "dupe_factor": config.dupe_factor,
             "seed": config.seed,
             "input_format": config.input_format,
+            "on_error": config.on_error,
             "input_files": input_files,
+            "skipped_files": [{"file": path, "problem": problem} for path, problem in skipped],
+            "cleaned_files": cleaned,
             "vocab": {
                 "vocab_size": vocab.vocab_size,
                 "cls_id": vocab.cls_id,
@@ -525,7 +680,9 @@ def make_pretraining_data(
         }
         _move_into_place(temp_dir, output_dir, shards, existing)
         _write_text_atomically(_join(output_dir, METADATA_FILE), json.dumps(metadata, indent=2) + "\n")
-        return RunSummary(output_dir, [_join(output_dir, os.path.basename(p)) for p in shards], counters)
+        return RunSummary(
+            output_dir, [_join(output_dir, os.path.basename(p)) for p in shards], counters, cleaned, skipped
+        )
     finally:
         if FileSystems.exists(temp_dir):
             FileSystems.delete([temp_dir])

@@ -9,12 +9,17 @@ Two input formats are understood, both UTF-8 text with documents separated by bl
 * ``"paragraphs"`` -- one paragraph (or a whole text) per line, as in the State of the Union
   files of ``shared/data/en/sotu``; every line is cut into sentences by :func:`split_sentences`.
 
+Every line is cleaned as the original BERT/ALBERT text cleaning (``_clean_text``) does, the same
+way ``albert-tf train-tokenizer`` reads its input (:mod:`albert_tf.tokenization._files`): U+0000,
+U+FFFD and control characters (categories Cc and Cf, except tab, newline and carriage return) are
+dropped, and counted (:class:`~albert_tf.tokenization._files.CleaningStats`, one warning per file).
+A line that held only such characters is left out; as in the original, it does not end a document.
+
 Malformed input is reported as :class:`MalformedInputError`, whose message names the file and
-line: an empty file, invalid UTF-8, or binary data (NUL or other C0 control characters, which
-is what UTF-16 text, archives and executables look like when read as UTF-8). Documents with a
-single sentence are valid (the original script pairs them with a random other document) but
-are logged, because a file of only such documents -- double-spaced text, say -- makes every
-SOP label 1.
+line: an empty file, invalid UTF-8, or binary data (a NUL, which is what UTF-16 text, archives and
+executables look like when read as UTF-8). Documents with a single sentence are valid (the
+original script pairs them with a random other document) but are logged, because a file of only
+such documents -- double-spaced text, say -- makes every SOP label 1.
 """
 
 from __future__ import annotations
@@ -24,12 +29,12 @@ import logging
 import re
 from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Tuple
 
+from albert_tf.tokenization import _files
+from albert_tf.tokenization._files import CleaningStats
+
 logger = logging.getLogger(__name__)
 
 INPUT_FORMATS = ("sentences", "paragraphs")
-
-# C0 controls other than tab, LF, VT, FF, CR, plus DEL: text never has them, binary files do.
-_BINARY_CHARS = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
 
 
 class MalformedInputError(ValueError):
@@ -153,32 +158,26 @@ def split_sentences(text: str) -> List[str]:
 
 def _decode_line(raw: bytes, source: str, line_number: int) -> str:
     try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise MalformedInputError(
-            source,
-            line_number,
-            f"invalid UTF-8 at byte {e.start} of the line ({e.reason}); pretraining text must be UTF-8",
-        ) from None
-    binary = _BINARY_CHARS.search(line)
-    if binary is not None:
-        raise MalformedInputError(
-            source,
-            line_number,
-            f"binary data (control character U+{ord(binary.group(0)):04X} at column {binary.start() + 1}); "
-            "pretraining text must be UTF-8 text",
-        )
-    return line
+        return _files.decode_text_line(raw, source, line_number)
+    except _files.UnreadableTextError as e:
+        raise MalformedInputError(source, line_number, e.reason) from None
 
 
-def iter_documents(lines: Iterable[bytes], source: str, input_format: str = "sentences") -> Iterator[Document]:
-    """Parses raw lines of one file into documents.
+def iter_documents(
+    lines: Iterable[bytes],
+    source: str,
+    input_format: str = "sentences",
+    cleaning: Optional[CleaningStats] = None,
+) -> Iterator[Document]:
+    """Parses raw lines of one file into documents, cleaning control characters out of them.
 
     Args:
         lines: the file's lines as bytes (a binary file object works).
         source: the file's name, used in error messages and on each `Document`.
         input_format: ``"sentences"`` (one sentence per line) or ``"paragraphs"`` (every line is
             split with :func:`split_sentences`). Blank lines separate documents in both.
+        cleaning: receives the count of characters the text cleaning removed; optional (the
+            count is logged either way).
 
     Yields:
         Each non-empty `Document`, in file order.
@@ -190,6 +189,8 @@ def iter_documents(lines: Iterable[bytes], source: str, input_format: str = "sen
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"unknown input_format {input_format!r}; expected one of {INPUT_FORMATS}")
     split = input_format == "paragraphs"
+    if cleaning is None:
+        cleaning = CleaningStats()
     sentences: List[str] = []
     first_line = 0
     num_documents = 0
@@ -219,6 +220,11 @@ def iter_documents(lines: Iterable[bytes], source: str, input_format: str = "sen
                 yield document
             sentences = []
             continue
+        # Blank is decided before cleaning, as the original does: a line of control characters
+        # only is an empty sentence, not the end of a document.
+        line = _files.clean_line(line, line_number, cleaning).strip()
+        if not line:
+            continue
         if not sentences:
             first_line = line_number
         if split:
@@ -228,6 +234,7 @@ def iter_documents(lines: Iterable[bytes], source: str, input_format: str = "sen
     document = finish()
     if document is not None:
         yield document
+    cleaning.log(source)
     if num_documents == 0:
         what = "is empty" if line_number == 0 else f"has no text ({line_number} blank lines)"
         raise MalformedInputError(source, None, what)
@@ -243,8 +250,15 @@ def iter_documents(lines: Iterable[bytes], source: str, input_format: str = "sen
         )
 
 
+def _open(path: str, opener: Optional[Callable[[str], BinaryIO]]) -> BinaryIO:
+    return open(path, "rb") if opener is None else opener(path)
+
+
 def read_documents(
-    path: str, input_format: str = "sentences", opener: Optional[Callable[[str], BinaryIO]] = None
+    path: str,
+    input_format: str = "sentences",
+    opener: Optional[Callable[[str], BinaryIO]] = None,
+    cleaning: Optional[CleaningStats] = None,
 ) -> Iterator[Document]:
     """Reads the documents of one file.
 
@@ -253,6 +267,7 @@ def read_documents(
         input_format: see :func:`iter_documents`.
         opener: opens `path` for binary reading; defaults to the built-in ``open`` (Beam passes
             ``FileSystems.open`` so that ``gs://`` and other remote paths work).
+        cleaning: see :func:`iter_documents`.
 
     Yields:
         Each `Document` of the file, in order.
@@ -261,9 +276,22 @@ def read_documents(
         MalformedInputError: as :func:`iter_documents`.
         OSError: the file cannot be opened.
     """
-    if opener is None:
-        stream = open(path, "rb")
-    else:
-        stream = opener(path)
-    with stream:
-        yield from iter_documents(stream, path, input_format)
+    with _open(path, opener) as stream:
+        yield from iter_documents(stream, path, input_format, cleaning)
+
+
+def check_readable(path: str, opener: Optional[Callable[[str], BinaryIO]] = None) -> None:
+    """Reads the whole file once, as :func:`read_documents` would, without parsing it.
+
+    For leaving out unreadable files: a file that passes yields its documents without an
+    invalid-UTF-8 or binary-data error, so none of them goes out before the file is known good.
+
+    Raises:
+        MalformedInputError: the first line that is not UTF-8 text.
+        OSError: the file cannot be opened.
+    """
+    with _open(path, opener) as stream:
+        try:
+            _files.check_text_lines(stream, path)
+        except _files.UnreadableTextError as e:
+            raise MalformedInputError(e.source, e.line, e.reason) from None

@@ -10,7 +10,9 @@ The released English ALBERT vocabulary (`30k-clean.model`) was trained with::
       --character_coverage=0.99995 --model_type=unigram
 
 `train_sentencepiece` runs exactly that (every value overridable), on text that went through the
-same `preprocess_text` the tokenizers apply, so the pieces are learned on what they will see.
+same `preprocess_text` the tokenizers apply, so the pieces are learned on what they will see. The
+files are read as `albert-tf make-pretraining-data` reads them (`_files.iter_corpus_lines`):
+control characters cleaned out as BERT's `_clean_text` does, unreadable files fatal or skipped.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import random
 import re
 import tempfile
 import time
-from typing import Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from albert_tf.tokenization import _files
 from albert_tf.tokenization.text import preprocess_text
@@ -49,6 +51,9 @@ class SentencePieceVocab:
         `max_sentence_length`).
       num_training_sentences: how many of them SentencePiece trained on (the sample).
       seconds: wall time of the whole training.
+      cleaned_characters: control characters the text cleaning removed from the input.
+      cleaned_files: the files it removed any from.
+      skipped_files: `(file, problem)` of each unreadable file left out (`on_error="skip"`).
     """
 
     model_file: str
@@ -57,6 +62,9 @@ class SentencePieceVocab:
     num_sentences: int
     num_training_sentences: int
     seconds: float
+    cleaned_characters: int = 0
+    cleaned_files: Tuple[str, ...] = ()
+    skipped_files: Tuple[Tuple[str, str], ...] = ()
 
 
 def _split_long(text: str, max_bytes: int) -> Iterator[str]:
@@ -98,18 +106,22 @@ def iter_training_sentences(
     keep_accents: bool = False,
     normalize_quotes: bool = False,
     max_sentence_length: int = DEFAULT_MAX_SENTENCE_LENGTH,
+    on_error: str = "raise",
+    report: Optional[_files.CorpusReport] = None,
 ) -> Iterator[str]:
-    """Yields the preprocessed, non-empty lines of `input_files`, split to fit SentencePiece.
+    """Yields the cleaned, preprocessed, non-empty lines of `input_files`, split to fit SentencePiece.
 
     Args:
       input_files: UTF-8 text files, one sentence or paragraph per line.
       lower_case, keep_accents, normalize_quotes: the `preprocess_text` options.
       max_sentence_length: longest sentence in UTF-8 bytes; longer lines are cut at spaces.
+      on_error, report: as `_files.iter_corpus_lines`.
 
     Raises:
-      ValueError: for a line that is not valid UTF-8 (naming file and line).
+      ValueError: for a line that is not valid UTF-8 or holds binary data (naming file and line),
+        unless `on_error="skip"`.
     """
-    for _, _, line in _files.iter_lines(input_files):
+    for _, _, line in _files.iter_corpus_lines(input_files, on_error=on_error, report=report):
         text = preprocess_text(
             line, lower_case=lower_case, keep_accents=keep_accents, normalize_quotes=normalize_quotes
         )
@@ -136,6 +148,7 @@ def train_sentencepiece(
     num_threads: int = 16,
     seed: Optional[int] = None,
     verbose: bool = False,
+    on_error: str = "raise",
 ) -> SentencePieceVocab:
     """Trains a SentencePiece model with the ALBERT recipe; writes `<prefix>.model` and `.vocab`.
 
@@ -166,19 +179,23 @@ def train_sentencepiece(
       seed: seed of the sentence sample. The same corpus, options, seed and `num_threads` give
         the same vocabulary; None gives a different sample every run.
       verbose: let SentencePiece log its progress to stderr.
+      on_error: an unreadable input file (invalid UTF-8, binary data): "raise" (default) fails
+        naming file and line; "skip" leaves it out and lists it in the result's `skipped_files`.
 
     Returns:
       A `SentencePieceVocab` with the file names and figures.
 
     Raises:
       FileNotFoundError: an input name or pattern matches no file.
-      ValueError: bad arguments, an empty corpus, invalid UTF-8 in the corpus, or a `vocab_size`
-        the corpus cannot fill (with the largest size it can, and the `hard_vocab_limit` hint).
+      ValueError: bad arguments, an empty corpus, invalid UTF-8 or binary data in the corpus
+        (`on_error="raise"`), or a `vocab_size` the corpus cannot fill (with the largest size it
+        can, and the `hard_vocab_limit` hint).
     """
     import sentencepiece as spm  # noqa: PLC0415 - keeps `import albert_tf.tokenization` light
 
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
+    _files.check_on_error(on_error)
     if not isinstance(vocab_size, int) or vocab_size <= 0:
         raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
     if not isinstance(input_sentence_size, int) or input_sentence_size < 0:
@@ -204,6 +221,7 @@ def train_sentencepiece(
     output_prefix = os.fspath(output_prefix)
     counter = {"read": 0, "used": 0}
     reader_errors: list = []
+    report = _files.CorpusReport()
 
     def read() -> Iterator[str]:
         for sentence in iter_training_sentences(
@@ -212,6 +230,8 @@ def train_sentencepiece(
             keep_accents=keep_accents,
             normalize_quotes=normalize_quotes,
             max_sentence_length=max_sentence_length,
+            on_error=on_error,
+            report=report,
         ):
             counter["read"] += 1
             yield sentence
@@ -264,11 +284,13 @@ def train_sentencepiece(
         except RuntimeError as e:
             if reader_errors:
                 raise reader_errors[0] from None
+            if counter["used"] == 0:
+                raise _no_text(files, report) from None
             raise _training_error(e, vocab_size, counter["used"], files) from None
         if reader_errors:
             raise reader_errors[0]
         if counter["used"] == 0:
-            raise ValueError(f"no text to train on: every line of {files} is empty")
+            raise _no_text(files, report)
         model_bytes = _files.read_bytes(tmp_prefix + ".model")
         vocab_bytes = _files.read_bytes(tmp_prefix + ".vocab")
     processor = spm.SentencePieceProcessor(model_proto=model_bytes)
@@ -282,7 +304,16 @@ def train_sentencepiece(
         num_sentences=counter["read"],
         num_training_sentences=counter["used"],
         seconds=time.monotonic() - start,
+        cleaned_characters=report.cleaned_characters,
+        cleaned_files=tuple(report.cleaned_files),
+        skipped_files=tuple(report.skipped_files),
     )
+
+
+def _no_text(files, report: _files.CorpusReport) -> ValueError:
+    if report.skipped_files:
+        return ValueError(f"no text to train on; {_files.describe_skipped(report.skipped_files)}")
+    return ValueError(f"no text to train on: every line of {files} is empty")
 
 
 def _reservoir_sample(sentences: Iterable[str], size: int, rng: random.Random) -> List[str]:

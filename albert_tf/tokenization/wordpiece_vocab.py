@@ -6,7 +6,8 @@ tokenizers apply, and the vocabulary is learned from the counts by tensorflow-te
 learner (`tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib.learn`, the
 algorithm behind `bert_vocab_from_dataset`). Only the word split differs from calling
 `bert_vocab_from_dataset` directly: its `BasicTokenizer` case-folds with NFKC (turning full-width
-Chinese punctuation such as "，" into ",") where the original, and our tokenizers, do not.
+Chinese punctuation such as "，" into ",") where the original, and our tokenizers, do not. The files
+are read as `albert-tf make-pretraining-data` reads them (`_files.iter_corpus_lines`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import collections
 import dataclasses
 import os
 import time
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 from albert_tf.tokenization import _files
 from albert_tf.tokenization.text import bert_basic_tokenize
@@ -37,6 +38,9 @@ class WordPieceVocab:
       num_words: distinct words counted in the corpus.
       num_lines: lines read.
       seconds: wall time.
+      cleaned_characters: control characters the text cleaning removed from the input.
+      cleaned_files: the files it removed any from.
+      skipped_files: `(file, problem)` of each unreadable file left out (`on_error="skip"`).
     """
 
     vocab_file: str
@@ -44,6 +48,9 @@ class WordPieceVocab:
     num_words: int
     num_lines: int
     seconds: float
+    cleaned_characters: int = 0
+    cleaned_files: Tuple[str, ...] = ()
+    skipped_files: Tuple[Tuple[str, str], ...] = ()
 
 
 def build_wordpiece_vocab(
@@ -58,6 +65,7 @@ def build_wordpiece_vocab(
     num_iterations: int = 4,
     max_token_length: int = 50,
     slack_ratio: float = 0.05,
+    on_error: str = "raise",
 ) -> WordPieceVocab:
     """Learns a WordPiece vocabulary and writes it atomically to `output_file`.
 
@@ -77,14 +85,16 @@ def build_wordpiece_vocab(
         (for Chinese every ideograph is a word, so this is the number of ideographs kept).
       lower_thresh: the smallest count a learned piece may have.
       num_iterations, max_token_length, slack_ratio: the learner's parameters.
+      on_error: an unreadable input file (invalid UTF-8, binary data): "raise" (default) fails
+        naming file and line; "skip" leaves it out and lists it in the result's `skipped_files`.
 
     Returns:
       A `WordPieceVocab` with the file name and figures.
 
     Raises:
       FileNotFoundError: an input name or pattern matches no file.
-      ValueError: bad arguments, an empty corpus, invalid UTF-8, or characters alone needing
-        more than `vocab_size` tokens.
+      ValueError: bad arguments, an empty corpus, invalid UTF-8 or binary data (`on_error="raise"`),
+        or characters alone needing more than `vocab_size` tokens.
     """
     from tensorflow_text.tools.wordpiece_vocab import (  # noqa: PLC0415 - heavy import
         wordpiece_tokenizer_learner_lib as learner,
@@ -104,15 +114,19 @@ def build_wordpiece_vocab(
         max_unique_chars = max(1, vocab_size // 4)
     if max_unique_chars < 1:
         raise ValueError(f"max_unique_chars must be >= 1, got {max_unique_chars}")
+    _files.check_on_error(on_error)
 
     start = time.monotonic()
     files = _files.expand_inputs(input_files)
     counts: "collections.Counter[str]" = collections.Counter()
     num_lines = 0
-    for _, _, line in _files.iter_lines(files):
+    report = _files.CorpusReport()
+    for _, _, line in _files.iter_corpus_lines(files, on_error=on_error, report=report):
         num_lines += 1
         counts.update(bert_basic_tokenize(line, lower_case=lower_case))
     if not counts:
+        if report.skipped_files:
+            raise ValueError(f"no words to learn from; {_files.describe_skipped(report.skipped_files)}")
         raise ValueError(f"no words to learn from: {files} contain no text")
 
     vocab = learner.learn(
@@ -139,4 +153,7 @@ def build_wordpiece_vocab(
         num_words=len(counts),
         num_lines=num_lines,
         seconds=time.monotonic() - start,
+        cleaned_characters=report.cleaned_characters,
+        cleaned_files=tuple(report.cleaned_files),
+        skipped_files=tuple(report.skipped_files),
     )
