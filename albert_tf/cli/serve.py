@@ -1,7 +1,8 @@
 """`albert-tf serve`: the local development stand-in for TF Serving (gRPC + REST) on an export base.
 
 It speaks TF Serving's protocols (see `albert_tf.serving.server`) so clients can be developed and
-tested without Docker; production serving is TF Serving itself (serving/README.md).
+tested without Docker; production serving is TF Serving itself (serving/README.md). A taken port
+(either protocol) exits with status 2 and one line naming it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rest-api-port", type=int, default=8501, help="REST port (default 8501)")
     parser.add_argument("--poll-seconds", type=float, default=1.0, help="version polling interval (0: never)")
     parser.add_argument("--no-batching", action="store_true", help="run every request on its own")
+    parser.add_argument(
+        "--max-request-bytes", type=_positive(int), default=None,
+        help="largest request, REST body or gRPC message (default: what the largest batch needs, "
+        "max_batch_size x 2 texts x 64 KiB x 3 for JSON escapes + 64 KiB; 12.1 MiB for 32 rows)",
+    )
+    parser.add_argument(
+        "--rest-read-timeout-seconds", type=_positive(float), default=30.0,
+        help="time a REST request body has to arrive, and an idle connection is kept (default 30)",
+    )
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a positive {'integer' if kind is int else 'number'}, got {text!r}")
+        return value
+
+    return parse
 
 
 def run(args) -> int:
@@ -36,14 +59,19 @@ def run(args) -> int:
     try:
         server = LocalModelServer(
             args.export_base, model_names=args.model_name, grpc_port=args.port, rest_port=args.rest_api_port,
-            poll_interval_s=args.poll_seconds, host=args.host,
+            poll_interval_s=args.poll_seconds, host=args.host, max_request_bytes=args.max_request_bytes,
+            rest_read_timeout_s=args.rest_read_timeout_seconds,
         )
         if args.no_batching:
             server.manager.batching = None
         server.start()
     except (ValueError, OSError) as e:
         raise CommandError(str(e)) from None
-    print(f"serving {', '.join(server.manager.models)}: gRPC {args.host}:{server.grpc_port}, REST {args.host}:{server.rest_port}", flush=True)
+    print(
+        f"serving {', '.join(server.manager.models)}: gRPC {args.host}:{server.grpc_port}, REST {args.host}:{server.rest_port}"
+        f" (requests up to {server.max_request_bytes} bytes)",
+        flush=True,
+    )
     try:
         server.wait()
     finally:

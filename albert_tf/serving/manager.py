@@ -11,6 +11,8 @@ It mirrors what TF Serving's model manager does for a `model_config_list` with t
 * a version that fails to load or to warm up ends in state END with its error, and the
   previous version keeps serving;
 * requests name the version as TF Serving does: latest, a specific version, or a label;
+* a request whose batch is empty (0 rows) is refused, over gRPC and REST alike, as TF
+  Serving's REST API refuses an empty `instances` list;
 * each loaded version batches concurrent requests of the same signature and input shapes into
   one session run (`Batcher`): up to `max_batch_size` rows, waiting at most
   `batch_timeout_micros` for more, like the server's `--enable_batching`.
@@ -370,10 +372,22 @@ class ModelManager:
             return max(available), states[max(available)]
 
     def run(self, name: str, version: Optional[int], label: Optional[str], signature: str, inputs, output_filter=()):
-        """Runs a signature on the resolved version; returns `(version, signature_key, outputs)`."""
+        """Runs a signature on the resolved version; returns `(version, signature_key, outputs)`.
+
+        Raises:
+          ServingError: TF Serving's errors, and INVALID_ARGUMENT for an empty batch (0 rows).
+        """
         number, state = self.resolve(name, version, label)
         key = signature or "serving_default"
-        state.servable.signature(key)
+        definition = state.servable.signature(key)
+        for input_name, value in sorted(inputs.items()):
+            info = definition.inputs.get(input_name)
+            shape = info.tensor_shape if info is not None else None
+            batch_major = shape is not None and not shape.unknown_rank and shape.dim and shape.dim[0].size == -1
+            if batch_major and np.ndim(value) and np.shape(value)[0] == 0:
+                # TF Serving's REST API refuses an empty 'instances' list while a 0-row tensor
+                # would run; one answer for every path: an empty batch is a client error.
+                raise ServingError(INVALID_ARGUMENT, f"input {input_name} is an empty batch (0 rows): a request needs at least one row")
         return number, key, state.batcher.run(key, inputs, output_filter)
 
     def status(self, name: str, version: Optional[int] = None) -> List[VersionState]:

@@ -8,7 +8,8 @@ does exactly those steps, so a model that works here works there (given the same
 
 `run(signature_name, inputs)` validates the inputs against the SignatureDef the way TF Serving's
 `predict_util` does (missing or extra inputs, dtypes) and raises `ServingError` with TF Serving's
-status code and message.
+status code and message. It also refuses negative token ids (`INDEX_INPUTS`), which the graph
+would not.
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ def _import_custom_ops() -> None:
     # Serving needs the same libraries (see serving/README.md).
     import tensorflow_text  # noqa: F401
 
+
+# Integer inputs that index embedding tables. The exported graphs look them up with Keras
+# `ops.take`, which wraps a negative index around to the end of the table as numpy does, where an
+# id >= the table size fails in the gather ("indices[0,0] = 99999 is not in [0, 48)"): a negative
+# id would silently read another token's row. TF Serving runs the same graph, so there the check
+# belongs in the graph; the stand-in refuses negative ids as the gather refuses large ones.
+INDEX_INPUTS = ("input_ids", "segment_ids")
 
 # TensorFlow's C++ `DataTypeString` names, which TF Serving's messages use, where Python's differ.
 _CPP_DTYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half"}
@@ -122,6 +130,13 @@ class SessionServable:
                         f"input {name} has shape [{','.join(str(s) for s in value.shape)}], "
                         f"the signature expects {shape}",
                     )
+            if name in INDEX_INPUTS and want.is_integer and value.size and value.min() < 0:
+                where = np.argwhere(value < 0)[0]
+                raise ServingError(
+                    INVALID_ARGUMENT,
+                    f"input {name}: indices[{','.join(str(i) for i in where)}] = {value[tuple(where)]} is negative; "
+                    "ids index the embedding table and must be >= 0",
+                )
 
     def run(self, signature_name: Optional[str], inputs: Dict[str, np.ndarray], output_filter: Iterable[str] = ()) -> Dict[str, np.ndarray]:
         """Runs a signature on numpy inputs; returns `{output_name: array}`.

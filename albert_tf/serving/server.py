@@ -13,18 +13,26 @@ Serving's messages and codes:
   `:classify`, `:regress`; errors are `{"error": "..."}` with HTTP 400/404/503/500.
 
 `LocalModelServer(export_base)` runs both on 127.0.0.1 (ports 0: free ones, read back from
-`grpc_port`/`rest_port`). It is not hardened for untrusted networks: bind it to loopback.
+`grpc_port`/`rest_port`). Client mistakes are client errors (400/INVALID_ARGUMENT, 408, 411, 413),
+never a 500/UNKNOWN: a request larger than `max_request_bytes` is refused before it is read (413,
+RESOURCE_EXHAUSTED over gRPC), a REST body must arrive within `rest_read_timeout_s`, an empty
+batch is refused on every path, and a port another server holds is refused (no SO_REUSEPORT
+sharing). It is still a development server: bind it to loopback.
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import logging
 import os
 import re
+import socket
 import threading
+import time
 from concurrent import futures
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -36,6 +44,31 @@ from albert_tf.serving.manager import ModelManager, serialized_examples
 from albert_tf.serving.servable import INVALID_ARGUMENT, NOT_FOUND, ServingError
 
 logger = logging.getLogger(__name__)
+
+# The default request size limit is derived from the largest request a served model accepts.
+# Batching refuses a request of more than `max_batch_size` rows ("Task size N is larger than
+# maximum input batch size"), so no accepted request has more rows. A row is at most two texts
+# (`text` + `text_b`, `question` + `context`; the `tokens` signatures' int rows are a few KB).
+# 64 KiB of text per field is ten times the longest input the exports are made for (a SQuAD or
+# RACE context is a few KB; classifiers keep only `sequence_length` pieces anyway), and JSON can
+# triple the bytes of a text (`\uXXXX` escapes of non-ASCII characters; base64 is 4/3). Hence
+# rows x 2 x 64 KiB x 3, plus 64 KiB for the envelope: 3.1 MiB for 8 rows, 12.1 MiB for the
+# export default of 32 (used when batching is off, which sets no row limit). It also bounds what
+# `json.loads` holds in memory for one request (roughly ten times the body).
+MAX_TEXT_BYTES = 64 * 1024
+TEXTS_PER_ROW = 2
+JSON_EXPANSION = 3
+ENVELOPE_BYTES = 64 * 1024
+# TF Serving's --rest_api_timeout_in_ms default.
+DEFAULT_READ_TIMEOUT_S = 30.0
+# Deeper JSON cannot be a tensor: TensorFlow shapes have at most 254 dimensions.
+MAX_TENSOR_RANK = 254
+
+
+def default_max_request_bytes(batching: Optional[BatchingConfig]) -> int:
+    """The request size limit that admits the largest batch `batching` accepts (see above)."""
+    rows = (batching or BatchingConfig()).max_batch_size
+    return rows * TEXTS_PER_ROW * MAX_TEXT_BYTES * JSON_EXPANSION + ENVELOPE_BYTES
 
 HTTP_STATUS = {
     "INVALID_ARGUMENT": 400,
@@ -102,7 +135,41 @@ def _spec(request) -> Tuple[str, Optional[int], Optional[str]]:
     return spec.name, version, label
 
 
-def _make_servicers(manager: ModelManager):
+def _grpc_tensor(proto, name: str, max_bytes: int) -> np.ndarray:
+    """A request `TensorProto` as numpy, refusing what no signature input can take.
+
+    `max_bytes` (the request limit) bounds the decoded size (a string counts one byte): TF's
+    compact encoding repeats the last value to fill the shape, so a tiny message could
+    otherwise ask for a tensor of any size.
+    """
+    import tensorflow as tf
+    from tensorflow.core.framework import types_pb2
+
+    known = proto.dtype in types_pb2.DataType.values()
+    dtype_name = types_pb2.DataType.Name(proto.dtype) if known else str(proto.dtype)
+    # Resource handles and variants only exist inside a running graph, and `*_REF` types are
+    # graph-internal: a request cannot carry them.
+    if not known or proto.dtype in (types_pb2.DT_INVALID, types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT) or proto.dtype > 100:
+        raise ServingError(INVALID_ARGUMENT, f"input {name}: a tensor of dtype {dtype_name} cannot be sent in a request")
+    if proto.tensor_shape.unknown_rank:
+        raise ServingError(INVALID_ARGUMENT, f"input {name}: the tensor shape must be known (unknown_rank is set)")
+    dims = [d.size for d in proto.tensor_shape.dim]
+    shape = "[" + ",".join(str(d) for d in dims) + "]"
+    if any(d < 0 for d in dims):
+        raise ServingError(INVALID_ARGUMENT, f"input {name}: invalid tensor shape {shape}: sizes must be >= 0")
+    if len(dims) > MAX_TENSOR_RANK:
+        raise ServingError(INVALID_ARGUMENT, f"input {name}: {len(dims)} dimensions, more than TensorFlow's {MAX_TENSOR_RANK}")
+    dtype = tf.dtypes.as_dtype(proto.dtype)
+    size = int(np.prod(dims, dtype=object)) * (1 if dtype == tf.string else dtype.size)
+    if size > max_bytes:
+        raise ServingError(INVALID_ARGUMENT, f"input {name}: shape {shape} decodes to more than the request limit of {max_bytes} bytes")
+    try:
+        return tf.make_ndarray(proto)
+    except (TypeError, ValueError, KeyError, OverflowError) as e:  # e.g. int_val out of the dtype's range
+        raise ServingError(INVALID_ARGUMENT, f"input {name}: invalid tensor: {e}") from None
+
+
+def _make_servicers(manager: ModelManager, max_request_bytes: int):
     import grpc
     import tensorflow as tf
     from google.protobuf import any_pb2
@@ -125,6 +192,9 @@ def _make_servicers(manager: ModelManager):
                 return method(self, request, context)
             except ServingError as e:
                 fail(context, e)
+            except Exception as e:  # a server fault: INTERNAL with its reason (not UNKNOWN), and it keeps serving
+                logger.exception("gRPC request failed")
+                context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
 
         return wrapper
 
@@ -137,10 +207,7 @@ def _make_servicers(manager: ModelManager):
         @guarded
         def Predict(self, request, context):  # noqa: N802 (the gRPC method name)
             name, version, label = _spec(request)
-            try:
-                inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
-            except (TypeError, ValueError) as e:
-                raise ServingError(INVALID_ARGUMENT, f"Invalid input tensor: {e}") from None
+            inputs = {k: _grpc_tensor(v, k, max_request_bytes) for k, v in request.inputs.items()}
             number, key, outputs = manager.run(name, version, label, request.model_spec.signature_name, inputs, list(request.output_filter))
             response = predict_pb2.PredictResponse()
             set_spec(response, name, number, key)
@@ -231,10 +298,19 @@ def _json_type(value: Any) -> str:
     return "Object"
 
 
-def _type_error(value: Any, dtype_name: str) -> ServingError:
+def _json_excerpt(value: Any, limit: int = 80) -> str:
+    """`value` as JSON for an error message, cut to `limit` characters (it echoes the request)."""
+    try:
+        text = json.dumps(value)
+    except (RecursionError, ValueError):
+        text = "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _type_error(value: Any, dtype_name: str, why: str = "") -> ServingError:
     return ServingError(
         INVALID_ARGUMENT,
-        f"JSON Value: {json.dumps(value)} Type: {_json_type(value)} is not of expected type: {dtype_name}",
+        f"JSON Value: {_json_excerpt(value)} Type: {_json_type(value)} is not of expected type: {dtype_name}{why}",
     )
 
 
@@ -254,9 +330,18 @@ def _convert_leaf(value: Any, dtype) -> Any:
         raise _type_error(value, "bool")
     if np.issubdtype(dtype, np.integer):
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            info = np.iinfo(dtype)
+            if info.min <= value <= info.max:
+                return value
+            raise _type_error(value, np.dtype(dtype).name, f" (out of its range [{info.min}, {info.max}])")
         raise _type_error(value, np.dtype(dtype).name)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
+        # TF Serving refuses finite numbers the float type cannot hold rather than make them inf.
+        if abs(value) > np.finfo(dtype).max and value not in (float("inf"), float("-inf")):
+            raise ServingError(
+                INVALID_ARGUMENT,
+                f"Cannot convert JSON value: {_json_excerpt(value)} to {np.dtype(dtype).name} without loss of precision.",
+            )
         return value
     if value in ("NaN", "Infinity", "-Infinity"):
         return float(value.replace("Infinity", "inf"))
@@ -264,16 +349,20 @@ def _convert_leaf(value: Any, dtype) -> Any:
 
 
 def _to_array(value: Any, dtype, what: str) -> np.ndarray:
-    def convert(v):
+    def convert(v, depth):
         if isinstance(v, list):
-            return [convert(x) for x in v]
+            if depth >= MAX_TENSOR_RANK:
+                raise ServingError(INVALID_ARGUMENT, f"{what}: lists nested deeper than a tensor's {MAX_TENSOR_RANK} dimensions")
+            return [convert(x, depth + 1) for x in v]
         return _convert_leaf(v, dtype)
 
-    converted = convert(value)
+    converted = convert(value, 0)
     try:
         array = np.array(converted, dtype=dtype)
     except ValueError:
         raise ServingError(INVALID_ARGUMENT, f"{what}: all items must have the same shape (a dense tensor)") from None
+    except OverflowError as e:  # the leaves are range-checked; this is the last line of defence
+        raise ServingError(INVALID_ARGUMENT, f"{what}: a value is out of range for {np.dtype(dtype).name}: {e}") from None
     if dtype == np.object_ and array.dtype == object and any(isinstance(x, list) for x in array.ravel()):
         raise ServingError(INVALID_ARGUMENT, f"{what}: all items must have the same shape (a dense tensor)")
     return array
@@ -298,8 +387,12 @@ def _rest_inputs(body: Dict[str, Any], definition) -> Tuple[Dict[str, np.ndarray
     dtypes = {n: _numpy_dtype(definition.inputs[n].dtype) for n in names}
     if has_instances:
         instances = body["instances"]
-        if not isinstance(instances, list) or not instances:
-            raise ServingError(INVALID_ARGUMENT, "'instances' must be a non-empty JSON array")
+        if not isinstance(instances, list):
+            raise ServingError(INVALID_ARGUMENT, "'instances' must be a JSON array")
+        if not instances:
+            # TF Serving's JSON parsing refuses this; the columnar and gRPC paths refuse empty
+            # batches too (`ModelManager.run`), so all three answer alike.
+            raise ServingError(INVALID_ARGUMENT, "No values in 'instances' array: a request needs at least one instance")
         if all(isinstance(i, dict) and not (set(i) == {"b64"}) for i in instances):
             keys = {tuple(sorted(i)) for i in instances}
             if len(keys) != 1:
@@ -356,12 +449,15 @@ def _example_feature(value: Any, name: str):
     import tensorflow as tf
 
     values = value if isinstance(value, list) else [value]
-    if all(isinstance(v, str) or (isinstance(v, dict) and set(v) == {"b64"}) for v in values):
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[_convert_leaf(v, np.object_) for v in values]))
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    try:
+        if all(isinstance(v, str) or (isinstance(v, dict) and set(v) == {"b64"}) for v in values):
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[_convert_leaf(v, np.object_) for v in values]))
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    except (ValueError, OverflowError, TypeError) as e:  # protobuf's range checks: int64, float
+        raise ServingError(INVALID_ARGUMENT, f"Feature {name}: a value is out of range: {e}") from None
     raise ServingError(INVALID_ARGUMENT, f"Feature {name}: values must be all strings, all integers or all numbers")
 
 
@@ -385,23 +481,207 @@ def _rest_examples(body: Dict[str, Any]) -> np.ndarray:
     return np.array(serialized, dtype=object)
 
 
+def _parse_json(raw: bytes) -> Dict[str, Any]:
+    """The JSON object of a request body, or ServingError (TF Serving's "JSON Parse error")."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ServingError(INVALID_ARGUMENT, "JSON Parse error: Invalid encoding in string.") from None
+    if not text.strip():
+        raise ServingError(INVALID_ARGUMENT, "JSON Parse error: The document is empty")
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ServingError(INVALID_ARGUMENT, f"JSON Parse error: {e.msg}. at offset: {e.pos}") from None
+    except RecursionError:
+        raise ServingError(INVALID_ARGUMENT, "JSON Parse error: the document is nested too deeply") from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise ServingError(INVALID_ARGUMENT, f"JSON Parse error: {e}") from None
+    if not isinstance(body, dict):
+        raise ServingError(INVALID_ARGUMENT, "JSON Parse error: the request body must be a JSON object")
+    # A `\uD800`-style escape without its pair decodes to a lone surrogate, which no tensor or
+    # feature can hold; TF Serving's parser refuses it. Only escapes can make one (raw UTF-8
+    # surrogates fail decoding above), so the document is searched only when they occur.
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(body):
+        raise ServingError(INVALID_ARGUMENT, "JSON Parse error: The surrogate pair in string is invalid.")
+    return body
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    # json.loads joins valid pairs into one character, so any surrogate left is a lone one.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+class _HttpError(Exception):
+    """A request the HTTP layer refuses (size, framing, timeout): a status and a message; the
+    connection is closed after the answer, since the rest of its bytes cannot be trusted."""
+
+    def __init__(self, status: int, message: str, unread: int = 0):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.unread = unread  # body bytes still on the wire, drained before closing
+
+
+# How long a refused body is drained before the connection closes (see `_RestHandler._drain`).
+_DRAIN_S = 2.0
+_DIGITS = re.compile(r"[0-9]+")
+
+
 class _RestHandler(BaseHTTPRequestHandler):
-    manager: ModelManager  # set on the subclass made per server
+    # Set on the subclass made per server: the manager, the body limit, the read timeout (also
+    # `timeout`, which the stdlib applies to every socket read: an idle keep-alive connection
+    # or a stalled header is closed after it).
+    manager: ModelManager
+    max_request_bytes: int
+    read_timeout_s: float
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format, *args):  # noqa: A002 (the stdlib's signature)
         logger.debug("rest: " + format, *args)
 
-    def _send(self, status: int, payload: Dict[str, Any]) -> None:
-        data = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+    def _send(self, status: int, payload: Dict[str, Any], close: bool = False) -> None:
+        # Error messages may echo the request (lone surrogates included): ASCII-escape them.
+        data = json.dumps(payload, ensure_ascii=status >= 400, allow_nan=False).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client is gone: there is no one left to answer
+            self.close_connection = True
 
     def _error(self, error: ServingError) -> None:
         self._send(HTTP_STATUS.get(error.code, 500), {"error": error.message})
+
+    def send_error(self, code, message=None, explain=None):
+        # The stdlib's own refusals (a malformed request line or headers, an oversized URI) as
+        # TF Serving's JSON errors.
+        self._send(code, {"error": message or HTTPStatus(code).phrase}, close=True)
+
+    def __getattr__(self, name: str):
+        # Every method but GET and POST is the client's mistake (405); the stdlib would answer
+        # an unknown one with 501, a server-side status.
+        if name.startswith("do_"):
+            return self._method_not_allowed
+        raise AttributeError(name)
+
+    def _method_not_allowed(self) -> None:
+        self._send(405, {"error": f"Method {self.command} is not allowed: the REST API takes GET and POST"}, close=True)
+
+    def handle_expect_100(self) -> bool:
+        # Refuse a body that will not be accepted before the client sends it (curl asks first
+        # for bodies over 1 MiB).
+        try:
+            self._content_length()
+        except _HttpError as e:
+            self._send(e.status, {"error": e.message}, close=True)
+            return False
+        return super().handle_expect_100()
+
+    def _content_length(self) -> int:
+        """The declared body size, checked: a non-negative integer within the limit."""
+        if self.headers.get("Transfer-Encoding"):
+            raise _HttpError(411, "Transfer-Encoding is not supported: send the body with a Content-Length header")
+        values = {v.strip() for v in self.headers.get_all("Content-Length") or []}
+        if not values:
+            return 0
+        if len(values) > 1:
+            raise _HttpError(400, f"Conflicting Content-Length headers: {', '.join(sorted(values))[:80]}")
+        text = values.pop()
+        if not _DIGITS.fullmatch(text):
+            raise _HttpError(400, f"Invalid Content-Length header {text[:40]!r}: it must be a non-negative integer")
+        digits = text.lstrip("0") or "0"
+        # More digits than the limit has cannot fit (and int() refuses over 4300 digits).
+        length = int(digits) if len(digits) <= len(str(self.max_request_bytes)) else self.max_request_bytes + 1
+        if length > self.max_request_bytes:
+            raise _HttpError(
+                413,
+                f"Request body of {digits if len(digits) <= 30 else 'over 10^30'} bytes is larger than the server's "
+                f"limit of {self.max_request_bytes} bytes (max_request_bytes)",
+                unread=length,
+            )
+        return length
+
+    def _read_body(self, length: int) -> bytes:
+        """`length` bytes of body, all of them within `read_timeout_s` (not per read: a client
+        trickling bytes cannot hold the connection either)."""
+        deadline = time.monotonic() + self.read_timeout_s
+        body = bytearray()
+        try:
+            while len(body) < length:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                self.connection.settimeout(left)
+                chunk = self.rfile.read1(min(length - len(body), 1 << 16))
+                if not chunk:
+                    raise _HttpError(
+                        400, f"Request body truncated: the connection ended after {len(body)} of the {length} bytes of Content-Length"
+                    )
+                body += chunk
+        except TimeoutError:
+            raise _HttpError(
+                408,
+                f"Request body not received within {self.read_timeout_s:g} s: "
+                f"{len(body)} of the {length} bytes of Content-Length arrived",
+            ) from None
+        finally:
+            try:
+                self.connection.settimeout(self.timeout)
+            except OSError:
+                pass
+        return bytes(body)
+
+    def _refuse(self, error: _HttpError) -> None:
+        self._send(error.status, {"error": error.message}, close=True)
+        if error.unread:
+            self._drain(error.unread)
+
+    def _drain(self, length: int) -> None:
+        # A client usually sends its whole body before it reads the answer. Closing a socket
+        # with unread bytes makes the kernel reset the connection, and the client would see
+        # that instead of the 413; so read and drop what comes, for a short bounded time.
+        deadline = time.monotonic() + min(self.read_timeout_s, _DRAIN_S)
+        try:
+            while length > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.connection.settimeout(left)
+                chunk = self.rfile.read1(min(length, 1 << 16))
+                if not chunk:
+                    return
+                length -= len(chunk)
+        except OSError:
+            pass
+
+    def _body(self) -> Optional[bytes]:
+        """The request body, or None once a refusal has been answered."""
+        try:
+            return self._read_body(self._content_length())
+        except _HttpError as e:
+            self._refuse(e)
+            return None
 
     def _route(self, method: str):
         match = _PATH.match(self.path.split("?", 1)[0])
@@ -413,6 +693,8 @@ class _RestHandler(BaseHTTPRequestHandler):
         return name, int(version) if version else None, label, bool(metadata), verb
 
     def do_GET(self):  # noqa: N802 (BaseHTTPRequestHandler's name)
+        if self._body() is None:  # read (and ignored), so that the next request starts after it
+            return
         try:
             name, version, label, metadata, _ = self._route("GET")
             if metadata:
@@ -439,18 +721,12 @@ class _RestHandler(BaseHTTPRequestHandler):
             self._error(e)
 
     def do_POST(self):  # noqa: N802
+        raw = self._body()
+        if raw is None:
+            return
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length > 0 else b""
             name, version, label, _, verb = self._route("POST")
-            try:
-                body = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                raise ServingError(INVALID_ARGUMENT, "JSON Parse error: Invalid encoding in string.") from None
-            except json.JSONDecodeError as e:
-                raise ServingError(INVALID_ARGUMENT, f"JSON Parse error: {e.msg}. at offset: {e.pos}") from None
-            if not isinstance(body, dict):
-                raise ServingError(INVALID_ARGUMENT, "JSON Parse error: the request body must be a JSON object")
+            body = _parse_json(raw)
             signature = body.get("signature_name", "")
             if not isinstance(signature, str):
                 raise ServingError(INVALID_ARGUMENT, "'signature_name' must be a string")
@@ -494,6 +770,44 @@ def _predict_json(outputs: Dict[str, np.ndarray], rows: bool) -> Dict[str, Any]:
 # --- the server ---------------------------------------------------------------------------------------
 
 
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client that vanished mid-request is not a server fault; anything else goes to the
+        # log (the stdlib prints a traceback to stderr).
+        import sys
+
+        if isinstance(sys.exc_info()[1], OSError):
+            logger.debug("rest: connection from %s ended: %s", client_address, sys.exc_info()[1])
+        else:
+            logger.exception("rest: unexpected error on the connection from %s", client_address)
+
+
+def _check_port_free(protocol: str, host: str, port: int) -> None:
+    """Raises OSError naming `protocol` and `port` when `host:port` cannot be listened on.
+
+    gRPC would report a taken port only through its C-core log and an exception without the
+    reason, so the port is tried with a plain socket first (SO_REUSEADDR, as servers set it,
+    but not SO_REUSEPORT: a port another server listens on is refused).
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as e:
+        raise _port_error(protocol, host, port, e) from None
+
+
+def _port_error(protocol: str, host: str, port: int, error: OSError) -> OSError:
+    if error.errno == errno.EADDRINUSE:
+        return OSError(f"{protocol} port {port} on {host} is already in use (another server is listening on it)")
+    return OSError(f"cannot listen for {protocol} on {host}:{port}: {error.strerror or error}")
+
+
 class LocalModelServer:
     """gRPC + REST front ends over a `ModelManager`, on `host` (127.0.0.1 by default).
 
@@ -501,10 +815,17 @@ class LocalModelServer:
       export_base: the directory of `<model_name>/<version>/` SavedModels.
       model_names: the models to serve (default: every model directory with a version).
       grpc_port, rest_port: ports (0: a free port, see the attributes after `start`; None: off).
+        A port another server listens on is refused (OSError naming the protocol and port).
       batching: batching settings; default `batching_parameters.txt` of `export_base` if present.
       poll_interval_s: version polling interval (TF Serving's file system poll).
       version_labels: `{model_name: {label: version}}`.
       host: the address to bind; keep loopback for development.
+      grpc_workers: gRPC handler threads.
+      max_request_bytes: the largest request, REST body or gRPC message (None: derived from the
+        batching settings at `start`, `default_max_request_bytes`); larger ones get 413 /
+        RESOURCE_EXHAUSTED without being read.
+      rest_read_timeout_s: the time a REST request body has to arrive in full, and an idle or
+        stalled connection to send its next bytes (408, then the connection closes).
     """
 
     def __init__(
@@ -518,7 +839,14 @@ class LocalModelServer:
         version_labels: Optional[Dict[str, Dict[str, int]]] = None,
         host: str = "127.0.0.1",
         grpc_workers: int = 16,
+        max_request_bytes: Optional[int] = None,
+        rest_read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
     ):
+        bad_limit = isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int) or max_request_bytes < 1
+        if max_request_bytes is not None and bad_limit:
+            raise ValueError(f"max_request_bytes must be a positive integer, got {max_request_bytes!r}")
+        if not 0 < rest_read_timeout_s < float("inf"):
+            raise ValueError(f"rest_read_timeout_s must be a positive number of seconds, got {rest_read_timeout_s!r}")
         if model_names is None:
             model_names = sorted(
                 n for n in os.listdir(export_base) if not n.startswith(".") and model_versions(os.path.join(export_base, n))
@@ -533,6 +861,9 @@ class LocalModelServer:
         self.host = host
         self._grpc_port, self._rest_port = grpc_port, rest_port
         self._grpc_workers = grpc_workers
+        self._max_request_bytes = max_request_bytes
+        self.rest_read_timeout_s = float(rest_read_timeout_s)
+        self.max_request_bytes: Optional[int] = None  # the limit in force, set by `start`
         self.grpc_port: Optional[int] = None
         self.rest_port: Optional[int] = None
         self._grpc_server = None
@@ -540,34 +871,81 @@ class LocalModelServer:
         self._http_thread: Optional[threading.Thread] = None
 
     def start(self) -> "LocalModelServer":
-        """Loads the models and starts listening; returns self."""
-        import grpc
+        """Binds both ports, loads the models and starts serving; returns self.
 
-        self.manager.start()
-        if self._grpc_port is not None:
-            prediction, model, prediction_grpc, model_grpc = _make_servicers(self.manager)
-            self._grpc_server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._grpc_workers))
-            prediction_grpc.add_PredictionServiceServicer_to_server(prediction, self._grpc_server)
-            model_grpc.add_ModelServiceServicer_to_server(model, self._grpc_server)
-            self.grpc_port = self._grpc_server.add_insecure_port(f"{self.host}:{self._grpc_port}")
-            if not self.grpc_port:
-                raise OSError(f"cannot bind gRPC to {self.host}:{self._grpc_port}")
+        The ports are bound first, so a taken port fails at once, before any model loads.
+
+        Raises:
+          OSError: a port cannot be listened on (the message names the protocol and port).
+        """
+        self.max_request_bytes = self._max_request_bytes or default_max_request_bytes(self.manager.batching)
+        try:
+            if self._grpc_port is not None:
+                self._bind_grpc()
+            if self._rest_port is not None:
+                self._bind_rest()
+            self.manager.start()
+        except BaseException:
+            self.stop()
+            raise
+        if self._grpc_server is not None:
             self._grpc_server.start()
-        if self._rest_port is not None:
-            handler = type("RestHandler", (_RestHandler,), {"manager": self.manager})
-            self._http_server = ThreadingHTTPServer((self.host, self._rest_port), handler)
-            self._http_server.daemon_threads = True
-            self.rest_port = self._http_server.server_address[1]
+        if self._http_server is not None:
             self._http_thread = threading.Thread(target=self._http_server.serve_forever, name="rest", daemon=True)
             self._http_thread.start()
         return self
 
+    def _bind_grpc(self) -> None:
+        import grpc
+
+        if self._grpc_port:
+            _check_port_free("gRPC", self.host, self._grpc_port)
+        prediction, model, prediction_grpc, model_grpc = _make_servicers(self.manager, self.max_request_bytes)
+        options = [
+            # gRPC sets SO_REUSEPORT by default, so a second server on a taken port binds too and
+            # the kernel splits the connections between the two; refuse instead.
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", min(self.max_request_bytes, 2**31 - 1)),  # a C int
+        ]
+        self._grpc_server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._grpc_workers), options=options)
+        prediction_grpc.add_PredictionServiceServicer_to_server(prediction, self._grpc_server)
+        model_grpc.add_ModelServiceServicer_to_server(model, self._grpc_server)
+        try:
+            port = self._grpc_server.add_insecure_port(f"{self.host}:{self._grpc_port}")
+        except RuntimeError:  # grpcio >= 1.57 raises where older versions returned 0
+            port = 0
+        if not port:
+            raise OSError(f"gRPC port {self._grpc_port} on {self.host} cannot be listened on (in use by another server?)")
+        self.grpc_port = port
+
+    def _bind_rest(self) -> None:
+        handler = type(
+            "RestHandler",
+            (_RestHandler,),
+            {
+                "manager": self.manager,
+                "max_request_bytes": self.max_request_bytes,
+                "read_timeout_s": self.rest_read_timeout_s,
+                "timeout": self.rest_read_timeout_s,
+            },
+        )
+        try:
+            self._http_server = _HttpServer((self.host, self._rest_port), handler)
+        except OSError as e:
+            raise _port_error("REST", self.host, self._rest_port, e) from None
+        self.rest_port = self._http_server.server_address[1]
+
     def stop(self) -> None:
+        """Stops serving and unloads the models (also after a failed `start`)."""
         if self._grpc_server is not None:
             self._grpc_server.stop(grace=1).wait()
+            self._grpc_server = None
         if self._http_server is not None:
-            self._http_server.shutdown()
+            if self._http_thread is not None:  # shutdown() waits for serve_forever, so only once it runs
+                self._http_server.shutdown()
+                self._http_thread = None
             self._http_server.server_close()
+            self._http_server = None
         self.manager.stop()
 
     def __enter__(self) -> "LocalModelServer":
