@@ -1,5 +1,8 @@
 """`AlbertConfig`: the model hyper-parameters, their validation, JSON I/O and the presets.
 
+`PRESETS` holds the released sizes ("base-v2", ...) and two sizes that pretrain on a CPU ("tiny",
+"small"); `PRETRAINING_PRESETS` holds the run settings `albert-tf pretrain` uses with them.
+
 The field names are exactly those of the original `albert_config.json` files released with
 google-research/albert, so those files load unchanged and files we write load in the original code.
 One field is ours: `sharing`, which selects the cross-layer sharing strategy of the paper's
@@ -205,6 +208,15 @@ _SIZES = {
 }
 
 
+# Sizes that pretrain on a CPU in minutes to hours. The fine-tuning recipes
+# (`albert_tf.training.recipes`, measured by `benchmarks/finetune_recipes.py`) and the State of the
+# Union pretraining run (BENCHMARKS.md) use exactly these; both read them from here.
+SMALL_SIZES: Dict[str, Dict[str, int]] = {
+    "tiny": dict(embedding_size=64, **_sizes(128, 4, 2, 512)),
+    "small": dict(embedding_size=128, **_sizes(256, 4, 4, 1024)),
+}
+
+
 def _make_presets() -> Dict[str, Dict[str, Any]]:
     presets = {}
     for size, shape in _SIZES.items():
@@ -224,10 +236,74 @@ def _make_presets() -> Dict[str, Dict[str, Any]]:
                 initializer_range=0.02,
                 **shape,
             )
+    for size, shape in SMALL_SIZES.items():
+        # No dropout, as v2; vocab_size is a placeholder: `pretrain` takes the data's vocabulary.
+        presets[size] = dict(
+            vocab_size=30000,
+            num_hidden_groups=1,
+            inner_group_num=1,
+            hidden_act="gelu",
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            max_position_embeddings=512,
+            type_vocab_size=2,
+            initializer_range=0.02,
+            **shape,
+        )
     return presets
 
 
 PRESETS: Dict[str, Dict[str, Any]] = _make_presets()
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingPreset:
+    """The run settings `albert-tf pretrain` starts from for a model preset; flags override them.
+
+    Attributes:
+        max_seq_length: Sequence length of the records (data with `metadata.json` sets its own).
+        max_predictions_per_seq: Masked positions per record (likewise).
+        batch_size: Global batch size.
+        num_train_steps: Optimizer updates.
+        num_warmup_steps: Linear-warmup updates; a run of fewer steps keeps the same proportion.
+        learning_rate: Peak LAMB learning rate.
+        checkpoint_every_n_steps: Checkpoint interval in updates.
+        keep_checkpoints: Newest checkpoints kept.
+        vocab_from_data: Size the embeddings to the data's vocabulary (the CPU sizes, whose
+            vocabulary is trained by the user) rather than the preset's (the released models'
+            30,000-piece SentencePiece model).
+    """
+
+    max_seq_length: int
+    max_predictions_per_seq: int
+    batch_size: int
+    num_train_steps: int
+    num_warmup_steps: int
+    learning_rate: float
+    checkpoint_every_n_steps: int
+    keep_checkpoints: int
+    vocab_from_data: bool = False
+
+    def warmup_for(self, num_train_steps: int) -> int:
+        """Warmup updates for a run of `num_train_steps`: the preset's share, at most its count."""
+        share = num_train_steps * self.num_warmup_steps // self.num_train_steps
+        return min(self.num_warmup_steps, share)
+
+
+PRETRAINING_PRESETS: Dict[str, PretrainingPreset] = {
+    # The original run_pretraining.py flags of the released models.
+    "paper": PretrainingPreset(512, 20, 4096, 125000, 3125, 0.00176, 5000, 5),
+    # Measured on the State of the Union addresses (BENCHMARKS.md, "Pretraining on the State of the
+    # Union corpus"): tiny 4,199 LAMB steps x 32 at peak 0.003 with 10 % warmup; small (there
+    # with 6 layers) 4,000 x 32 at 0.005 with 400 warmup steps. About 20-30 minutes on 2 cores.
+    "tiny": PretrainingPreset(128, 20, 32, 4000, 400, 0.003, 500, 3, vocab_from_data=True),
+    "small": PretrainingPreset(128, 20, 32, 4000, 400, 0.005, 500, 3, vocab_from_data=True),
+}
+
+
+def pretraining_preset(config_name: Optional[str]) -> PretrainingPreset:
+    """The pretraining run settings for a model preset name (the paper's for any other config)."""
+    return PRETRAINING_PRESETS.get(config_name or "", PRETRAINING_PRESETS["paper"])
 
 
 def load_config(name_or_path: str, **overrides) -> AlbertConfig:

@@ -40,12 +40,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from albert_tf.config import SMALL_SIZES
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
-SIZES = {
-    "tiny": dict(embedding_size=64, hidden_size=128, num_hidden_layers=4, num_attention_heads=2, intermediate_size=512),
-    "small": dict(embedding_size=128, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024),
-}
+# The "tiny" and "small" presets of `albert_tf.config` (E/H/L/heads/I), one definition for both.
+SIZES = SMALL_SIZES
 SETS = {"rt": "en", "zh": "zh", "ner": "zh"}
 
 

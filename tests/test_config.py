@@ -148,3 +148,57 @@ def test_sharing_ablation_counts(embedding_size, sharing, exact, paper_millions)
     config = AlbertConfig.preset("base-v2", embedding_size=embedding_size, sharing=sharing)
     assert count_parameters(config) == exact
     assert abs(exact / 1e6 - paper_millions) < 1.1
+
+
+def test_cpu_presets_are_the_sizes_the_recipes_were_measured_on():
+    from albert_tf.training.recipes import recommended_recipe
+
+    def shape(config):
+        return (config.embedding_size, config.hidden_size, config.num_hidden_layers,
+                config.num_attention_heads, config.intermediate_size)
+
+    tiny, small = AlbertConfig.preset("tiny"), AlbertConfig.preset("small")
+    assert shape(tiny) == (64, 128, 4, 2, 512) and shape(small) == (128, 256, 4, 4, 1024)
+    assert tiny.hidden_dropout_prob == small.hidden_dropout_prob == 0.0
+    # Both get the measured small-model fine-tuning recipe.
+    for config in (tiny, small):
+        recipe = recommended_recipe(config)
+        assert (recipe.learning_rate, recipe.pooling, recipe.bias_correction) == (1e-3, "mean", True)
+
+
+def test_the_recipe_benchmark_builds_the_preset_sizes():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from albert_tf.config import SMALL_SIZES
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "finetune_recipes.py"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (the benchmarks are not part of the package)")
+    spec = importlib.util.spec_from_file_location("benchmark_finetune_recipes_sizes", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look themselves up there
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    assert module.SIZES is SMALL_SIZES  # one definition
+
+
+def test_pretraining_presets():
+    from albert_tf.config import PRETRAINING_PRESETS, pretraining_preset
+
+    paper = pretraining_preset("base-v2")
+    assert paper is PRETRAINING_PRESETS["paper"] and pretraining_preset("large-v1") is paper
+    assert (paper.max_seq_length, paper.batch_size) == (512, 4096)
+    assert (paper.num_train_steps, paper.num_warmup_steps) == (125000, 3125)
+    assert paper.learning_rate == 0.00176 and not paper.vocab_from_data
+    assert pretraining_preset("path/to/albert_config.json") is paper and pretraining_preset(None) is paper
+    for name, learning_rate in (("tiny", 0.003), ("small", 0.005)):
+        preset = pretraining_preset(name)
+        assert (preset.max_seq_length, preset.batch_size, preset.learning_rate) == (128, 32, learning_rate)
+        assert preset.num_train_steps <= 5000 and preset.vocab_from_data
+    # Shorter runs keep the warmup's share, longer ones its count.
+    assert [paper.warmup_for(n) for n in (2, 10000, 10**6)] == [0, 250, 3125]
+    assert pretraining_preset("tiny").warmup_for(1000) == 100

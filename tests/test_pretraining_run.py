@@ -232,6 +232,25 @@ def test_sigkilled_run_resumes_to_identical_weights_and_losses(reference, killed
     assert losses(read_metrics(model_dir)) == losses(reference["metrics"])
 
 
+def test_checkpoints_of_a_relative_model_dir_are_found_once(tmp_path, monkeypatch, caplog):
+    from albert_tf.training.pretraining import _checkpoint_candidates, restore_newest_readable
+
+    monkeypatch.chdir(tmp_path)
+    variable = tf.Variable(1.0)
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(v=variable), "run/checkpoints", max_to_keep=3, checkpoint_name="ckpt"
+    )
+    manager.save(checkpoint_number=2)
+    variable.assign(5.0)
+    manager.save(checkpoint_number=4)
+    variable.assign(0.0)
+    assert _checkpoint_candidates("run/checkpoints") == ["run/checkpoints/ckpt-4", "run/checkpoints/ckpt-2"]
+    with caplog.at_level(logging.WARNING, logger="albert_tf.training.pretraining"):
+        restored, skipped = restore_newest_readable(tf.train.Checkpoint(v=variable), "run/checkpoints")
+    assert (restored, skipped, float(variable.numpy())) == ("run/checkpoints/ckpt-4", [], 5.0)
+    assert not caplog.records  # no checkpoint reported unreadable
+
+
 def test_unreadable_checkpoints_fall_back_to_the_newest_readable_one(reference, tmp_path, caplog):
     model_dir = copy_run(reference, tmp_path, "damaged")
     ckpt_dir = model_dir / "checkpoints"

@@ -1,4 +1,7 @@
-"""Tests for albert_tf.data.tfrecords: the original feature spec, hand-written serialization, the reader."""
+"""Tests for albert_tf.data.tfrecords: the original feature spec, hand-written serialization, the reader,
+the record-file scan and the data description read from metadata.json."""
+
+import json
 
 import numpy as np
 import pytest
@@ -134,3 +137,115 @@ def test_training_dataset_shapes_and_errors(tmp_path):
     assert batch["masked_lm_weights"].shape == [4, 8]
     with pytest.raises(FileNotFoundError, match="no file matches"):
         R.make_pretraining_dataset(str(tmp_path / "missing-*"), 32, 8, batch_size=4)
+
+
+# --- checking record files and metadata before training -------------------------------------------
+
+RECORD = 100  # bytes of data per test record; framed, a record takes RECORD + 16 bytes
+
+
+def _framed_file(path, count=10):
+    records = [bytes([i]) * RECORD for i in range(count)]
+    _write(path, records)
+    assert path.stat().st_size == count * (RECORD + 16)
+    return records
+
+
+def test_scan_counts_the_records_of_an_intact_file(tmp_path):
+    records = _framed_file(tmp_path / "a.tfrecord")
+    scan = R.scan_record_file(str(tmp_path / "a.tfrecord"))
+    assert (scan.num_records, scan.num_bytes, scan.first_record) == (10, 10 * (RECORD + 16), records[0])
+    _write(tmp_path / "empty.tfrecord", [])
+    assert R.scan_record_file(str(tmp_path / "empty.tfrecord")).first_record is None
+
+
+def test_a_file_truncated_to_60_percent_is_named_with_the_record_and_offset(tmp_path):
+    path = tmp_path / "part-00000.tfrecord"
+    _framed_file(path, 7)
+    size = int(path.stat().st_size * 0.6)  # 487 of 812 bytes: 23 bytes into record 4 (464..579)
+    with open(path, "r+b") as f:
+        f.truncate(size)
+    with pytest.raises(R.PretrainingDataError) as error:
+        R.scan_record_file(str(path))
+    assert str(error.value) == f"{path}: truncated record 4 at byte 464: the file ends (487 bytes) inside it"
+    with open(path, "r+b") as f:
+        f.truncate(464 + 3)  # not even the 12-byte header of record 4
+    with pytest.raises(R.PretrainingDataError, match=r"record 4 at byte 464: .* \(467 bytes\) inside its header$"):
+        R.scan_record_file(str(path))
+
+
+def test_64_corrupted_bytes_are_named_with_the_record_and_offset(tmp_path):
+    path = tmp_path / "part-00001.tfrecord"
+    _framed_file(path)
+    with open(path, "r+b") as f:
+        f.seek(580)  # mid-file: inside record 5 (580..695)
+        f.write(b"\xab" * 64)
+    with pytest.raises(R.PretrainingDataError) as error:
+        R.scan_record_file(str(path))
+    assert str(error.value) == f"{path}: corrupted record 5 at byte 580: a checksum does not match"
+
+
+def test_a_cut_at_a_record_boundary_shows_in_the_metadata_count(tmp_path):
+    _framed_file(tmp_path / "a.tfrecord", 10)
+    _framed_file(tmp_path / "b.tfrecord", 4)
+    files = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    assert sum(s.num_records for s in R.scan_record_files(files, expected_records=14)) == 14
+    with pytest.raises(R.PretrainingDataError, match=r"14 records but metadata.json counts 20 .*: 10, b.tfrecord: 4"):
+        R.scan_record_files(files, expected_records=20)
+
+
+def test_first_record_reads_past_empty_files_only(tmp_path):
+    _write(tmp_path / "a.tfrecord", [])
+    records = _framed_file(tmp_path / "b.tfrecord")
+    files = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    assert R.first_record(files) == (files[1], records[0])
+    assert R.first_record(files[:1]) is None
+    with open(tmp_path / "b.tfrecord", "r+b") as f:
+        f.seek(20)
+        f.write(b"\xff" * 8)
+    with pytest.raises(R.PretrainingDataError, match="b.tfrecord: corrupted record 0 at byte 0"):
+        R.first_record(files)
+
+
+def _metadata(directory, files, seq=32, predictions=5, vocab=500, instances=14, **extra):
+    metadata = {
+        "format": "albert-pretraining-tfrecord",
+        "instance_config": {"max_seq_length": seq, "max_predictions_per_seq": predictions},
+        "vocab": {"vocab_size": vocab},
+        "counters": {"instances": instances},
+        "files": files,
+        **extra,
+    }
+    (directory / "metadata.json").write_text(json.dumps(metadata))
+
+
+def test_find_pretraining_data_reads_the_metadata_of_a_directory_or_its_globs(tmp_path):
+    _framed_file(tmp_path / "part-0.tfrecord", 10)
+    _framed_file(tmp_path / "part-1.tfrecord", 4)
+    _metadata(tmp_path, ["part-0.tfrecord", "part-1.tfrecord"], tokenizer={"spm_model": "x.model", "lower_case": False})
+    data = R.find_pretraining_data(str(tmp_path))
+    assert data.files == [str(tmp_path / "part-0.tfrecord"), str(tmp_path / "part-1.tfrecord")]
+    assert (data.max_seq_length, data.max_predictions_per_seq, data.vocab_size, data.num_records) == (32, 5, 500, 14)
+    assert data.metadata_path == str(tmp_path / "metadata.json")
+    assert data.tokenizer == {"spm_model": "x.model", "lower_case": False}
+    # A glob inside the directory brings the metadata, but the count only when it matches all files.
+    assert R.find_pretraining_data(str(tmp_path / "part-*.tfrecord")).num_records == 14
+    part = R.find_pretraining_data(str(tmp_path / "part-0.tfrecord"))
+    assert part.max_seq_length == 32 and part.num_records is None
+
+
+def test_find_pretraining_data_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="holds no \\*.tfrecord files"):
+        R.find_pretraining_data(str(tmp_path))
+    _framed_file(tmp_path / "part-0.tfrecord", 2)
+    plain = R.find_pretraining_data(str(tmp_path))
+    assert plain.metadata_path is None and plain.max_seq_length is None
+    _metadata(tmp_path, ["part-0.tfrecord", "part-1.tfrecord"])
+    with pytest.raises(FileNotFoundError, match=r"part-1.tfrecord is missing: .*metadata.json lists 2 file\(s\)"):
+        R.find_pretraining_data(str(tmp_path))
+    _metadata(tmp_path, ["part-0.tfrecord"], seq="long")
+    with pytest.raises(R.PretrainingDataError, match="max_seq_length must be a positive integer, got 'long'"):
+        R.find_pretraining_data(str(tmp_path))
+    (tmp_path / "metadata.json").write_text("{not json")
+    with pytest.raises(R.PretrainingDataError, match="metadata.json is not valid JSON"):
+        R.find_pretraining_data(str(tmp_path))

@@ -1,7 +1,8 @@
 """The `albert-tf` command line: one module per subcommand, each with `add_parser` and `run`.
 
 A subcommand module defines `NAME`, `HELP`, `add_arguments(parser)` and `run(args) -> int`.
-Heavy imports (TensorFlow) happen inside `run`, so `albert-tf --help` stays fast.
+Heavy imports (TensorFlow) happen inside `run`, so `albert-tf --help` stays fast. `main` sets
+TensorFlow's logging environment first (`quiet_tensorflow_startup`).
 """
 
 from __future__ import annotations
@@ -46,9 +47,54 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    # TensorFlow's C++ INFO lines (CUDA probing, CPU features) are noise on a terminal.
+# Device factories other than the GPU's: every one TensorFlow or its TPU runtime registers.
+_NON_GPU_DEVICE_TYPES = "CPU,TPU,TPU_SYSTEM,XLA_CPU"
+
+
+def _cuda_driver_present() -> bool:
+    """Whether the CUDA driver library loads, exactly as TensorFlow's CUDA stub looks for it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def _has_device_plugins() -> bool:
+    """Whether PluggableDevice plugins (loaded by `import tensorflow`) are installed."""
+    for entry in sys.path:
+        folder = os.path.join(entry or ".", "tensorflow-plugins")
+        if os.path.isdir(folder) and os.listdir(folder):
+            return True
+    return False
+
+
+def quiet_tensorflow_startup() -> None:
+    """Sets TensorFlow's logging environment before TensorFlow is imported.
+
+    * ``TF_CPP_MIN_LOG_LEVEL=1``: no C++ INFO lines (CUDA probing, CPU features); warnings and
+      errors still show.
+    * Without a CUDA driver (``libcuda.so.1`` does not load, so no GPU can be used), the GPU
+      device factory is left out (``TF_ENABLED_DEVICE_TYPES``): probing it is what logs
+      "failed call to cuInit" at error level in every command. ``CUDA_VISIBLE_DEVICES`` is not
+      touched, and a machine with a driver (or with device plugins) keeps every device.
+
+    A variable the user has set is left as it is.
+    """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if (
+        "TF_ENABLED_DEVICE_TYPES" not in os.environ
+        and sys.platform.startswith("linux")
+        and not _cuda_driver_present()
+        and not _has_device_plugins()
+    ):
+        os.environ["TF_ENABLED_DEVICE_TYPES"] = _NON_GPU_DEVICE_TYPES
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    quiet_tensorflow_startup()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -9,16 +9,32 @@ newest readable checkpoint left off. For example::
         --steps 125000 --batch-size 4096 --model-dir gs://bucket/albert_base
     albert-tf pretrain --config my_albert_config.json --data 'data/*.tfrecord' --strategy mirrored \\
         --steps 10000 --batch-size 256 --max-seq-length 128 --precision mixed_bfloat16 --model-dir out/
+    albert-tf pretrain --config tiny --data data/ --model-dir out/       # a CPU-sized run
+
+Run settings start from the config's preset (`albert_tf.config.PRETRAINING_PRESETS`: the paper's
+for the released sizes, CPU-sized ones for ``tiny`` and ``small``, which also take the data's
+vocabulary size); flags override them. A ``make-pretraining-data`` output (``--data DIR``, or globs
+inside it) brings its ``metadata.json``: the sequence length and masked positions come from there
+(a flag that contradicts them is an error), and so does the tokenizer when the metadata names it
+(else ``--spm-model``/``--vocab-file``); the tokenizer is copied into the outputs.
+
+Before anything is written every record file is read once (``--no-check-records`` skips this for
+very large data): a truncated or corrupted file is reported with its name, record and byte
+offset. A run that fails leaves no trace: a ``--model-dir`` it created is removed unless it holds
+a checkpoint to resume from, and an existing one is not touched before the checks have passed.
 
 Outputs in ``--model-dir``: ``checkpoints/`` (resume state), ``logs/`` (TensorBoard),
-``metrics.jsonl``, ``pretrainer.keras``, ``encoder.keras`` and ``tf1/model.ckpt`` with
-``tf1/albert_config.json`` (the original checkpoint format).
+``metrics.jsonl``, ``pretrainer.keras``, ``encoder.keras``, ``tf1/model.ckpt`` with
+``tf1/albert_config.json`` (the original checkpoint format), and the tokenizer (``spm.model`` or
+``vocab.txt`` with ``tokenizer.json``, also in ``tf1/``) that `albert-tf finetune --init` uses.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
+import json
 import logging
 import os
 import sys
@@ -26,19 +42,8 @@ import sys
 NAME = "pretrain"
 HELP = "Pretrain ALBERT (masked LM + sentence-order prediction) on pretraining TFRecords; resumable."
 
-# The original recipe (run_pretraining.py flags of the released models), used with --data.
-PAPER_DEFAULTS = dict(
-    config="base-v2",
-    batch_size=4096,
-    max_seq_length=512,
-    max_predictions_per_seq=20,
-    steps=125000,
-    warmup_steps=3125,
-    checkpoint_every=5000,
-    keep_checkpoints=5,
-    model_dir=None,
-)
-PAPER_LEARNING_RATE = 0.00176
+# With --data; its run settings are the paper's (`albert_tf.config.PRETRAINING_PRESETS`).
+DEFAULT_CONFIG = "base-v2"
 
 
 # As `albert_tf.training.strategies.STRATEGY_NAMES` / `PRECISIONS`, spelled out because importing
@@ -51,24 +56,49 @@ def add_arguments(parser):
     data = parser.add_argument_group("data and model")
     data.add_argument(
         "--data",
-        help="pretraining TFRecord files: a glob, comma-separated globs (local or gs://). "
+        help="pretraining TFRecords: a make-pretraining-data output directory (its metadata.json gives the "
+        "lengths and vocabulary), a glob or comma-separated globs (local or gs://). "
         "Without it, the command runs its built-in sample job",
     )
-    data.add_argument("--config", help="preset name (e.g. base-v2) or albert_config.json (default: base-v2)")
-    data.add_argument("--max-seq-length", type=int, help="sequence length of the records (default 512)")
     data.add_argument(
-        "--max-predictions-per-seq", type=int, help="masked positions per record (default 20)"
+        "--config",
+        help="preset (base-v2, ..., or the CPU sizes tiny and small: see `albert-tf info --list`) or "
+        "albert_config.json (default: base-v2); the run settings follow the preset",
+    )
+    data.add_argument(
+        "--max-seq-length", type=int, help="sequence length of the records (default: from the data)"
+    )
+    data.add_argument(
+        "--max-predictions-per-seq", type=int, help="masked positions per record (default: from the data)"
+    )
+    data.add_argument(
+        "--spm-model", help="SentencePiece model the data was made with, copied into --model-dir "
+        "(default: the one the data's metadata.json names)"
+    )
+    data.add_argument("--vocab-file", help="WordPiece vocab.txt the data was made with (as --spm-model)")
+    data.add_argument(
+        "--lower-case", action=argparse.BooleanOptionalAction, default=None,
+        help="whether the data's text was lower-cased, recorded with the tokenizer (default: the metadata's, else on)",
+    )
+    data.add_argument(
+        "--check-records", action=argparse.BooleanOptionalAction, default=True,
+        help="read every record once before training to find damaged files (default: on)",
     )
     data.add_argument("--sentence-task", choices=("sop", "nsp"), default="sop", help="label meaning of the records")
     data.add_argument("--shuffle-buffer", type=int, default=10000, help="records held for shuffling")
     data.add_argument("--model-dir", help="output and resume directory (required with --data)")
 
     train = parser.add_argument_group("training")
-    train.add_argument("--steps", type=int, help="optimizer updates (default 125000)")
-    train.add_argument("--batch-size", type=int, help="global batch size per micro-batch (default 4096)")
-    train.add_argument("--learning-rate", type=float, default=PAPER_LEARNING_RATE, help="peak learning rate")
+    train.add_argument("--steps", type=int, help="optimizer updates (default: the preset's, 125000 for the paper)")
     train.add_argument(
-        "--warmup-steps", type=int, help="linear warmup updates (default 3125, or 2.5%% of --steps if fewer)"
+        "--batch-size", type=int, help="global batch size per micro-batch (default: the preset's, 4096 for the paper)"
+    )
+    train.add_argument(
+        "--learning-rate", type=float, help="peak learning rate (default: the preset's, 0.00176 for the paper)"
+    )
+    train.add_argument(
+        "--warmup-steps", type=int,
+        help="linear warmup updates (default: the preset's, its share of --steps if fewer; 3125 for the paper)",
     )
     train.add_argument("--optimizer", choices=("lamb", "adamw"), default="lamb")
     train.add_argument("--weight-decay", type=float, default=0.01)
@@ -94,24 +124,37 @@ def add_arguments(parser):
     )
 
     ckpt = parser.add_argument_group("checkpoints and logs")
-    ckpt.add_argument("--checkpoint-every", type=int, help="checkpoint interval in updates (default 5000)")
-    ckpt.add_argument("--keep-checkpoints", type=int, help="newest checkpoints kept (default 5)")
+    ckpt.add_argument(
+        "--checkpoint-every", type=int,
+        help="checkpoint interval in updates (default: the preset's, 5000 for the paper)",
+    )
+    ckpt.add_argument(
+        "--keep-checkpoints", type=int, help="newest checkpoints kept (default: the preset's, 5 for the paper)"
+    )
     ckpt.add_argument("--log-every", type=int, default=100, help="TensorBoard running metrics every N updates (0: off)")
     ckpt.add_argument("--verbose", choices=("auto", "0", "1", "2"), default="auto", help="Keras progress output")
 
 
-def _setting(args, name):
-    value = getattr(args, name)
-    return PAPER_DEFAULTS[name] if value is None else value
+@contextlib.contextmanager
+def _logging_to_stderr():
+    """The package's INFO lines on stderr, each once, for the duration of the command.
 
-
-def _configure_logging():
+    They are not passed on to the root logger: a library may have given it a handler of its own
+    (Apache Beam does on import), which printed every line a second time.
+    """
     logger = logging.getLogger("albert_tf")
-    if not any(isinstance(h, logging.StreamHandler) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        logger.addHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
 SAMPLE_CORPUS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "resources", "sample", "sotu")
@@ -143,7 +186,7 @@ def _default_sample_run(args) -> int:
     from albert_tf.data.pretraining_instances import InstanceConfig
     from albert_tf.data.tfrecords import list_files, make_pretraining_dataset
     from albert_tf.tokenization import train_sentencepiece
-    from albert_tf.training.pretraining import PretrainingError, PretrainingRunConfig, run_pretraining
+    from albert_tf.training.pretraining import PretrainingError, PretrainingRunConfig, TokenizerFile, run_pretraining
 
     settings = dict(SAMPLE_SETTINGS)
     model_dir = args.model_dir or settings["model_dir"]
@@ -152,7 +195,8 @@ def _default_sample_run(args) -> int:
         raise CommandError("the sample run (no --data) trains its own tiny model: --config needs --data")
     if (args.max_seq_length or seq) != seq or (args.max_predictions_per_seq or predictions) != predictions:
         raise CommandError("the sample run makes its own records: --max-seq-length/--max-predictions-per-seq need --data")
-    _configure_logging()
+    if args.spm_model or args.vocab_file:
+        raise CommandError("the sample run trains its own vocabulary: --spm-model/--vocab-file need --data")
     inputs = os.path.join(SAMPLE_CORPUS, "*.txt")
     work = os.path.join(model_dir, "sample_data")
     os.makedirs(work, exist_ok=True)
@@ -188,21 +232,13 @@ def _default_sample_run(args) -> int:
     steps = args.steps or settings["steps"]
     config = PretrainingRunConfig(
         model_dir=model_dir,
-        model_config=AlbertConfig(
-            vocab_size=settings["vocab_size"],
-            embedding_size=64,
-            hidden_size=128,
-            num_hidden_layers=4,
-            num_attention_heads=2,
-            intermediate_size=512,
-            max_position_embeddings=seq,
-        ),
+        model_config=AlbertConfig.preset("tiny", vocab_size=settings["vocab_size"], max_position_embeddings=seq),
         batch_size=args.batch_size or settings["batch_size"],
         max_seq_length=seq,
         max_predictions_per_seq=predictions,
         num_train_steps=steps,
         num_warmup_steps=args.warmup_steps if args.warmup_steps is not None else steps // 10,
-        learning_rate=args.learning_rate if args.learning_rate != PAPER_LEARNING_RATE else settings["learning_rate"],
+        learning_rate=args.learning_rate if args.learning_rate is not None else settings["learning_rate"],
         optimizer=args.optimizer,
         precision=args.precision,
         jit_compile=args.jit_compile,
@@ -212,6 +248,7 @@ def _default_sample_run(args) -> int:
         seed=args.seed,
         log_every=args.log_every,
         verbose=2 if args.verbose == "auto" else int(args.verbose),
+        tokenizer=TokenizerFile("sentencepiece", spm_prefix + ".model", lower_case=True),
     )
     files = list_files(os.path.join(records, "*.tfrecord"))
     print(f"[3/3] pretraining a tiny ALBERT (E=64, H=128, L=4, sharing all) for {steps} steps -> {model_dir}")
@@ -229,32 +266,147 @@ def _default_sample_run(args) -> int:
     return 0
 
 
-def _run_config(args):
+def _record_lengths(path: str, record: bytes):
+    """`(max_seq_length, max_predictions_per_seq)` of one serialized pretraining record.
+
+    Fixed-length parsing of records that do not match the settings would otherwise fail inside
+    the first train step, with a message about parsing rather than about the data.
+    """
+    import tensorflow as tf
+    from google.protobuf.message import DecodeError
+
+    from albert_tf.data.tfrecords import FEATURE_NAMES
+    from albert_tf.training.pretraining import PretrainingError
+
+    try:
+        features = tf.train.Example.FromString(record).features.feature
+    except DecodeError:
+        raise PretrainingError(f"{path}: the records are not tf.train.Example protos") from None
+    missing = [name for name in FEATURE_NAMES if name not in features and name != "token_boundary"]
+    if missing:
+        raise PretrainingError(f"{path}: the records lack feature(s) {', '.join(missing)}")
+    return len(features["input_ids"].int64_list.value), len(features["masked_lm_positions"].int64_list.value)
+
+
+_LENGTHS = (
+    ("max_seq_length", "--max-seq-length", "input_ids"),
+    ("max_predictions_per_seq", "--max-predictions-per-seq", "masked_lm_positions"),
+)
+
+
+def _check_flags_against_metadata(args, data) -> None:
+    from albert_tf.cli import CommandError
+
+    for name, flag, _ in _LENGTHS:
+        stated, given = getattr(data, name), getattr(args, name)
+        if stated is not None and given is not None and given != stated:
+            raise CommandError(
+                f"{flag} {given} contradicts {data.metadata_path}: the records have {name} {stated} "
+                "(leave the flag out)"
+            )
+
+
+def _lengths(args, data, first):
+    """The records' `(max_seq_length, max_predictions_per_seq)`: the metadata's, else the first
+    record's; a flag that says otherwise is an error (`_check_flags_against_metadata` first)."""
+    from albert_tf.cli import CommandError
+
+    path, record = first
+    found = _record_lengths(path, record)
+    lengths = []
+    for index, (name, flag, feature) in enumerate(_LENGTHS):
+        stated, given = getattr(data, name), getattr(args, name)
+        if stated is not None and found[index] != stated:
+            raise CommandError(
+                f"{path}: the records have {found[index]} {feature} per example, but {data.metadata_path} says {stated}"
+            )
+        expected = given if given is not None else found[index]
+        if found[index] != expected:
+            raise CommandError(
+                f"{path}: the records have {found[index]} {feature} per example, but {flag} is {expected}"
+            )
+        lengths.append(expected)
+    return tuple(lengths)
+
+
+def _tokenizer(args, data):
+    """`(TokenizerFile, vocab_size)` of the tokenizer the data was made with, from the flags or
+    the metadata (None: unknown)."""
+    import tensorflow as tf
+
+    from albert_tf.cli import CommandError
+    from albert_tf.tokenization import SentencePieceTokenizer, WordPieceTokenizer
+    from albert_tf.training.pretraining import TokenizerFile
+
+    if args.spm_model and args.vocab_file:
+        raise CommandError("pass --spm-model or --vocab-file, not both")
+    stated = data.tokenizer or {}
+    lower_case = args.lower_case if args.lower_case is not None else bool(stated.get("lower_case", True))
+    if args.spm_model:
+        kind, path, source = "sentencepiece", args.spm_model, "--spm-model"
+    elif args.vocab_file:
+        kind, path, source = "wordpiece", args.vocab_file, "--vocab-file"
+    elif stated.get("spm_model") or stated.get("vocab_file"):
+        kind = "sentencepiece" if stated.get("spm_model") else "wordpiece"
+        path, source = stated.get("spm_model") or stated.get("vocab_file"), data.metadata_path
+    else:
+        return None
+    if not tf.io.gfile.exists(path):
+        where = "" if source.startswith("--") else f", named by {source},"
+        raise CommandError(f"tokenizer file {path}{where} not found (pass --spm-model or --vocab-file)")
+    try:
+        loaded = SentencePieceTokenizer(path) if kind == "sentencepiece" else WordPieceTokenizer(path)
+    except (OSError, RuntimeError, ValueError) as e:
+        raise CommandError(f"{path} is not a {kind} tokenizer: {e}") from None
+    if data.vocab_size is not None and loaded.vocab_size != data.vocab_size:
+        raise CommandError(
+            f"{source} {path} has {loaded.vocab_size} tokens, but {data.metadata_path} says the records were made "
+            f"with {data.vocab_size}: it is not the data's tokenizer"
+        )
+    return TokenizerFile(kind, path, lower_case), loaded.vocab_size
+
+
+def _model_config(args):
     from albert_tf.cli import CommandError
     from albert_tf.config import ConfigError, load_config
-    from albert_tf.training.pretraining import PretrainingError, PretrainingRunConfig
 
-    if not _setting(args, "model_dir"):
-        raise CommandError("--model-dir is required with --data (checkpoints, logs and models go there)")
     try:
-        albert_config = load_config(_setting(args, "config"))
+        return load_config(args.config or DEFAULT_CONFIG)
     except ConfigError as e:
         raise CommandError(str(e)) from None
-    steps = _setting(args, "steps")
-    warmup = args.warmup_steps
-    if warmup is None:
-        # The original's 3125 of 125000 steps is 2.5%; shorter runs keep that proportion.
-        warmup = min(PAPER_DEFAULTS["warmup_steps"], int(steps * 0.025)) if isinstance(steps, int) else 0
+
+
+def _run_config(args, albert_config, lengths, tokenizer, vocab_size):
+    from albert_tf.cli import CommandError
+    from albert_tf.config import ConfigError, pretraining_preset
+    from albert_tf.training.pretraining import PretrainingError, PretrainingRunConfig
+
+    preset = pretraining_preset(args.config or DEFAULT_CONFIG)
+    if vocab_size is not None:
+        if preset.vocab_from_data:
+            albert_config = albert_config.replace(vocab_size=vocab_size)
+        elif vocab_size > albert_config.vocab_size:
+            raise CommandError(
+                f"the data's vocabulary has {vocab_size} tokens, but the model's vocab_size is "
+                f"{albert_config.vocab_size}"
+            )
+
+    def setting(flag, preset_value):
+        value = getattr(args, flag)
+        return preset_value if value is None else value
+
+    steps = setting("steps", preset.num_train_steps)
+    warmup = args.warmup_steps if args.warmup_steps is not None else preset.warmup_for(steps)
     try:
-        return PretrainingRunConfig(
+        config = PretrainingRunConfig(
             model_dir=args.model_dir,
             model_config=albert_config,
-            batch_size=_setting(args, "batch_size"),
-            max_seq_length=_setting(args, "max_seq_length"),
-            max_predictions_per_seq=_setting(args, "max_predictions_per_seq"),
+            batch_size=setting("batch_size", preset.batch_size),
+            max_seq_length=lengths[0],
+            max_predictions_per_seq=lengths[1],
             num_train_steps=steps,
             num_warmup_steps=warmup,
-            learning_rate=args.learning_rate,
+            learning_rate=setting("learning_rate", preset.learning_rate),
             optimizer=args.optimizer,
             weight_decay=args.weight_decay,
             clipnorm=args.clipnorm or None,
@@ -264,50 +416,56 @@ def _run_config(args):
             gradient_accumulation_steps=args.grad_accum,
             strategy=args.strategy,
             tpu=args.tpu,
-            checkpoint_every_n_steps=_setting(args, "checkpoint_every"),
-            keep_checkpoints=_setting(args, "keep_checkpoints"),
+            checkpoint_every_n_steps=setting("checkpoint_every", preset.checkpoint_every_n_steps),
+            keep_checkpoints=setting("keep_checkpoints", preset.keep_checkpoints),
             seed=args.seed,
             sentence_task=args.sentence_task,
             log_every=args.log_every,
             verbose=args.verbose if args.verbose == "auto" else int(args.verbose),
             deterministic_ops=args.deterministic_ops,
+            tokenizer=tokenizer,
         )
+        config.albert_config()  # the lengths against the model's positions, before anything runs
     except (PretrainingError, ConfigError) as e:
         raise CommandError(str(e)) from None
+    return config
 
 
-def _check_records(path: str, max_seq_length: int, max_predictions_per_seq: int) -> None:
-    """Reads the first record of `path` and checks it against the length flags.
+def _is_chief_process(strategy: str) -> bool:
+    """Whether this process writes the model directory (`strategies.is_chief` before TensorFlow)."""
+    if strategy != "multi_worker":
+        return True
+    try:
+        tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    except json.JSONDecodeError:
+        return False
+    task, cluster = tf_config.get("task") or {}, tf_config.get("cluster") or {}
+    if not task:
+        return True
+    return task.get("type") == "chief" or (
+        task.get("type") == "worker" and int(task.get("index", 0)) == 0 and "chief" not in cluster
+    )
 
-    Fixed-length parsing would otherwise fail inside the first train step with a message about
-    parsing, not about the flags.
+
+@contextlib.contextmanager
+def _no_trace_on_failure(model_dir: str, chief: bool):
+    """Removes `model_dir` if this run created it and fails before it holds a checkpoint.
+
+    A directory that existed is left alone (the run writes into it only after its checks), and
+    one holding a checkpoint is kept: rerunning the command resumes from it.
     """
     import tensorflow as tf
-    from google.protobuf.message import DecodeError
 
-    from albert_tf.data.tfrecords import FEATURE_NAMES
-    from albert_tf.training.pretraining import PretrainingError
+    from albert_tf.training.pretraining import CHECKPOINT_NAME, CHECKPOINT_SUBDIR
 
+    existed = tf.io.gfile.exists(model_dir)
     try:
-        raw = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
-    except tf.errors.OpError as e:
-        raise PretrainingError(f"{path} is not a readable TFRecord file: {e.message}") from None
-    if raw is None:
-        raise PretrainingError(f"{path} holds no records")
-    try:
-        features = tf.train.Example.FromString(raw.numpy()).features.feature
-    except DecodeError:
-        raise PretrainingError(f"{path}: the records are not tf.train.Example protos") from None
-    missing = [name for name in FEATURE_NAMES if name not in features and name != "token_boundary"]
-    if missing:
-        raise PretrainingError(f"{path}: the records lack feature(s) {', '.join(missing)}")
-    for name, flag, expected in (
-        ("input_ids", "--max-seq-length", max_seq_length),
-        ("masked_lm_positions", "--max-predictions-per-seq", max_predictions_per_seq),
-    ):
-        length = len(features[name].int64_list.value)
-        if length != expected:
-            raise PretrainingError(f"{path}: the records have {length} {name} per example, but {flag} is {expected}")
+        yield
+    except BaseException:
+        if chief and not existed and tf.io.gfile.exists(model_dir):
+            if not tf.io.gfile.glob(os.path.join(model_dir, CHECKPOINT_SUBDIR, f"{CHECKPOINT_NAME}-*.index")):
+                tf.io.gfile.rmtree(model_dir)
+        raise
 
 
 def _print_summary(result) -> None:
@@ -332,31 +490,70 @@ def _print_summary(result) -> None:
 def run(args) -> int:
     from albert_tf.cli import CommandError
 
-    if args.data is None:
-        return _default_sample_run(args)
-    config = _run_config(args)
-    _configure_logging()
+    with _logging_to_stderr():
+        if args.data is None:
+            return _default_sample_run(args)
+        if not args.model_dir:
+            raise CommandError("--model-dir is required with --data (checkpoints, logs and models go there)")
+        return _run_on_data(args)
 
+
+def _run_on_data(args) -> int:
     # Strategies must be created before other TensorFlow work; `run_pretraining` does that
-    # first, and the data files are only listed (not read) before it.
+    # first. Until then the data is only listed and read with the record reader, which does not
+    # start TensorFlow's runtime.
+    import tensorflow as tf
+
+    from albert_tf.cli import CommandError
     from albert_tf.config import ConfigError
-    from albert_tf.data.tfrecords import list_files, make_pretraining_dataset
+    from albert_tf.data.tfrecords import (
+        PretrainingDataError,
+        find_pretraining_data,
+        first_record,
+        make_pretraining_dataset,
+        scan_record_files,
+    )
     from albert_tf.training.pretraining import PretrainingError, run_pretraining
     from albert_tf.training.strategies import StrategyError
 
+    albert_config = _model_config(args)
     try:
-        files = list_files(args.data)
-    except FileNotFoundError as e:
+        data = find_pretraining_data(args.data)
+        _check_flags_against_metadata(args, data)
+        if args.check_records:
+            scans = scan_record_files(data.files, data.num_records)
+            records = sum(s.num_records for s in scans)
+            megabytes = sum(s.num_bytes for s in scans) / 1e6
+            print(f"checked {records:,d} records in {len(scans)} file(s) ({megabytes:,.1f} MB)")
+            first = next(((s.path, s.first_record) for s in scans if s.first_record is not None), None)
+        else:
+            first = first_record(data.files)
+    except (FileNotFoundError, PretrainingDataError) as e:
         raise CommandError(str(e)) from None
-    print(f"pretraining on {len(files)} file(s) matching {args.data!r} -> {config.model_dir}")
-    checked = []
+    if first is None:
+        raise CommandError(f"{args.data}: the files hold no records")
+    try:
+        lengths = _lengths(args, data, first)
+    except PretrainingError as e:
+        raise CommandError(str(e)) from None
+    found = _tokenizer(args, data)
+    tokenizer, vocab_size = found if found else (None, data.vocab_size)
+    config = _run_config(args, albert_config, lengths, tokenizer, vocab_size)
+    files = data.files
+    source = f" ({data.metadata_path})" if data.metadata_path else ""
+    print(f"pretraining on {len(files)} file(s) matching {args.data!r}{source} -> {config.model_dir}")
+    print(
+        f"length {config.max_seq_length}, {config.max_predictions_per_seq} predictions, batch {config.batch_size}, "
+        f"{config.num_train_steps:,d} steps ({config.num_warmup_steps:,d} warmup), "
+        f"{config.optimizer} lr {config.learning_rate:g}"
+    )
+    if tokenizer is None:
+        print(
+            "note: no tokenizer is known for this data, so the outputs carry none; pass --spm-model or "
+            "--vocab-file and `albert-tf finetune --init` will need no tokenizer flag"
+        )
 
     def dataset_fn():
-        # Here rather than before training: reading a record starts TensorFlow's runtime, which
-        # must come after the strategy (multi-worker) is created.
-        if not checked:
-            _check_records(files[0], config.max_seq_length, config.max_predictions_per_seq)
-            checked.append(files[0])
         return make_pretraining_dataset(
             files,
             config.max_seq_length,
@@ -368,9 +565,17 @@ def run(args) -> int:
         )
 
     try:
-        result = run_pretraining(config, dataset_fn)
+        with _no_trace_on_failure(config.model_dir, _is_chief_process(config.strategy)):
+            result = run_pretraining(config, dataset_fn)
     except (PretrainingError, StrategyError, ConfigError) as e:
-        # Records that do not match the flags, a checkpoint of another model, no TPU, ...
+        # A checkpoint of another model, another tokenizer in a resumed run, no TPU, ...
         raise CommandError(str(e)) from None
+    except tf.errors.DataLossError as e:
+        # The files changed after the check (or it was skipped): find the damaged one.
+        try:
+            scan_record_files(files)
+        except PretrainingDataError as damaged:
+            raise CommandError(str(damaged)) from None
+        raise CommandError(f"reading the records failed: {e.message.strip().splitlines()[0]}") from None
     _print_summary(result)
     return 0

@@ -17,6 +17,11 @@ feature                    type     length                     contents
 ``next_sentence_labels``   int64    1                          SOP label (1 = swapped/random)
 =========================  =======  =========================  ==================================
 
+`find_pretraining_data` resolves ``--data`` (a directory written by ``make-pretraining-data``, or
+globs) to its files and the lengths, vocabulary size and record count its ``metadata.json``
+states; `scan_record_files` reads every record once and names the file, record and byte offset of
+a truncated or corrupted one, before anything is trained or written.
+
 Serialization writes the protobuf wire format directly (packed varints from a lookup table), which
 is several times faster than building ``tf.train.Example`` objects for 512-token instances and needs
 no TensorFlow in Beam workers; the tests check that TensorFlow parses it into the same values.
@@ -26,7 +31,11 @@ TensorFlow is imported only by the reading functions.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence, Union
+import itertools
+import json
+import os
+import struct
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -245,6 +254,129 @@ def serialize_instance(instance: TrainingInstance, max_seq_length: int, max_pred
     return _example(entries)
 
 
+def encode_varints(ids: Sequence[int]) -> Tuple[bytes, List[int]]:
+    """The packed varints of non-negative ids, and where each starts.
+
+    Returns:
+        ``(payload, starts)``: id ``i`` is ``payload[starts[i]:starts[i + 1]]``; ``len(starts) ==
+        len(ids) + 1``. Slices of a document's payload are the payloads of its spans.
+    """
+    ids = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+    if ids and (min(ids) < 0 or max(ids) >= _SMALL_VARINT_LIMIT):
+        pieces = [_varint(int(v)) for v in ids]
+    else:
+        table = _small_varints
+        pieces = [table[v] for v in ids]
+    starts = [0]
+    starts.extend(itertools.accumulate(map(len, pieces)))
+    return b"".join(pieces), starts
+
+
+class RecordEncoder:
+    """`serialize_instance` for records whose features come already encoded: the fast path.
+
+    The pipeline keeps every document's ids as packed varints (`encode_varints`) and its
+    ``token_boundary`` flags as 0/1 bytes, so an instance's features are a few byte slices; this
+    adds the padding and the protobuf headers, whose bytes depend only on the payload lengths and
+    are cached. The records equal `serialize_instance`'s byte for byte (tests compare them).
+    """
+
+    def __init__(self, max_seq_length: int, max_predictions_per_seq: int):
+        self.max_seq_length = max_seq_length
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self._headers: Dict[Tuple[str, int], bytes] = {}
+        self._label = [_map_entry(LABEL_FEATURE, _int64_feature_from_payload(_varint(v))) for v in (0, 1)]
+
+    def _header(self, name: str, payload_length: int) -> bytes:
+        """The bytes of feature `name`'s map entry before a packed payload of that length."""
+        header = self._headers.get((name, payload_length))
+        if header is None:
+            marker = b"\x00" * payload_length
+            if name == "masked_lm_weights":
+                entry = _map_entry(name, _float_feature_from_payload(marker))
+            else:
+                entry = _map_entry(name, _int64_feature_from_payload(marker))
+            header = self._headers[(name, payload_length)] = entry[: len(entry) - payload_length]
+        return header
+
+    def encode(
+        self,
+        ids_payload: bytes,
+        num_tokens: int,
+        segment_a_length: int,
+        token_boundary: bytes,
+        masked_positions: Sequence[int],
+        masked_ids_payload: bytes,
+        label: int,
+    ) -> bytes:
+        """One serialized record.
+
+        Args:
+            ids_payload: the packed varints of the instance's (masked) ids, unpadded.
+            num_tokens: how many ids that is.
+            segment_a_length: tokens of segment 0 (``[CLS] A [SEP]``); the rest are segment 1.
+            token_boundary: one 0/1 byte per token.
+            masked_positions: the masked positions, ascending (below 2**16).
+            masked_ids_payload: the packed varints of the original ids at those positions.
+            label: the SOP label, 0 or 1.
+        """
+        seq, num_pred = self.max_seq_length, self.max_predictions_per_seq
+        pad = bytes(seq - num_tokens)
+        num_masked = len(masked_positions)
+        mask_pad = bytes(num_pred - num_masked)
+        table = _small_varints
+        ids = ids_payload + pad
+        positions = b"".join([table[p] for p in masked_positions]) + mask_pad
+        masked_ids = masked_ids_payload + mask_pad
+        header = self._header
+        body = b"".join(
+            [
+                header("input_ids", len(ids)), ids,
+                header("input_mask", seq), b"\x01" * num_tokens, pad,
+                header("segment_ids", seq), bytes(segment_a_length), b"\x01" * (num_tokens - segment_a_length), pad,
+                header("token_boundary", seq), token_boundary, pad,
+                header("masked_lm_positions", len(positions)), positions,
+                header("masked_lm_ids", len(masked_ids)), masked_ids,
+                header("masked_lm_weights", 4 * num_pred), _ONE_FLOAT * num_masked, bytes(4 * (num_pred - num_masked)),
+                self._label[label],
+            ]
+        )
+        return _length_delimited(0x0A, body)
+
+
+def _default_crc32c():
+    try:
+        import google_crc32c
+
+        if google_crc32c.implementation == "c":
+            return google_crc32c.value
+    except ImportError:
+        pass
+    import crcmod.predefined
+
+    return crcmod.predefined.mkPredefinedCrcFun("crc-32c")
+
+
+_crc32c = None
+
+
+def _masked_crc32c(data: bytes) -> bytes:
+    global _crc32c
+    if _crc32c is None:
+        _crc32c = _default_crc32c()
+    crc = _crc32c(data)
+    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+def frame_record(data: bytes) -> bytes:
+    """One record in the TFRecord file framing: length, its masked CRC-32C, data, the data's.
+
+    Records framed this way can be concatenated into a TFRecord file as they are.
+    """
+    length = struct.pack("<Q", len(data))
+    return b"".join([length, _masked_crc32c(length), data, _masked_crc32c(data)])
+
+
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, "object"]:
     """``tf.io.FixedLenFeature``s for parsing the records (all eight features)."""
     import tensorflow as tf
@@ -295,6 +427,217 @@ def list_files(file_pattern: Union[str, Sequence[str]]) -> List[str]:
             raise FileNotFoundError(f"no file matches {pattern!r}")
         files.extend(matched)
     return sorted(set(files))
+
+
+# --- checking the data before training ----------------------------------------------------------
+
+METADATA_FILE = "metadata.json"  # as `albert_tf.data.beam_pipeline` writes it (not imported: Beam is heavy)
+FORMAT_NAME = "albert-pretraining-tfrecord"
+
+
+class PretrainingDataError(ValueError):
+    """Pretraining data that cannot be trained on: unreadable metadata, missing, truncated or
+    corrupted record files. The message names the file (and the record and byte offset)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingData:
+    """The record files behind ``--data`` and what their ``metadata.json`` says about them.
+
+    Attributes:
+        files: The TFRecord files, sorted.
+        metadata_path: The ``metadata.json`` read, or None (plain files, e.g. the original script's).
+        max_seq_length: The records' sequence length, if the metadata states it.
+        max_predictions_per_seq: The records' masked-position capacity, likewise.
+        vocab_size: Size of the vocabulary the records were made with, likewise.
+        num_records: Records in all the metadata's files, when `files` are exactly those.
+        tokenizer: The tokenizer the records were made with, as the metadata's ``tokenizer``
+            entry (``spm_model`` or ``vocab_file``, ``lower_case``), if it has one.
+    """
+
+    files: List[str]
+    metadata_path: Optional[str] = None
+    max_seq_length: Optional[int] = None
+    max_predictions_per_seq: Optional[int] = None
+    vocab_size: Optional[int] = None
+    num_records: Optional[int] = None
+    tokenizer: Optional[Dict[str, Any]] = None
+
+
+def _metadata_int(metadata: Dict[str, Any], path: str, *keys: str) -> Optional[int]:
+    value: Any = metadata
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PretrainingDataError(f"{path}: {'.'.join(keys)} must be a positive integer, got {value!r}")
+    return value
+
+
+def _read_metadata(path: str) -> Dict[str, Any]:
+    import tensorflow as tf
+
+    try:
+        with tf.io.gfile.GFile(path, "r") as f:
+            metadata = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PretrainingDataError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(metadata, dict):
+        raise PretrainingDataError(f"{path} must hold a JSON object, got {type(metadata).__name__}")
+    if metadata.get("format", FORMAT_NAME) != FORMAT_NAME:
+        raise PretrainingDataError(f"{path}: format {metadata['format']!r} is not {FORMAT_NAME!r}")
+    return metadata
+
+
+def find_pretraining_data(data: str) -> PretrainingData:
+    """The record files of `data` and the facts its ``metadata.json`` states.
+
+    Args:
+        data: A directory written by ``make-pretraining-data`` (its ``metadata.json`` lists the
+            shards; without one, the ``*.tfrecord`` files directly in it), or one or more
+            comma-separated globs; the metadata is read when all matches share a directory that
+            has one.
+
+    Raises:
+        FileNotFoundError: Nothing matches, or a file the metadata lists is missing.
+        PretrainingDataError: The metadata is unreadable or states impossible values.
+    """
+    import tensorflow as tf
+
+    directory = data.rstrip("/") if "," not in data else None
+    if directory and tf.io.gfile.isdir(directory):
+        metadata_path = os.path.join(directory, METADATA_FILE)
+        metadata = _read_metadata(metadata_path) if tf.io.gfile.exists(metadata_path) else None
+        if metadata is not None and isinstance(metadata.get("files"), list):
+            files = sorted(os.path.join(directory, str(name)) for name in metadata["files"])
+            missing = [f for f in files if not tf.io.gfile.exists(f)]
+            if missing:
+                raise FileNotFoundError(f"{missing[0]} is missing: {metadata_path} lists {len(files)} file(s)")
+        else:
+            files = sorted(tf.io.gfile.glob(os.path.join(directory, "*.tfrecord")))
+        if not files:
+            raise FileNotFoundError(f"{directory} holds no *.tfrecord files")
+    else:
+        files = list_files(data)
+        parents = {os.path.dirname(f) for f in files}
+        metadata_path = os.path.join(parents.pop(), METADATA_FILE) if len(parents) == 1 else None
+        if metadata_path and not tf.io.gfile.exists(metadata_path):
+            metadata_path = None
+        metadata = _read_metadata(metadata_path) if metadata_path else None
+    if metadata is None:
+        return PretrainingData(files=files)
+    listed = metadata.get("files")
+    # The count covers the metadata's files; a glob that matches only some of them says nothing.
+    complete = isinstance(listed, list) and sorted(map(str, listed)) == sorted(os.path.basename(f) for f in files)
+    tokenizer = metadata.get("tokenizer")
+    return PretrainingData(
+        files=files,
+        metadata_path=metadata_path,
+        max_seq_length=_metadata_int(metadata, metadata_path, "instance_config", "max_seq_length"),
+        max_predictions_per_seq=_metadata_int(metadata, metadata_path, "instance_config", "max_predictions_per_seq"),
+        vocab_size=_metadata_int(metadata, metadata_path, "vocab", "vocab_size"),
+        num_records=_metadata_int(metadata, metadata_path, "counters", "instances") if complete else None,
+        tokenizer=tokenizer if isinstance(tokenizer, dict) else None,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordFileScan:
+    """One record file read to its end.
+
+    Attributes:
+        path: The file.
+        num_records: Its records.
+        num_bytes: Its size.
+        first_record: Its first record (None for an empty file).
+    """
+
+    path: str
+    num_records: int
+    num_bytes: int
+    first_record: Optional[bytes]
+
+
+def scan_record_file(path: str) -> RecordFileScan:
+    """Reads every record of an uncompressed TFRecord file, checking its framing and checksums.
+
+    A record is a length, the length's CRC-32C, the data and the data's CRC-32C; TensorFlow's
+    reader checks all of it in C++ (hundreds of MB/s), without starting TensorFlow's runtime, so
+    this may run before a `tf.distribute` strategy is created.
+
+    Raises:
+        PretrainingDataError: A truncated or corrupted record, naming the file, the record's
+            index and its byte offset.
+    """
+    import tensorflow as tf
+    # The random-access reader returns each record's end offset; the public `tf_record_iterator`
+    # is deprecated and says only where reading stopped, `TFRecordDataset` starts the runtime.
+    from tensorflow.python.lib.io import tf_record
+
+    try:
+        size = tf.io.gfile.stat(path).length
+        reader = tf_record.tf_record_random_reader(path)
+    except (tf.errors.OpError, OSError) as e:
+        raise PretrainingDataError(f"{path} cannot be read: {getattr(e, 'message', e)}") from None
+    offset, count, first = 0, 0, None
+    while offset < size:
+        try:
+            record, offset_after = reader.read(offset)
+        except tf.errors.DataLossError as e:
+            if "truncated" in e.message:
+                raise PretrainingDataError(
+                    f"{path}: truncated record {count} at byte {offset}: the file ends ({size} bytes) inside it"
+                ) from None
+            raise PretrainingDataError(
+                f"{path}: corrupted record {count} at byte {offset}: a checksum does not match"
+            ) from None
+        except IndexError:  # fewer bytes left than a record header
+            raise PretrainingDataError(
+                f"{path}: truncated record {count} at byte {offset}: the file ends ({size} bytes) inside its header"
+            ) from None
+        if first is None:
+            first = bytes(record)
+        offset = offset_after
+        count += 1
+    return RecordFileScan(path, count, size, first)
+
+
+def first_record(files: Sequence[str]) -> Optional[Tuple[str, bytes]]:
+    """`(path, record)`: the first record of the first non-empty file, reading no further.
+
+    For data too large to scan; damage beyond that record shows only in training.
+    """
+    import tensorflow as tf
+    from tensorflow.python.lib.io import tf_record  # as in `scan_record_file`
+
+    for path in files:
+        try:
+            return path, bytes(tf_record.tf_record_random_reader(path).read(0)[0])
+        except IndexError:  # no record in the file
+            continue
+        except (tf.errors.OpError, OSError):
+            scan_record_file(path)  # raises, naming the damage
+            raise PretrainingDataError(f"{path} cannot be read") from None
+    return None
+
+
+def scan_record_files(files: Sequence[str], expected_records: Optional[int] = None) -> List[RecordFileScan]:
+    """`scan_record_file` for every file; `expected_records` (the metadata's count) is checked too.
+
+    Raises:
+        PretrainingDataError: A damaged file, or a total that differs from `expected_records`
+            (a file cut at a record boundary reads as a valid, shorter file).
+    """
+    scans = [scan_record_file(path) for path in files]
+    total = sum(s.num_records for s in scans)
+    if expected_records is not None and total != expected_records:
+        counts = ", ".join(f"{os.path.basename(s.path)}: {s.num_records}" for s in scans)
+        raise PretrainingDataError(
+            f"the record files hold {total} records but {METADATA_FILE} counts {expected_records} "
+            f"(a file was truncated or replaced?): {counts}"
+        )
+    return scans
 
 
 def make_pretraining_dataset(

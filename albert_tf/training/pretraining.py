@@ -23,6 +23,11 @@ warning naming it, and the previous one is used. At the end the run writes, each
 ``encoder.keras`` and an original-format TF1 checkpoint ``tf1/model.ckpt`` with
 ``tf1/albert_config.json``.
 
+A run given the tokenizer its data was made with (`PretrainingRunConfig.tokenizer`) copies it into
+``model_dir`` and ``tf1/`` (``spm.model`` or ``vocab.txt``, described by ``tokenizer.json``), so
+the output is all fine-tuning needs; `find_tokenizer` finds it there. Nothing is written into
+``model_dir``, and it is not created, until the data and the model have been checked.
+
 Units: a *step* is one optimizer update. With `gradient_accumulation_steps=A` a step consumes A
 batches of `batch_size` examples (the global batch, split over replicas), so one update sees
 `A * batch_size` examples; `num_train_steps`, `num_warmup_steps` and the checkpoint interval
@@ -71,6 +76,10 @@ TF1_SUBDIR = "tf1"
 TF1_CHECKPOINT = "model.ckpt"
 ALBERT_CONFIG_FILE = "albert_config.json"
 LOG_SUBDIR = "logs"
+TOKENIZER_FILE = "tokenizer.json"
+# The tokenizer copied into a run directory, under a fixed name per kind (the names
+# `albert-tf finetune` also looks for beside --init).
+TOKENIZER_KINDS = {"sentencepiece": "spm.model", "wordpiece": "vocab.txt"}
 
 # Fields whose change between a run and its restart makes the continuation differ from an
 # uninterrupted run (a warning names them); the others (logging, retention) are harmless.
@@ -102,6 +111,115 @@ def _check_int(name, value, minimum):
         raise PretrainingError(f"{name} must be an integer, got {value!r}")
     if value < minimum:
         raise PretrainingError(f"{name} must be >= {minimum}, got {value}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerFile:
+    """A tokenizer file: what `albert-tf finetune` needs besides the weights.
+
+    Attributes:
+        kind: "sentencepiece" (a SentencePiece ``.model``) or "wordpiece" (a ``vocab.txt``).
+        path: The file.
+        lower_case: Whether the text is lower-cased before tokenization (as the data was made).
+    """
+
+    kind: str
+    path: str
+    lower_case: bool = True
+
+    def validate(self) -> None:
+        """Raises `PretrainingError` for an unknown kind or a missing file."""
+        import tensorflow as tf
+
+        if self.kind not in TOKENIZER_KINDS:
+            raise PretrainingError(
+                f"unknown tokenizer kind {self.kind!r}; expected one of {', '.join(TOKENIZER_KINDS)}"
+            )
+        if not isinstance(self.lower_case, bool):
+            raise PretrainingError(f"tokenizer lower_case must be True or False, got {self.lower_case!r}")
+        if not tf.io.gfile.exists(self.path) or tf.io.gfile.isdir(self.path):
+            raise PretrainingError(f"tokenizer file not found: {self.path}")
+
+
+def _read_tokenizer_entry(directory: str) -> Optional[TokenizerFile]:
+    import tensorflow as tf
+
+    path = os.path.join(directory, TOKENIZER_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    try:
+        with tf.io.gfile.GFile(path, "r") as f:
+            entry = json.load(f)
+        kind, name, lower_case = entry["type"], entry["file"], entry.get("lower_case", True)
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+        logger.warning("%s is unreadable (%s: %s); ignoring it", path, type(e).__name__, e)
+        return None
+    file = os.path.join(directory, os.path.basename(str(name)))
+    if kind not in TOKENIZER_KINDS or not tf.io.gfile.exists(file):
+        return None
+    return TokenizerFile(kind, file, bool(lower_case))
+
+
+def find_tokenizer(path: str) -> Optional[TokenizerFile]:
+    """The tokenizer a pretraining output carries (written by `run_pretraining`), or None.
+
+    Args:
+        path: The run directory, its ``tf1/`` or ``checkpoints/`` folder, or a file or checkpoint
+            prefix in one of them (anything `albert-tf finetune --init` accepts from a run).
+
+    Returns:
+        The `TokenizerFile` that ``tokenizer.json`` describes, or None where there is none.
+    """
+    import tensorflow as tf
+
+    path = os.fspath(path).rstrip("/") or "/"
+    directory = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+    candidates = [directory]
+    if os.path.basename(directory) in (TF1_SUBDIR, CHECKPOINT_SUBDIR):
+        candidates.append(os.path.dirname(directory))
+    for candidate in candidates:
+        found = _read_tokenizer_entry(candidate or ".")
+        if found is not None:
+            return found
+    return None
+
+
+def _file_bytes(path: str) -> bytes:
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return f.read()
+
+
+def _check_tokenizer_of_run(directory: str, tokenizer: TokenizerFile) -> None:
+    """Refuses to continue a run that was pretrained with another vocabulary."""
+    previous = _read_tokenizer_entry(directory)
+    if previous is None:
+        return
+    if previous.kind != tokenizer.kind or _file_bytes(previous.path) != _file_bytes(tokenizer.path):
+        raise PretrainingError(
+            f"{directory} was pretrained with the tokenizer in {previous.path}; {tokenizer.path} is another "
+            "vocabulary (use a new --model-dir for new data)"
+        )
+
+
+def _install_tokenizer(directory: str, tokenizer: TokenizerFile) -> str:
+    """Copies the tokenizer file into `directory` and describes it in ``tokenizer.json``."""
+    import tensorflow as tf
+
+    name = TOKENIZER_KINDS[tokenizer.kind]
+    target = os.path.join(directory, name)
+    if os.path.abspath(target) != os.path.abspath(tokenizer.path):
+        tmp = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+        try:
+            tf.io.gfile.copy(tokenizer.path, tmp, overwrite=True)
+            tf.io.gfile.rename(tmp, target, overwrite=True)
+        finally:
+            if tf.io.gfile.exists(tmp):
+                tf.io.gfile.remove(tmp)
+    entry = {"type": tokenizer.kind, "file": name, "lower_case": tokenizer.lower_case}
+    _atomic_write_text(os.path.join(directory, TOKENIZER_FILE), json.dumps(entry, indent=2, sort_keys=True) + "\n")
+    return target
 
 
 @dataclasses.dataclass
@@ -137,6 +255,7 @@ class PretrainingRunConfig:
         verbose: Keras `fit` verbosity ("auto", 0, 1 or 2).
         deterministic_ops: Call `tf.config.experimental.enable_op_determinism()` (needed for
             bit-exact resume on GPU; CPU kernels are deterministic already). Process-wide.
+        tokenizer: The tokenizer the data was made with; copied into the outputs (None: none).
     """
 
     model_dir: str
@@ -163,6 +282,7 @@ class PretrainingRunConfig:
     log_every: int = 100
     verbose: Union[str, int] = "auto"
     deterministic_ops: bool = False
+    tokenizer: Optional[TokenizerFile] = None
 
     def __post_init__(self):
         self.validate()
@@ -216,6 +336,8 @@ class PretrainingRunConfig:
             raise PretrainingError(
                 f"unknown sentence_task {self.sentence_task!r}; expected one of {', '.join(SENTENCE_TASKS)}"
             )
+        if self.tokenizer is not None and not isinstance(self.tokenizer, TokenizerFile):
+            raise PretrainingError(f"tokenizer must be a TokenizerFile or None, got {self.tokenizer!r}")
         if self.jit_compile not in (None, True, False):
             raise PretrainingError(f"jit_compile must be True, False or None (auto), got {self.jit_compile!r}")
         # Every fit call covers whole checkpoint intervals (or the last, shorter one), and
@@ -412,8 +534,9 @@ def _checkpoint_candidates(directory: str) -> List[str]:
     prefixes = set()
     state = tf.train.get_checkpoint_state(directory)
     if state is not None:
-        for path in state.all_model_checkpoint_paths:
-            prefixes.add(path if os.path.isabs(path) or not _is_local(path) else os.path.join(directory, path))
+        # Relative entries come back joined to `directory` already; joining again named a
+        # checkpoint that does not exist (and warned it "unreadable") for a relative model_dir.
+        prefixes.update(state.all_model_checkpoint_paths)
     for index in tf.io.gfile.glob(os.path.join(directory, f"{CHECKPOINT_NAME}-*.index")):
         prefixes.add(index[: -len(".index")])
     numbered = []
@@ -938,6 +1061,8 @@ def run_pretraining(
 
     config.validate()
     albert_config = config.albert_config()
+    if config.tokenizer is not None:
+        config.tokenizer.validate()
     if config.deterministic_ops:
         tf.config.experimental.enable_op_determinism()
     if strategy is None:
@@ -948,7 +1073,6 @@ def run_pretraining(
     # Every worker saves (saving may involve collectives); non-chief workers into a private
     # folder that is removed at the end, as TensorFlow's multi-worker guides do.
     write_dir = model_dir if chief else os.path.join(model_dir, f".tmp-{task_type}-{task_id}")
-    tf.io.gfile.makedirs(write_dir)
     chief_checkpoint_dir = os.path.join(model_dir, CHECKPOINT_SUBDIR)
     jit_compile = config.jit_compile
     if jit_compile is None:
@@ -982,10 +1106,16 @@ def run_pretraining(
 
     metrics_log = MetricsLog(os.path.join(model_dir, METRICS_FILE)) if chief else None
     run_config_path = os.path.join(model_dir, RUN_CONFIG_FILE)
+    if chief and config.tokenizer is not None and tf.io.gfile.isdir(model_dir):
+        _check_tokenizer_of_run(model_dir, config.tokenizer)
+    # The first write: everything above can still fail without leaving anything behind.
+    tf.io.gfile.makedirs(write_dir)
     if chief:
         if restored_from:
             _check_resumed_config(run_config_path, config)
         metrics_log.truncate_after(initial_step)
+        if config.tokenizer is not None:
+            _install_tokenizer(model_dir, config.tokenizer)
         _atomic_write_text(run_config_path, json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
 
     manager = tf.train.CheckpointManager(
@@ -1061,6 +1191,11 @@ def run_pretraining(
             "metrics": metrics_log.path,
             "logs": log_dir,
         }
+        if config.tokenizer is not None:
+            installed = find_tokenizer(model_dir)
+            # Beside the TF1 checkpoint too, as the original releases ship it: `tf1/` alone fine-tunes.
+            _install_tokenizer(os.path.join(model_dir, TF1_SUBDIR), installed)
+            artifacts["tokenizer"] = installed.path
     else:
         tf.io.gfile.rmtree(write_dir)
         final_checkpoint = None
