@@ -5,6 +5,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 
 import pytest
 
@@ -13,7 +14,8 @@ from albert_tf.cli import CommandError
 MODULES = ("albert_tf.cli.finetune", "albert_tf.cli.evaluate", "albert_tf.cli.predict")
 WORDS = ["good", "great", "fine", "bad", "awful", "dull", "film", "movie", "plot", "a", "the", "very", "paris", "london", "is", "big", "in", "i", "live"]
 CONFIG = {
-    "vocab_size": 40, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+    # The tokenizer's size: `finetune` refuses a tokenizer that does not fit the model.
+    "vocab_size": 5 + len(WORDS), "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
     "intermediate_size": 32, "max_position_embeddings": 32,
 }
 
@@ -173,3 +175,66 @@ def test_user_errors_leave_nothing_behind(assets, tmp_path):
 
     status, error = cli(["evaluate", "--model-dir", tmp_path / "bad", "--data", data])
     assert status == 2 and "not a completed fine-tuning directory" in error
+
+
+def test_epochs_and_progress_as_printed(assets, tmp_path, capsys, monkeypatch):
+    """`--num-epochs 2` on 40 examples at batch 16 (2 full batches an epoch) is 4 steps in two
+    intervals, printed one plain line each with the evaluation after it; the best step reported
+    is one of the evaluated steps. `evaluate` and `predict` show their progress on stderr."""
+    out = tmp_path / "two_epochs"
+    status, error = cli([
+        "finetune", "--task", "classification", "--data", assets / "sentiment", "--text-column", "text",
+        "--label-column", "label", "--config", assets / "config.json", "--vocab-file", assets / "vocab.txt",
+        "--model-dir", out, "--max-seq-length", 12, "--batch-size", 16, "--num-epochs", 2, "--max-train-examples", 40,
+        "--learning-rate", 3e-3,
+    ])
+    assert (status, error) == (0, "")
+    printed = capsys.readouterr().out
+    assert ", 4 steps (warmup 0)," in printed and "\r" not in printed and "\x1b[" not in printed
+    assert re.search(r"^steps 1-2 of 4 \(epoch 1 of 2\): .*\neval at step 2: ", printed, flags=re.M)
+    assert re.search(r"^steps 3-4 of 4 \(epoch 2 of 2\): .*\neval at step 4: ", printed, flags=re.M)
+    evaluated = re.findall(r"^eval at step (\d+): ", printed, flags=re.M)
+    assert evaluated == ["2", "4"]
+    assert re.search(r"^best dev accuracy at step (\d+): ", printed, flags=re.M).group(1) in evaluated
+    assert [h["step"] for h in json.loads((out / "finetuning.json").read_text())["history"]] == [2, 4]
+
+    monkeypatch.setattr("albert_tf.training.finetuning.PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr("albert_tf.training.finetuning.PROGRESS_EVERY_S", 0.0)
+    status, _ = cli(["evaluate", "--model-dir", out, "--data", assets / "sentiment", "--split", "dev", "--batch-size", 16])
+    captured = capsys.readouterr()
+    assert status == 0 and json.loads(captured.out)["dev"]["num_examples"] == 32
+    assert "evaluating dev: 1/2 batches" in captured.err and "evaluating dev: 2/2 batches" in captured.err
+    status, _ = cli(["predict", "--model-dir", out, "--input", assets / "sentiment" / "test.tsv", "--batch-size", 8])
+    captured = capsys.readouterr()
+    assert status == 0 and len(captured.out.splitlines()) == 16 and "predicting: 2/2 batches" in captured.err
+
+
+def test_init_from_a_pretraining_run_finds_its_tokenizer(assets, tmp_path):
+    """`--init RUN/tf1/model.ckpt` of a pretraining output: the tokenizer and its casing come from
+    the run's `tokenizer.json` (`albert_tf.training.pretraining.find_tokenizer`), no --vocab-file."""
+    import numpy as np
+
+    from albert_tf.checkpoints.original import save_original_checkpoint
+    from albert_tf.config import AlbertConfig
+    from albert_tf.modeling import AlbertEncoder
+
+    run = tmp_path / "pretrained"
+    (run / "tf1").mkdir(parents=True)
+    config = AlbertConfig(**CONFIG)
+    encoder = AlbertEncoder.from_albert_config(config)
+    encoder({"input_ids": np.array([[2, 5, 3]], "int32"), "input_mask": np.ones((1, 3), "int32"),
+             "segment_ids": np.zeros((1, 3), "int32")})
+    save_original_checkpoint(str(run / "tf1" / "model.ckpt"), encoder)
+    config.to_json_file(str(run / "tf1" / "albert_config.json"))
+    (run / "vocab.txt").write_text((assets / "vocab.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    (run / "tokenizer.json").write_text(json.dumps({"type": "wordpiece", "file": "vocab.txt", "lower_case": False}), encoding="utf-8")
+
+    out = tmp_path / "from_pretrained"
+    status, error = cli([
+        "finetune", "--task", "classification", "--data", assets / "sentiment", "--text-column", "text",
+        "--label-column", "label", "--init", run / "tf1" / "model.ckpt", "--model-dir", out, "--max-seq-length", 12,
+        "--batch-size", 16, "--num-train-steps", 2, "--quiet",
+    ])
+    assert (status, error) == (0, "")
+    assert json.loads((out / "task.json").read_text())["tokenizer"] == {"type": "wordpiece", "file": "vocab.txt", "lower_case": False}
+    assert json.loads((out / "finetuning.json").read_text())["metadata"]["init"]["kind"] == "original"

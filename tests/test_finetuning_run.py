@@ -1,8 +1,10 @@
 """Tests of `albert_tf.training.finetuning.run_finetuning`: best-checkpoint selection, step counting,
-the atomic output directory, errors, and a short run whose loss falls."""
+the atomic output directory, errors, a short run whose loss falls, epochs and progress output."""
 
+import io
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -194,3 +196,101 @@ def test_on_collapse_raise_writes_nothing(tmp_path):
     assert not (tmp_path / "raise").exists() and leftovers(tmp_path) == []
     with pytest.raises(FinetuningError, match="on_collapse"):
         collapse_run(tmp_path, "bad", train, dev, on_collapse="ignore")
+
+
+# --- epochs and progress -------------------------------------------------------------------------
+
+
+def test_epochs_count_full_batches():
+    """The run drops a last partial batch, so an epoch of 200 examples at batch 32 is 6 steps and
+    2 epochs are 12 (rounding up gave 13: a third, 1-step interval shown as "Epoch 3/3")."""
+    assert finetuning.steps_per_epoch(200, 32) == 6
+    assert finetuning.steps_for_epochs(200, 2, 32) == 12
+    assert finetuning.steps_for_epochs(1080, 2, 32) == 66
+    assert finetuning.steps_for_epochs(50, 2.2, 10) == 11  # 2.2 * 5 is 11.000000000000002 in floats
+    assert finetuning.steps_for_epochs(200, 2.5, 16, gradient_accumulation_steps=2) == 15
+    assert finetuning.steps_for_epochs(5, 3, 32) == 3  # fewer examples than a batch: one step an epoch
+
+
+def scripted_run(tmp_path, name, verbose, **kwargs):
+    """Two epochs of 5 steps (40 examples, batch 8), evaluated after each."""
+    scores = iter([{"accuracy": 0.5}, {"accuracy": 0.75}])
+    return run_finetuning(
+        new_model, examples_dataset(easy_features(40)), examples_dataset(easy_features(16, seed=1)),
+        num_train_steps=finetuning.steps_for_epochs(40, 2, 8), warmup_steps=1, learning_rate=1e-3,
+        model_dir=str(tmp_path / name), eval_fn=kwargs.pop("eval_fn", lambda model, data: next(scores)),
+        best_metric="accuracy", batch_size=8, verbose=verbose, tensorboard=False, **kwargs,
+    )
+
+
+def test_piped_progress_is_one_plain_line_per_interval(tmp_path, capsys):
+    """Not a terminal ("auto" under pytest): no carriage returns or colour codes; each interval is
+    one line labelled in steps and epochs, and its evaluation follows on a line of its own."""
+    result = scripted_run(tmp_path, "piped", "auto")
+    out = capsys.readouterr().out
+    assert "\r" not in out and "\x1b[" not in out and "Epoch" not in out
+    lines = [line for line in out.splitlines() if line.startswith(("steps ", "eval at step"))]
+    assert [re.sub(r": .*", "", line) for line in lines] == [
+        "steps 1-5 of 10 (epoch 1 of 2)", "eval at step 5", "steps 6-10 of 10 (epoch 2 of 2)", "eval at step 10",
+    ]
+    assert re.fullmatch(r"steps 1-5 of 10 \(epoch 1 of 2\): accuracy=\d\.\d{4}, loss=\d\.\d{4}, \d+\.\ds", lines[0])
+    assert lines[3] == "eval at step 10: accuracy=0.7500  [best]" and result.best_step == 10
+
+
+def test_terminal_progress_bar_ends_before_the_evaluation_prints(tmp_path, capsys):
+    scripted_run(tmp_path, "tty", 1)
+    out = capsys.readouterr().out
+    assert out.count("eval at step") == 2
+    # Each evaluation starts a line: the interval's bar was finished first.
+    assert all(out[i - 1] == "\n" for i in (m.start() for m in re.finditer("eval at step", out)))
+    assert "steps 1-5 of 10 (epoch 1 of 2)\n" in out
+
+
+def test_progress_line_waits_then_reports():
+    now = [0.0]
+    stream = io.StringIO()
+    line = finetuning.ProgressLine("predicting", 10, stream=stream, tty=False, delay=3, every=10, clock=lambda: now[0])
+    for done, at in ((1, 1.0), (2, 3.5), (3, 5.0), (4, 13.5), (10, 14.0)):
+        now[0] = at
+        line.update(done)
+    line.close()
+    # Quiet for 3 s, then a line every 10 s, then the end.
+    assert stream.getvalue().splitlines() == [
+        "predicting: 2/10 batches, 4s", "predicting: 4/10 batches, 14s", "predicting: 10/10 batches, 14s, done",
+    ]
+
+    tty = io.StringIO()
+    line = finetuning.ProgressLine("eval", 4, stream=tty, tty=True, delay=0, clock=lambda: now[0])
+    line.update(2)
+    line.close()
+    assert tty.getvalue().startswith("\reval: 2/4 batches [==========..........], 0s") and tty.getvalue().endswith(", done\n")
+
+    short = io.StringIO()
+    line = finetuning.ProgressLine("quick", 4, stream=short, tty=False, delay=3, clock=lambda: now[0])
+    line.update(4)
+    line.close()
+    assert short.getvalue() == ""  # work shorter than the delay stays silent
+
+
+def test_prediction_progress_reports_model_predict_and_evaluate(tmp_path):
+    model = new_model()
+    features = easy_features(24)
+    data = examples_dataset(features).batch(8)
+    model.compile(optimizer="sgd")
+    stream = io.StringIO()
+    options = dict(stream=stream, tty=False, delay=0, every=0, clock=lambda: 0.0)
+    with finetuning.prediction_progress(model, "scoring", **options):
+        model.predict(data.map(lambda x: {k: v for k, v in x.items() if k != "labels"}), verbose=0)
+        model.evaluate(data, verbose=0)
+    assert stream.getvalue().splitlines() == [f"scoring: {i}/3 batches, 0s" for i in (1, 2, 3)] * 2
+    assert "predict" not in model.__dict__ and "evaluate" not in model.__dict__  # the class's methods again
+    with finetuning.prediction_progress(model, "scoring", verbose=0, stream=stream):
+        assert "predict" not in model.__dict__
+
+
+def test_slow_evaluations_show_progress_on_stderr(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(finetuning, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(finetuning, "PROGRESS_EVERY_S", 0.0)
+    scripted_run(tmp_path, "slow", 2, eval_fn=make_eval_fn(["accuracy"], regression=False))
+    err = capsys.readouterr().err
+    assert "evaluating at step 5: 1/2 batches" in err and "evaluating at step 10: 2/2 batches" in err

@@ -3,7 +3,9 @@
 Reads `task.json` of a `albert-tf finetune` output, tokenizes the split(s) of `--data` exactly as
 in training, and prints the task's metrics (GLUE metrics; entity precision/recall/F1 and token
 accuracy for NER; the official exact match and F1 for SQuAD, with the v2 threshold search;
-accuracy for RACE) as JSON, optionally also writing them to `--output`.
+accuracy for RACE) as JSON, optionally also writing them to `--output`. A table is read in its own
+format (its extension, else its first line), whatever the training files' was. Scoring that runs
+longer than a few seconds reports its progress on stderr.
 
 SQuAD: `--data` is the directory of the official files (split `dev`, the default, or `train`) or
 one SQuAD JSON file; v2 answers "no answer" by the threshold tuned on dev at training time, and
@@ -94,7 +96,7 @@ def run(args) -> int:
             if explicit:
                 raise CommandError(f"split {split!r} has no labels to evaluate against; use `albert-tf predict`")
             continue
-        results[split] = evaluate_examples(model, spec, tokenizer, examples, args.batch_size)
+        results[split] = evaluate_examples(model, spec, tokenizer, examples, args.batch_size, f"evaluating {split}")
         results[split]["num_examples"] = len(examples)
     if not results:
         raise CommandError("no labelled split to evaluate")
@@ -146,9 +148,10 @@ def _evaluate_reading(args, spec, tokenizer, requested, explicit):
     results = {}
     for split, source in sources.items():
         if not squad:
-            results[split] = race_scores(predict_race_records(model, spec, tokenizer, source, args.batch_size))
+            records = predict_race_records(model, spec, tokenizer, source, args.batch_size, f"evaluating {split}")
+            results[split] = race_scores(records)
             continue
-        results[split], outputs = evaluate_squad_file(model, spec, tokenizer, source, args.batch_size)
+        results[split], outputs = evaluate_squad_file(model, spec, tokenizer, source, args.batch_size, label=f"evaluating {split}")
         if args.predictions_dir:
             from albert_tf.tasks.squad import write_squad_outputs
 

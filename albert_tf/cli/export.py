@@ -8,9 +8,10 @@ for SQuAD the conversion and post-processing settings (`doc_stride`, `max_query_
 stored), so that `serving_default` answers `question` + `context` (`albert_tf.export.qa`).
 `--init` takes a pretrained encoder (any checkpoint `albert_tf.checkpoints.init` reads) with
 `--config`, `--spm-model`/`--vocab-file` and `--sequence-length`, exported with the TF-Hub-style
-`tokens` signature. The version goes to `<export-base>/<model-name>/<version>/`, atomically,
-after the TF Serving compatibility check; `models.config` and `batching_parameters.txt` are
-written for the export base.
+`tokens` signature; a tokenizer whose size is not the encoder's `vocab_size` is refused (a smaller
+one is accepted with `--allow-vocab-mismatch`). The version goes to
+`<export-base>/<model-name>/<version>/`, atomically, after the TF Serving compatibility check;
+`models.config` and `batching_parameters.txt` are written for the export base.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-file", help="WordPiece vocab.txt for --init")
     parser.add_argument("--no-lower-case", action="store_true", help="for --init: the vocabulary is cased")
     parser.add_argument("--sequence-length", type=int, default=128, help="for --init: packed input length (default 128)")
+    parser.add_argument(
+        "--allow-vocab-mismatch", action="store_true",
+        help="for --init: accept a tokenizer with fewer tokens than the encoder's vocab_size (a larger one is always refused)",
+    )
     parser.add_argument("--max-batch-size", type=int, default=32, help="batching_parameters.txt max_batch_size")
     parser.add_argument("--batch-timeout-micros", type=int, default=2000, help="batching_parameters.txt batch_timeout_micros")
     parser.add_argument("--container-base", default="/models", help="where the server mounts --export-base (models.config)")
@@ -71,18 +76,20 @@ def _from_model_dir(args):
 
 
 def _from_init(args):
-    from albert_tf.checkpoints.init import config_from_init, init_encoder
+    from albert_tf.checkpoints.init import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
-    from albert_tf.config import ConfigError, load_config
+    from albert_tf.cli.finetune import check_tokenizer_fits, load_tokenizer, resolve_model_config
+    from albert_tf.config import ConfigError
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
     if bool(args.spm_model) == bool(args.vocab_file):
         raise CommandError("--init needs exactly one of --spm-model and --vocab-file")
+    config, config_source = resolve_model_config(args.config, args.init)
+    kind, tokenizer_file = ("sentencepiece", args.spm_model) if args.spm_model else ("wordpiece", args.vocab_file)
+    tokenizer = load_tokenizer(kind, tokenizer_file, not args.no_lower_case)
+    check_tokenizer_fits(tokenizer, tokenizer_file, config, config_source, args.allow_vocab_mismatch)
     try:
-        config = load_config(args.config) if args.config else config_from_init(args.init)
-        if config is None:
-            raise CommandError("no encoder architecture: pass --config")
         encoder = AlbertEncoder.from_albert_config(config)
         init_encoder(encoder, args.init)
         kwargs = dict(sequence_length=args.sequence_length, lower_case=not args.no_lower_case)

@@ -34,8 +34,13 @@ model on every dev split and on labelled test files) and, for unlabelled test fi
 for v2, `null_odds.json` of the dev file in `predictions_dev/`; RACE: `predictions_test.jsonl`
 for an unlabelled test folder).
 
-The helpers at the bottom (`TaskSpec`, `load_tokenizer`, `read_split`, ...) are shared with the
-`evaluate` and `predict` subcommands.
+The tokenizer must have exactly the model's `vocab_size` tokens (`--allow-vocab-mismatch` accepts
+a smaller one), and an `--init` that is no checkpoint kind is refused before any data is read.
+Progress: a bar per evaluation interval on a terminal, one line per interval otherwise; evaluations
+and predictions that run longer than a few seconds report on stderr.
+
+The helpers at the bottom (`TaskSpec`, `load_tokenizer`, `read_split`, `resolve_model_config`,
+`check_tokenizer_fits`, ...) are shared with the `evaluate`, `predict` and `export` subcommands.
 """
 
 from __future__ import annotations
@@ -45,9 +50,9 @@ import contextlib
 import dataclasses
 import json
 import logging
-import math
 import os
 import shutil
+import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from albert_tf.cli import CommandError
@@ -130,9 +135,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
     model.add_argument("--init", help="checkpoint to start from (.keras, TF1/TF2 checkpoint, Hugging Face, keras-hub, or a run directory); default: random weights")
     model.add_argument("--config", help="preset (base-v2, ...) or albert_config.json; default: the one stored with --init")
-    model.add_argument("--spm-model", help="SentencePiece model (English models); default: one beside --init")
-    model.add_argument("--vocab-file", help="WordPiece vocab.txt (Chinese models); default: one beside --init")
-    model.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=True, help="lower-case the text (default: on)")
+    model.add_argument("--spm-model", help="SentencePiece model (English models); default: the one stored with --init")
+    model.add_argument("--vocab-file", help="WordPiece vocab.txt (Chinese models); default: the one stored with --init")
+    model.add_argument(
+        "--lower-case", action=argparse.BooleanOptionalAction, default=None,
+        help="lower-case the text (default: as stored with the --init tokenizer, else on)",
+    )
+    model.add_argument(
+        "--allow-vocab-mismatch", action="store_true",
+        help="accept a tokenizer with fewer tokens than the model's vocab_size (refused by default: it usually "
+        "means the wrong file; a larger one is always refused)",
+    )
     model.add_argument("--dropout", type=float, help="dropout before the task head (default 0.1)")
     model.add_argument("--encoder-dropout", type=float, help="dropout inside the encoder (default: the GLUE preset's, else the config's)")
 
@@ -200,14 +213,19 @@ def tokenizer_from_model_dir(model_dir: str, spec: TaskSpec):
     return load_tokenizer(spec.tokenizer["type"], os.path.join(model_dir, spec.tokenizer["file"]), spec.tokenizer["lower_case"])
 
 
-def _find_tokenizer_file(args) -> Tuple[str, str]:
-    """(type, path) from --spm-model / --vocab-file, else a tokenizer file beside --init."""
+def _find_tokenizer_file(args) -> Tuple[str, str, Optional[bool]]:
+    """(type, path, lower_case) from --spm-model / --vocab-file, else the tokenizer stored with
+    --init: a fine-tuning output's `task.json` entry, a pretraining run's `tokenizer.json` (also
+    from its `tf1/` or `checkpoints/`, `albert_tf.training.pretraining.find_tokenizer`), else a
+    tokenizer file beside it. lower_case is the casing stored with it, None where none is."""
+    from albert_tf.training.pretraining import find_tokenizer
+
     if args.spm_model and args.vocab_file:
         raise CommandError("pass --spm-model or --vocab-file, not both")
     if args.spm_model:
-        return "sentencepiece", args.spm_model
+        return "sentencepiece", args.spm_model, None
     if args.vocab_file:
-        return "wordpiece", args.vocab_file
+        return "wordpiece", args.vocab_file, None
     if args.init:
         directory = args.init if os.path.isdir(args.init) else os.path.dirname(os.path.abspath(args.init))
         task_file = os.path.join(directory, TASK_FILE)
@@ -215,31 +233,114 @@ def _find_tokenizer_file(args) -> Tuple[str, str]:
             with open(task_file, encoding="utf-8") as f:
                 tokenizer = json.load(f).get("tokenizer", {})
             if tokenizer.get("file") and os.path.isfile(os.path.join(directory, tokenizer["file"])):
-                return tokenizer["type"], os.path.join(directory, tokenizer["file"])
+                return tokenizer["type"], os.path.join(directory, tokenizer["file"]), tokenizer.get("lower_case")
+        pretrained = find_tokenizer(args.init)
+        if pretrained is not None:
+            return pretrained.kind, pretrained.path, pretrained.lower_case
         for name in sorted(os.listdir(directory)):
             if name.endswith(".model"):
-                return "sentencepiece", os.path.join(directory, name)
+                return "sentencepiece", os.path.join(directory, name), None
         for name in ("vocab.txt", "vocab_chinese.txt"):
             if os.path.isfile(os.path.join(directory, name)):
-                return "wordpiece", os.path.join(directory, name)
+                return "wordpiece", os.path.join(directory, name), None
     raise CommandError("no tokenizer: pass --spm-model (SentencePiece .model) or --vocab-file (WordPiece vocab.txt)")
 
 
-def _resolve_config(args):
+# What `--init` accepts (`albert_tf.checkpoints.init.init_encoder`), for the message that says a
+# path is none of them.
+INIT_KINDS = (
+    "a .keras, .weights.h5, .safetensors or .npz file, a TF checkpoint prefix (or its .index / .data-* "
+    "file), a directory of a TF checkpoint, a fine-tuning or pretraining output directory, a Hugging Face "
+    "model directory or a keras-hub preset directory"
+)
+_CHECKPOINT_SUFFIXES = (".keras", ".weights.h5", ".safetensors", ".safetensors.index.json", ".npz", ".bin", ".pt", ".pth")
+
+
+def _is_checkpoint_path(path: str) -> bool:
+    """Whether `path` is of a kind `init_encoder` reads (not whether it loads)."""
+    from albert_tf.checkpoints import init as init_module
+    from albert_tf.checkpoints.original import CheckpointError, resolve_checkpoint_prefix
+
+    if os.path.isfile(path) and path.lower().endswith(_CHECKPOINT_SUFFIXES):
+        return True
+    if os.path.isdir(path):
+        markers = (
+            init_module.FINETUNED_MODEL, init_module.PRETRAINING_ENCODER, init_module.PRETRAINING_CHECKPOINTS,
+            "model.safetensors", "model.safetensors.index.json",
+        )
+        keras_hub_preset = all(os.path.isfile(os.path.join(path, name)) for name in ("config.json", "model.weights.h5"))
+        if keras_hub_preset or any(os.path.exists(os.path.join(path, name)) for name in markers):
+            return True
+    try:
+        resolve_checkpoint_prefix(path)
+    except CheckpointError:
+        return False
+    return True
+
+
+def check_init(path: str) -> None:
+    """Refuses an `--init` that is no checkpoint kind at all, before any work is done.
+
+    Raises:
+        CommandError: `path` is missing or of no kind `init_encoder` reads.
+    """
+    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+        raise CommandError(f"--init not found: {path}")
+    if not _is_checkpoint_path(path):
+        raise CommandError(
+            f"--init {path} is not a checkpoint, a checkpoint directory, a Hugging Face dir or a keras-hub "
+            f"preset; --init takes {INIT_KINDS}"
+        )
+
+
+def resolve_model_config(config: Optional[str], init: Optional[str]):
+    """The encoder architecture: `config` (a preset or `albert_config.json`), else the one stored
+    with the `init` checkpoint.
+
+    Returns:
+        `(AlbertConfig, where it came from)`, the latter for messages ("the model config X").
+
+    Raises:
+        CommandError: No usable config, or an `init` that is no checkpoint.
+    """
     from albert_tf.checkpoints.init import config_from_init
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.config import ConfigError, load_config
 
+    if init:
+        check_init(init)
     try:
-        if args.config:
-            return load_config(args.config)
-        if args.init:
-            config = config_from_init(args.init)
-            if config is not None:
-                return config
+        if config:
+            return load_config(config), f"the model config {config}"
+        if init:
+            found = config_from_init(init)
+            if found is not None:
+                return found, f"the model of --init {init}"
     except (ConfigError, CheckpointError) as e:
         raise CommandError(str(e)) from None
+    if init:
+        raise CommandError(
+            f"--init {init} is a checkpoint without a stored architecture (no albert_config.json, config.json or "
+            f".keras config beside it): pass --config (a preset such as base-v2, or an albert_config.json)"
+        )
     raise CommandError("no model architecture: pass --config (a preset such as base-v2, or an albert_config.json)")
+
+
+def check_tokenizer_fits(tokenizer, tokenizer_file: str, config, config_source: str, allow_mismatch: bool) -> None:
+    """`albert_tf.tokenization.tokenizers.check_vocab_size` as a one-line `CommandError`; an allowed
+    smaller tokenizer is reported on stderr."""
+    from albert_tf.tokenization.tokenizers import VocabSizeMismatch, check_vocab_size
+
+    try:
+        warning = check_vocab_size(
+            tokenizer.vocab_size, config.vocab_size, tokenizer_source=f"the tokenizer {tokenizer_file}",
+            model_source=config_source, allow_smaller=allow_mismatch,
+            allow_hint="pass --allow-vocab-mismatch to use it anyway",
+        )
+    except VocabSizeMismatch as e:
+        raise CommandError(str(e)) from None
+    if warning:
+        print(f"warning: {warning} (--allow-vocab-mismatch)", file=sys.stderr, flush=True)
 
 
 def _limit(items: List, count: Optional[int]) -> List:
@@ -294,18 +395,40 @@ def split_names(spec: TaskSpec, data: str) -> Dict[str, List[str]]:
     return out
 
 
-def read_split(spec: TaskSpec, data: str, split: str, *, on_error: str = "raise", cache: Optional[dict] = None):
+def read_split(
+    spec: TaskSpec, data: str, split: str, *, on_error: str = "raise", cache: Optional[dict] = None,
+    table_format: Optional[str] = None,
+):
     """The examples (`TextExample`s or `TaggedSentence`s) of `split` for the task.
+
+    Args:
+        table_format: A table's format as given on this command line (`finetune --table-format`);
+            by default each file's own (`albert_tf.data.glue.detect_file_format`: its extension,
+            else its first line), not the format the model was trained on.
 
     Raises:
         CommandError: A missing or malformed file (the message names the file and line).
     """
-    from albert_tf.data.glue import DataFormatError, find_split_file, read_glue_split, read_table
+    from albert_tf.data.glue import (
+        DataFormatError,
+        MissingColumnError,
+        detect_file_format,
+        find_split_file,
+        read_glue_split,
+        read_table,
+    )
     from albert_tf.data.tagging import read_conll, split_long_sentences
 
     try:
         if spec.task in GLUE_TASKS:
-            return read_glue_split(spec.task, data, split, on_error=on_error)
+            try:
+                return read_glue_split(spec.task, data, split, on_error=on_error)
+            except MissingColumnError as e:
+                # Most often a table of another layout given to a GLUE task name.
+                raise CommandError(
+                    f"{e}: not the GLUE {spec.task} layout; for any other table use --task classification "
+                    f"--text-column COLUMN --label-column COLUMN"
+                ) from None
         if spec.kind == "tagging":
             if spec.task == "peoples-daily":
                 if cache is None or "peoples-daily" not in cache:
@@ -323,33 +446,33 @@ def read_split(spec: TaskSpec, data: str, split: str, *, on_error: str = "raise"
             # Long sentences are cut so that every token gets a prediction.
             return split_long_sentences(sentences, max(1, spec.max_seq_length - 2))
         path = find_split_file(data, split)
-        is_test = split == "test"
         label_column = spec.columns.get("label")
-        if is_test:
+        options = dict(
+            text_column=spec.columns["text"], text_b_column=spec.columns.get("text_b"),
+            table_format=table_format or detect_file_format(path, spec.columns.get("format")),
+            tsv_quoting=spec.columns.get("quoting") or "csv", on_error=on_error,
+        )
+        if split == "test":
             # A test file may or may not carry labels.
             try:
-                return read_table(
-                    path, text_column=spec.columns["text"], text_b_column=spec.columns.get("text_b"),
-                    label_column=label_column, table_format=spec.columns.get("format"),
-                    tsv_quoting=spec.columns.get("quoting") or "csv", on_error=on_error,
-                )
-            except DataFormatError as e:
-                if label_column and f"{label_column!r}" in str(e):
-                    return read_table(
-                        path, text_column=spec.columns["text"], text_b_column=spec.columns.get("text_b"),
-                        table_format=spec.columns.get("format"),
-                    tsv_quoting=spec.columns.get("quoting") or "csv", on_error=on_error,
-                    )
+                return read_table(path, label_column=label_column, **options)
+            except MissingColumnError as e:
+                if label_column and e.column == label_column:
+                    return read_table(path, **options)
                 raise
-        return read_table(
-            path, text_column=spec.columns["text"], text_b_column=spec.columns.get("text_b"),
-            label_column=label_column, table_format=spec.columns.get("format"),
-                    tsv_quoting=spec.columns.get("quoting") or "csv", on_error=on_error,
-        )
+        return read_table(path, label_column=label_column, **options)
     except (DataFormatError, ValueError) as e:
         if isinstance(e, CommandError):
             raise
         raise CommandError(str(e)) from None
+
+
+def _progress(model, label: Optional[str]):
+    """`albert_tf.training.finetuning.prediction_progress` under `label`; none when it is None
+    (`--quiet`)."""
+    from albert_tf.training.finetuning import prediction_progress
+
+    return prediction_progress(model, label or "", verbose=label is not None)
 
 
 def has_labels(spec: TaskSpec, examples) -> bool:
@@ -358,17 +481,20 @@ def has_labels(spec: TaskSpec, examples) -> bool:
     return all(e.label is not None for e in examples)
 
 
-def evaluate_examples(model, spec: TaskSpec, tokenizer, examples, batch_size: int) -> Dict[str, float]:
-    """The task's metrics of `model` on labelled examples."""
+def evaluate_examples(
+    model, spec: TaskSpec, tokenizer, examples, batch_size: int, label: Optional[str] = "evaluating"
+) -> Dict[str, float]:
+    """The task's metrics of `model` on labelled examples (progress under `label` when it is slow;
+    None: none)."""
     from albert_tf.data.glue import DataFormatError
-
     try:
         if spec.kind == "tagging":
             from albert_tf.tasks import tagging
 
             vocab = spec.label_vocab()
             encoded = tagging.encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
-            logits = tagging.predict_logits(model, encoded.features, batch_size)
+            with _progress(model, label):
+                logits = tagging.predict_logits(model, encoded.features, batch_size)
             return tagging.score_tagging(logits, encoded, examples, vocab)
         from albert_tf.tasks import classification
 
@@ -376,15 +502,19 @@ def evaluate_examples(model, spec: TaskSpec, tokenizer, examples, batch_size: in
         features = classification.encode_examples(
             examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=spec.label_vocab(), regression=regression
         )
-        scores = classification.predict_scores(model, features, batch_size)
+        with _progress(model, label):
+            scores = classification.predict_scores(model, features, batch_size)
         return classification.score_predictions(scores, features["labels"], spec.metrics, regression)
     except DataFormatError as e:
         raise CommandError(str(e)) from None
 
 
-def predict_examples(model, spec: TaskSpec, tokenizer, examples, batch_size: int) -> List[Dict[str, Any]]:
+def predict_examples(
+    model, spec: TaskSpec, tokenizer, examples, batch_size: int, label: Optional[str] = "predicting"
+) -> List[Dict[str, Any]]:
     """One prediction record per example: classification `label` and `probabilities`, regression
-    `prediction`, tagging `tags` and `entities`."""
+    `prediction`, tagging `tags` and `entities` (progress under `label` when it is slow; None:
+    none)."""
     import numpy as np
 
     if spec.kind == "tagging":
@@ -393,7 +523,8 @@ def predict_examples(model, spec: TaskSpec, tokenizer, examples, batch_size: int
 
         vocab = spec.label_vocab()
         encoded = tagging.encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab, with_labels=False)
-        logits = tagging.predict_logits(model, encoded.features, batch_size)
+        with _progress(model, label):
+            logits = tagging.predict_logits(model, encoded.features, batch_size)
         records = []
         for sentence, tags in zip(examples, tagging.decode_predictions(logits, encoded.word_positions, vocab)):
             joiner = "" if spec.token_unit == "char" else " "
@@ -406,7 +537,8 @@ def predict_examples(model, spec: TaskSpec, tokenizer, examples, batch_size: int
     from albert_tf.tasks import classification
 
     features = classification.encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, with_labels=False)
-    scores = classification.predict_scores(model, features, batch_size)
+    with _progress(model, label):
+        scores = classification.predict_scores(model, features, batch_size)
     if spec.kind == "regression":
         return [{"prediction": float(v)} for v in scores]
     shifted = scores - scores.max(axis=-1, keepdims=True)
@@ -499,14 +631,16 @@ def read_race_split(spec: TaskSpec, path: str):
         return read_race_examples(path, levels=tuple(spec.settings.get("levels", LEVELS)))
 
 
-def predict_race_records(model, spec: TaskSpec, tokenizer, examples, batch_size: int) -> List[Dict[str, Any]]:
+def predict_race_records(
+    model, spec: TaskSpec, tokenizer, examples, batch_size: int, label: Optional[str] = "predicting"
+) -> List[Dict[str, Any]]:
     """One record per RACE question: `id`, `question_index`, `prediction` (the option letter),
-    `probabilities` and, when known, the gold `answer`."""
+    `probabilities` and, when known, the gold `answer` (progress under `label` when it is slow;
+    None: none)."""
     from albert_tf.tasks.multiple_choice import predict_race_examples
-
     if not examples:
         raise CommandError("there are no RACE questions to predict")
-    with reading_data_errors():
+    with reading_data_errors(), _progress(model, label):
         return predict_race_examples(
             model, tokenizer, examples, max_seq_length=spec.max_seq_length,
             max_qa_length=spec.settings["max_qa_length"], batch_size=batch_size,
@@ -523,7 +657,10 @@ def race_scores(records: Sequence[Dict[str, Any]]) -> Dict[str, float]:
     }
 
 
-def evaluate_squad_file(model, spec: TaskSpec, tokenizer, path: str, batch_size: int, *, tune_threshold: bool = False):
+def evaluate_squad_file(
+    model, spec: TaskSpec, tokenizer, path: str, batch_size: int, *, tune_threshold: bool = False,
+    label: Optional[str] = "evaluating",
+):
     """The official scores of `model` on a SQuAD file, and its predictions.
 
     Args:
@@ -535,7 +672,6 @@ def evaluate_squad_file(model, spec: TaskSpec, tokenizer, path: str, batch_size:
         and with `num_examples`.
     """
     from albert_tf.tasks.squad import evaluate_squad, prepare_squad_task
-
     settings = spec.settings
     with reading_data_errors():
         data = prepare_squad_task(
@@ -546,23 +682,25 @@ def evaluate_squad_file(model, spec: TaskSpec, tokenizer, path: str, batch_size:
     if not data.eval_features:
         raise CommandError(f"{path} has no question to evaluate")
     threshold = None if tune_threshold else settings.get("null_score_diff_threshold")
-    metrics, outputs = evaluate_squad(
-        model, data.eval_json, data.eval_examples, data.eval_features, data.eval_dataset,
-        version=settings["version"], batch_size=batch_size, n_best_size=settings["n_best_size"],
-        max_answer_length=settings["max_answer_length"], null_score_diff_threshold=threshold,
-    )
+    with _progress(model, label):
+        metrics, outputs = evaluate_squad(
+            model, data.eval_json, data.eval_examples, data.eval_features, data.eval_dataset,
+            version=settings["version"], batch_size=batch_size, n_best_size=settings["n_best_size"],
+            max_answer_length=settings["max_answer_length"], null_score_diff_threshold=threshold,
+        )
     metrics = {k: float(v) for k, v in metrics.items()}
     metrics["num_examples"] = len(data.eval_examples)
     return metrics, outputs
 
 
-def predict_squad_path(model, spec: TaskSpec, tokenizer, path: str, batch_size: int) -> Dict[str, Any]:
+def predict_squad_path(
+    model, spec: TaskSpec, tokenizer, path: str, batch_size: int, label: Optional[str] = "predicting"
+) -> Dict[str, Any]:
     """`albert_tf.tasks.squad.predict_squad_file` with the run's settings (and, for v2, its tuned
-    no-answer threshold)."""
+    no-answer threshold); progress under `label` when it is slow (None: none)."""
     from albert_tf.tasks.squad import predict_squad_file
-
     settings = spec.settings
-    with reading_data_errors():
+    with reading_data_errors(), _progress(model, label):
         return predict_squad_file(
             model, tokenizer, path, version=settings["version"], max_seq_length=spec.max_seq_length,
             doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"], batch_size=batch_size,
@@ -683,8 +821,8 @@ def _check_args(args) -> None:
         raise CommandError(f"--num-epochs must be > 0, got {args.num_epochs}")
     if args.warmup_proportion is not None and not 0 <= args.warmup_proportion <= 1:
         raise CommandError(f"--warmup-proportion must be in [0, 1], got {args.warmup_proportion}")
-    if args.init and not os.path.exists(args.init) and not os.path.exists(args.init + ".index"):
-        raise CommandError(f"--init not found: {args.init}")
+    if args.init:
+        check_init(args.init)
 
 
 @dataclasses.dataclass
@@ -723,13 +861,14 @@ def _table_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _P
         args.task, "tagging" if args.task in TAGGING_TASKS else "classification", None, settings["max_seq_length"], [], "",
         {}, {"text": args.text_column, "text_b": args.text_b_column, "label": args.label_column, "format": args.table_format, "quoting": args.tsv_quoting},
     )
-    train_examples = _limit(read_split(provisional, args.data, "train", on_error=args.on_error, cache=cache), args.max_train_examples)
+    reading = dict(on_error=args.on_error, cache=cache, table_format=args.table_format)
+    train_examples = _limit(read_split(provisional, args.data, "train", **reading), args.max_train_examples)
     spec = _build_spec(args, settings, tokenizer_type, tokenizer_file, train_examples)
     splits = split_names(spec, args.data)
     if not splits.get("dev"):
         raise CommandError(f"no dev split for {args.task} in {args.data}: the run selects its best weights on dev data")
     dev_split = splits["dev"][0]
-    dev_examples = _limit(read_split(spec, args.data, dev_split, on_error=args.on_error, cache=cache), args.max_eval_examples)
+    dev_examples = _limit(read_split(spec, args.data, dev_split, **reading), args.max_eval_examples)
     train_data, eval_data, eval_fn, constant = _prepare_data(spec, tokenizer, train_examples, dev_examples, args, settings)
     eval_batch_size = settings["eval_batch_size"]
 
@@ -747,13 +886,15 @@ def _table_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _P
         for kind in ("dev", "test"):
             for split in splits.get(kind, []):
                 examples = dev_examples if split == dev_split else _limit(
-                    read_split(spec, args.data, split, on_error=args.on_error, cache=cache), args.max_eval_examples
+                    read_split(spec, args.data, split, **reading), args.max_eval_examples
                 )
                 if has_labels(spec, examples):
-                    results[split] = evaluate_examples(model, spec, tokenizer, examples, eval_batch_size)
+                    label = None if args.quiet else f"evaluating {split}"
+                    results[split] = evaluate_examples(model, spec, tokenizer, examples, eval_batch_size, label)
                     print(f"{split}: " + ", ".join(f"{k}={v:.4f}" for k, v in sorted(results[split].items())), flush=True)
                 else:
-                    records = predict_examples(model, spec, tokenizer, examples, eval_batch_size)
+                    label = None if args.quiet else f"predicting {split}"
+                    records = predict_examples(model, spec, tokenizer, examples, eval_batch_size, label)
                     write_predictions_tsv(os.path.join(directory, f"predictions_{split}.tsv"), examples, records, spec)
                     print(f"{split}: wrote predictions_{split}.tsv ({len(records)} predictions)", flush=True)
         return results
@@ -769,7 +910,6 @@ def _squad_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _P
     from albert_tf.data.squad import DEFAULT_DOC_STRIDE, DEFAULT_MAX_QUERY_LENGTH
     from albert_tf.tasks import squad_postprocessing as post
     from albert_tf.tasks.squad import build_squad_model, evaluate_squad, prepare_squad_task, write_squad_outputs
-
     if tokenizer_type != "sentencepiece":
         raise CommandError(
             f"{args.task} needs a SentencePiece tokenizer (--spm-model): the answer alignment follows the "
@@ -807,10 +947,11 @@ def _squad_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _P
     def write_results(directory: str, model) -> Dict[str, Any]:
         # v2: the no-answer threshold is tuned on dev here and kept for `predict`, as the original
         # run_squad_v2 tunes it on the dev predictions.
-        metrics, outputs = evaluate_squad(
-            model, data.eval_json, data.eval_examples, data.eval_features, data.eval_dataset, version=version,
-            batch_size=eval_batch_size, n_best_size=options["n_best_size"], max_answer_length=options["max_answer_length"],
-        )
+        with _progress(model, None if args.quiet else "evaluating dev"):
+            metrics, outputs = evaluate_squad(
+                model, data.eval_json, data.eval_examples, data.eval_features, data.eval_dataset, version=version,
+                batch_size=eval_batch_size, n_best_size=options["n_best_size"], max_answer_length=options["max_answer_length"],
+            )
         metrics = {k: float(v) for k, v in metrics.items()}
         if version == "v2":
             spec.settings["null_score_diff_threshold"] = metrics["null_score_diff_threshold"]
@@ -849,11 +990,13 @@ def _race_plan(args, settings, tokenizer_type, tokenizer_file, tokenizer) -> _Pl
         return MultipleChoiceModel(encoder, dropout=settings["dropout"])
 
     def write_results(directory: str, model) -> Dict[str, Any]:
-        results = {"dev": race_scores(predict_race_records(model, spec, tokenizer, data.eval_examples, eval_batch_size))}
+        results = {"dev": race_scores(predict_race_records(
+            model, spec, tokenizer, data.eval_examples, eval_batch_size, None if args.quiet else "evaluating dev"
+        ))}
         print(f"dev: accuracy={results['dev']['accuracy']:.4f}", flush=True)
         if os.path.isdir(os.path.join(args.data, "test")):
             examples = read_race_split(spec, race_split_path(args.data, "test"))
-            records = predict_race_records(model, spec, tokenizer, examples, eval_batch_size)
+            records = predict_race_records(model, spec, tokenizer, examples, eval_batch_size, None if args.quiet else "test")
             if all(e.label is not None for e in examples):
                 results["test"] = race_scores(records)
                 print(f"test: accuracy={results['test']['accuracy']:.4f}", flush=True)
@@ -883,17 +1026,19 @@ def run(args) -> int:
     except StrategyError as e:
         raise CommandError(str(e)) from None
     settings = _task_settings(args)
-    tokenizer_type, tokenizer_file = _find_tokenizer_file(args)
+    config, config_source = resolve_model_config(args.config, args.init)
+    tokenizer_type, tokenizer_file, stored_lower_case = _find_tokenizer_file(args)
+    if args.lower_case is None:
+        # The casing the tokenizer was made with, where it was stored with it; else lower-cased.
+        args.lower_case = True if stored_lower_case is None else bool(stored_lower_case)
     tokenizer = load_tokenizer(tokenizer_type, tokenizer_file, args.lower_case)
-    config = _resolve_config(args)
-    if tokenizer.vocab_size > config.vocab_size:
-        raise CommandError(
-            f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is {config.vocab_size}"
-        )
+    check_tokenizer_fits(tokenizer, tokenizer_file, config, config_source, args.allow_vocab_mismatch)
     if settings["max_seq_length"] > config.max_position_embeddings:
+        given = "" if args.max_seq_length is not None else f" (the {args.task} default)"
         raise CommandError(
-            f"--max-seq-length {settings['max_seq_length']} exceeds the model's max_position_embeddings "
-            f"({config.max_position_embeddings})"
+            f"--max-seq-length {settings['max_seq_length']}{given} exceeds the max_position_embeddings of "
+            f"{config_source} ({config.max_position_embeddings}); pass --max-seq-length "
+            f"{config.max_position_embeddings} or less"
         )
     if settings["encoder_dropout"] is not None:
         config = config.replace(
@@ -974,7 +1119,7 @@ def run(args) -> int:
             save_assets=save_assets,
             metadata={"task": spec.task, "init": init_info, "config": config.to_dict(), "data": os.path.abspath(args.data)},
             overwrite=args.overwrite,
-            verbose=0 if args.quiet else "auto",
+            verbose=0 if args.quiet else "auto",  # "auto": a bar on a terminal, one line per interval otherwise
             bias_correction=settings["bias_correction"],
             constant_baseline=plan.constant_baseline,
             collapse_metric=spec.best_metric if plan.constant_baseline is not None else None,
@@ -997,15 +1142,17 @@ def run(args) -> int:
 def _steps(args, settings, num_train: int, spec: TaskSpec) -> Tuple[int, int]:
     """(train steps, warmup steps): `--num-train-steps`, else `--num-epochs`, else the GLUE
     preset's steps, else 3 epochs; warmup `--warmup-steps`, else `--warmup-proportion`, else the
-    preset's when its steps are used, else 10%."""
+    preset's when its steps are used, else 10%. Epochs count full batches, as the run does
+    (`albert_tf.training.finetuning.steps_for_epochs`)."""
+    from albert_tf.training.finetuning import steps_for_epochs
+
     preset = settings["preset"]
-    per_step = settings["batch_size"] * args.gradient_accumulation_steps
     uses_preset_steps = False
     if args.num_train_steps is not None:
         steps = args.num_train_steps
     elif args.num_epochs is not None or preset is None:
         epochs = args.num_epochs if args.num_epochs is not None else GENERIC_DEFAULTS["num_epochs"]
-        steps = max(1, math.ceil(epochs * num_train / per_step))
+        steps = steps_for_epochs(num_train, epochs, settings["batch_size"], args.gradient_accumulation_steps)
     else:
         steps, uses_preset_steps = preset.num_train_steps, True
     if args.warmup_steps is not None:

@@ -1,11 +1,14 @@
 """`albert-tf predict`: predictions of a fine-tuned model directory, locally.
 
 Input: texts on the command line (`--text-b` gives the second text of each pair, in order), a
-file (`--input`: a TSV/CSV/JSONL table with the training columns, or one text per line for
-`.txt`; for NER one sentence per line in `.txt`, else CoNLL columns), or a split of a data directory (`--data` with `--split`, e.g. a GLUE test file). Output:
+file (`--input`: a TSV/CSV/JSONL table with the training columns, in the file's own format
+whatever the training files' was, or one text per line for `.txt`; for NER one sentence per line
+in `.txt`, else CoNLL columns), or a split of a data directory (`--data` with `--split`, e.g. a
+GLUE test file). Output:
 one JSON object per example on stdout (classification: `label` and `probabilities`; regression:
 `prediction`; NER: `tokens`, `tags`, `entities`), or with `--output` a JSONL file, or for `--data`
-a GLUE-submission style `index<TAB>prediction` TSV when `--output` ends in `.tsv`.
+a GLUE-submission style `index<TAB>prediction` TSV when `--output` ends in `.tsv`. Prediction that
+runs longer than a few seconds reports its progress on stderr, so stdout stays the predictions.
 
 SQuAD models answer the questions of a SQuAD JSON file (`--input`, or `--data DIR --split dev`):
 one `{"id", "answer"}` object per question on stdout, or with `--output DIR` the official
@@ -77,7 +80,7 @@ def _examples_from_texts(spec, texts, texts_b):
 
 
 def _examples_from_file(spec, path):
-    from albert_tf.data.glue import DataFormatError, TextExample, _read_text, read_table
+    from albert_tf.data.glue import DataFormatError, TextExample, _read_text, detect_file_format, read_table
     from albert_tf.data.tagging import read_conll
 
     try:
@@ -105,8 +108,9 @@ def _examples_from_file(spec, path):
             text, text_b = layout.test_text_a, layout.test_text_b
         else:
             text, text_b = columns["text"], columns.get("text_b")
+        # The file's own format (its extension, else its first line), not the training files'.
         return read_table(
-            path, text_column=text, text_b_column=text_b, table_format=columns.get("format"),
+            path, text_column=text, text_b_column=text_b, table_format=detect_file_format(path, columns.get("format")),
             tsv_quoting=columns.get("quoting") or "csv",
         )
     except DataFormatError as e:

@@ -35,7 +35,9 @@ as Python's `csv` and pandas write them; `tsv_quoting="none"` reads a TSV whose 
 literal), or a `.jsonl` file of objects, with the
 text in `text_column`, an optional second text in `text_b_column` and the label in
 `label_column`; the splits of a generic data directory are `train.*`, `dev.*` (or
-`validation.*`) and `test.*`.
+`validation.*`) and `test.*`. `detect_file_format` tells a file's format from the file itself
+(its extension, else its first line), so that data read after training need not be in the
+training files' format.
 """
 
 from __future__ import annotations
@@ -66,6 +68,24 @@ class DataFormatError(ValueError):
         super().__init__(where + message)
         self.path = path
         self.line = line
+
+
+class MissingColumnError(DataFormatError):
+    """A column (JSON key, with `what="key"`) the reader needs is not in the file.
+
+    Attributes:
+        column: The column asked for.
+        available: The columns (keys) the file has.
+    """
+
+    def __init__(
+        self, column: ColumnRef, available: Sequence[str], path: Optional[str] = None, line: Optional[int] = None,
+        what: str = "column",
+    ):
+        shown = ", ".join(map(str, available)) if available else "none"
+        super().__init__(f"no {what} {column!r} (the file has: {shown})", path, line)
+        self.column = column
+        self.available = list(available)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,6 +269,49 @@ def detect_format(path: str, table_format: Optional[str] = None) -> str:
     return _EXTENSIONS[extension]
 
 
+def _first_line(path: str) -> str:
+    """The first non-empty line of a file (from its first 64 KiB), "" when there is none."""
+    path = os.fspath(path)
+    try:
+        if "://" in path:
+            import tensorflow as tf
+
+            with tf.io.gfile.GFile(path, "rb") as f:
+                head = f.read(65536)
+        else:
+            with open(path, "rb") as f:
+                head = f.read(65536)
+    except OSError:
+        return ""  # the reader reports the missing file with its own message
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    return next((line for line in text.splitlines() if line.strip()), "")
+
+
+def detect_file_format(path: str, recorded: Optional[str] = None) -> str:
+    """The format of a table file, from the file: "tsv", "csv" or "jsonl".
+
+    The extension decides when it is `.tsv`, `.csv`, `.jsonl` or `.json`. For any other name
+    (`.txt`, none) the first line does: a JSON object means JSON lines; otherwise `recorded` (the
+    format the model was trained on, when it was a delimited one), else a tab means TSV and
+    anything else CSV. The format recorded at training time never overrides a telling extension:
+    a model trained on JSONL scores a `dev.tsv` as TSV.
+
+    Args:
+        path: The file.
+        recorded: The training files' format, consulted only for names without a telling
+            extension.
+    """
+    extension = os.path.splitext(os.fspath(path))[1].lower()
+    if extension in (".tsv", ".csv", ".jsonl", ".json"):
+        return _EXTENSIONS[extension]
+    first = _first_line(path)
+    if first.lstrip().startswith("{"):
+        return "jsonl"
+    if recorded in ("tsv", "csv"):
+        return recorded
+    return "tsv" if "\t" in first else "csv"
+
+
 # --- column selection ----------------------------------------------------------------------------
 
 
@@ -258,7 +321,7 @@ def _column_index(column: ColumnRef, header: Optional[List[str]], path: str) -> 
     if header is None:
         raise DataFormatError(f"column {column!r} is named, but the file has no header", path)
     if column not in header:
-        raise DataFormatError(f"no column {column!r} in the header (columns: {', '.join(header)})", path, 1)
+        raise MissingColumnError(column, header, path, 1)
     return header.index(column)
 
 
@@ -360,7 +423,7 @@ def _read_jsonl(
 
     def text_of(record, column, number):
         if column not in record:
-            raise DataFormatError(f"no key {column!r} (keys: {', '.join(map(str, record))})", path, number)
+            raise MissingColumnError(column, list(record), path, number, what="key")
         value = record[column]
         if not isinstance(value, str):
             raise DataFormatError(f"{column!r} must be a string, got {type(value).__name__}", path, number)
@@ -381,7 +444,7 @@ def _read_jsonl(
             value = None
             if label is not None:
                 if label not in record:
-                    raise DataFormatError(f"no key {label!r} (keys: {', '.join(map(str, record))})", path, number)
+                    raise MissingColumnError(label, list(record), path, number, what="key")
                 raw = record[label]
                 if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
                     raise DataFormatError(

@@ -46,7 +46,10 @@ class TaskSpec:
         metrics: Reported dev metrics; `best_metric` selected the weights.
         best_metric: See `metrics`.
         tokenizer: {"type": "sentencepiece"|"wordpiece", "file": name in the model dir, "lower_case"}.
-        columns: Table columns {"text", "text_b", "label", "format"} of classification/regression.
+        columns: Table columns {"text", "text_b", "label", "format", "quoting"} of
+            classification/regression. "format" is the training files' format as given (None:
+            from their extensions); files read later are read in their own format
+            (`albert_tf.data.glue.detect_file_format`), this one only breaking a tie.
         token_unit: For tagging, how `predict` splits raw text: "char" or "word".
         settings: SQuAD / RACE conversion and post-processing settings (`version`, `doc_stride`,
             `max_query_length`, `n_best_size`, `max_answer_length`, for v2 the tuned

@@ -5,6 +5,9 @@ Both expose the interface of the original `FullTokenizer` (google-research/alber
 `convert_tokens_to_ids`, `convert_ids_to_tokens`, `vocab` / `inv_vocab`, plus `vocab_size`,
 `encode` (text to ids), `encode_inputs` (packed model inputs) and the special token ids.
 
+`check_vocab_size` compares a tokenizer with the model it feeds (the CLI's `finetune` and
+`export --init` call it before building anything).
+
 One difference from the original SentencePiece tokenizer: `tokenize` applies `preprocess_text`
 itself (with this tokenizer's `lower_case` etc.), where the original left it to every caller. The
 preprocessing is idempotent, so text already preprocessed the original way tokenizes the same.
@@ -322,6 +325,58 @@ class WordPieceTokenizer(_Tokenizer):
         return ids
 
 
+class VocabSizeMismatch(ValueError):
+    """A tokenizer whose vocabulary size differs from the model's `vocab_size`."""
+
+
+def check_vocab_size(
+    tokenizer_vocab_size: int,
+    model_vocab_size: int,
+    *,
+    tokenizer_source: str = "the tokenizer",
+    model_source: str = "the model",
+    allow_smaller: bool = False,
+    allow_hint: Optional[str] = None,
+) -> Optional[str]:
+    """Checks that a tokenizer fits the model's embedding table.
+
+    A larger tokenizer is always an error: its top ids index past the embedding table. A smaller
+    one only wastes embedding rows, but it usually means the wrong file was picked (another
+    run's vocabulary), so it is refused unless `allow_smaller`.
+
+    Args:
+      tokenizer_vocab_size: Tokens in the tokenizer (`vocab_size` of a tokenizer here).
+      model_vocab_size: The model config's `vocab_size`.
+      tokenizer_source: Names the tokenizer in messages ("the tokenizer spm.model").
+      model_source: Names the model in messages ("the model config albert_config.json").
+      allow_smaller: Accept a smaller tokenizer (the mismatch is returned as a warning).
+      allow_hint: How a caller allows a smaller tokenizer, appended to its error
+        ("pass --allow-vocab-mismatch to use it anyway").
+
+    Returns:
+      None when the sizes agree, else (a smaller tokenizer, allowed) a one-line warning.
+
+    Raises:
+      VocabSizeMismatch: A larger tokenizer, or a smaller one without `allow_smaller`.
+    """
+    tokens, rows = int(tokenizer_vocab_size), int(model_vocab_size)
+    if tokens == rows:
+        return None
+    sizes = f"{tokenizer_source} has {tokens} tokens but {model_source} has vocab_size {rows}"
+    if tokens > rows:
+        raise VocabSizeMismatch(
+            f"{sizes}: token ids {rows} and up would index past the embedding table; use the model's own "
+            f"tokenizer or a model with vocab_size {tokens}"
+        )
+    if not allow_smaller:
+        hint = f"; {allow_hint}" if allow_hint else ""
+        raise VocabSizeMismatch(
+            f"{sizes}: {rows - tokens} embedding rows would never be used, which usually means the wrong "
+            f"tokenizer file{hint}"
+        )
+    return f"{sizes}: {rows - tokens} embedding rows stay unused"
+
+
 def create_tokenizer(
     *,
     spm_model_file: Optional[PathLike] = None,
@@ -344,7 +399,9 @@ def create_tokenizer(
 
 __all__: Sequence[str] = (
     "SentencePieceTokenizer",
+    "VocabSizeMismatch",
     "WordPieceTokenizer",
+    "check_vocab_size",
     "create_tokenizer",
     "load_vocab",
     "wordpiece_split",

@@ -31,21 +31,30 @@ The output directory holds `model.keras` (the task model with the best weights),
 `save_assets(directory, model)` writes (tokenizer, label list, ...), and `COMPLETE`.
 
 Units: a *step* is one optimizer update; with `gradient_accumulation_steps=A` one step consumes
-A batches, as in `albert_tf.training.pretraining`.
+A batches, as in `albert_tf.training.pretraining`. An *epoch* is `steps_per_epoch`: the full
+batches of one pass over the training examples (a last partial batch is not a step of its own);
+`steps_for_epochs` turns epochs into steps on that count, so that a run of 2 epochs shows 2.
+
+Progress (`verbose`): a Keras progress bar per evaluation interval on a terminal, one line per
+interval otherwise (logs stay free of carriage returns and colour codes), each evaluation on its own
+line after it; `prediction_progress` shows how far an evaluation or prediction that runs longer
+than a few seconds has got.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import math
 import os
 import shutil
+import sys
 import tempfile
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TextIO, Union
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +67,10 @@ LOG_SUBDIR = "logs"
 BEST_MODES = ("max", "min")
 
 EvalFn = Callable[[Any, Any], Mapping[str, float]]
+
+# Evaluations and predictions this short run silently; longer ones report every so often.
+PROGRESS_DELAY_S = 3.0
+PROGRESS_EVERY_S = 10.0
 
 
 class FinetuningError(ValueError):
@@ -234,6 +247,187 @@ def load_finetuned_model(model_dir: str, compile: bool = False):
     return keras.saving.load_model(os.path.join(model_dir, MODEL_FILE), compile=compile)
 
 
+# --- epochs and progress --------------------------------------------------------------------------
+
+
+def steps_per_epoch(num_examples: int, batch_size: int, gradient_accumulation_steps: int = 1) -> int:
+    """Optimizer updates in one pass over `num_examples`: full batches only, at least 1.
+
+    The run batches a repeated stream with the remainder dropped, so a last partial batch is no
+    step of its own; counting it (rounding up) gave a run of 2 epochs a third, 1-step interval.
+    """
+    return max(1, int(num_examples) // (int(batch_size) * int(gradient_accumulation_steps)))
+
+
+def steps_for_epochs(num_examples: int, epochs: float, batch_size: int, gradient_accumulation_steps: int = 1) -> int:
+    """`epochs` passes over `num_examples` in optimizer updates (at least 1), on `steps_per_epoch`."""
+    per_epoch = steps_per_epoch(num_examples, batch_size, gradient_accumulation_steps)
+    # Rounded first: 2.2 * 5 is 11.000000000000002 in floating point, which is 11 steps, not 12.
+    return max(1, math.ceil(round(float(epochs) * per_epoch, 6)))
+
+
+def resolve_verbose(verbose: Union[int, str]) -> int:
+    """0 (silent), 1 (progress bars) or 2 (one line per interval); "auto" is 1 on a terminal, else 2."""
+    if verbose == "auto":
+        return 1 if _is_tty(sys.stdout) else 2
+    if verbose not in (0, 1, 2):  # True and False count as 1 and 0, as Keras reads them
+        raise FinetuningError(f"verbose must be 0, 1, 2 or 'auto', got {verbose!r}")
+    return int(verbose)
+
+
+def _is_tty(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (ValueError, OSError):  # a closed or detached stream
+        return False
+
+
+def _number(value: float) -> str:
+    """1, 2.5, 2.17: at most two decimals, none when whole."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+class ProgressLine:
+    """How far a long loop has got, shown only once it has run `delay` seconds.
+
+    On a terminal the line is redrawn in place (and ended by `close`); elsewhere a new line is
+    written every `every` seconds, so that piped output stays one plain line per report.
+
+    Args:
+        label: What is running ("evaluating at step 60", "predicting").
+        total: Batches in all, when known.
+        stream: Where to write (default: `sys.stderr` at creation).
+        tty: Redraw in place; default: whether `stream` is a terminal.
+        delay: Seconds of silence before the first report (default `PROGRESS_DELAY_S`).
+        every: Seconds between lines when not redrawing (default `PROGRESS_EVERY_S`).
+        clock: The time source (seconds).
+    """
+
+    def __init__(self, label: str, total: Optional[int] = None, *, stream: Optional[TextIO] = None,
+                 tty: Optional[bool] = None, delay: Optional[float] = None, every: Optional[float] = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.label = label
+        self.total = total if total and total > 0 else None
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = _is_tty(self.stream) if tty is None else tty
+        self.delay = PROGRESS_DELAY_S if delay is None else delay
+        self.every = PROGRESS_EVERY_S if every is None else every
+        self.clock = clock
+        self.started = clock()
+        self.last: Optional[float] = None
+        self.done = 0
+        self.shown = -1  # the count of the last line written
+
+    def _text(self, elapsed: float) -> str:
+        if self.total:
+            width = 20
+            filled = min(width, int(width * self.done / self.total))
+            bar = f" [{'=' * filled}{'.' * (width - filled)}]" if self.tty else ""
+            return f"{self.label}: {self.done}/{self.total} batches{bar}, {elapsed:.0f}s"
+        return f"{self.label}: {self.done} batches, {elapsed:.0f}s"
+
+    def update(self, done: int) -> None:
+        self.done = done
+        now = self.clock()
+        elapsed = now - self.started
+        if elapsed < self.delay:
+            return
+        if self.tty:
+            # Redrawing faster than a person reads only costs time.
+            if self.last is None or now - self.last >= 0.2:
+                self.stream.write("\r" + self._text(elapsed))
+                self.stream.flush()
+                self.last, self.shown = now, done
+        elif self.last is None or now - self.last >= self.every:
+            self.stream.write(self._text(elapsed) + "\n")
+            self.stream.flush()
+            self.last, self.shown = now, done
+
+    def close(self) -> None:
+        """Ends a line drawn in place, or reports the end after periodic lines (unless the last one
+        already said it)."""
+        if self.last is None:
+            return
+        if self.tty or self.shown != self.done:
+            elapsed = self.clock() - self.started
+            self.stream.write(("\r" if self.tty else "") + self._text(elapsed) + ", done\n")
+            self.stream.flush()
+        self.last = None
+
+
+def _progress_callback(keras, label: str, options: Dict[str, Any]):
+    class PredictionProgress(keras.callbacks.Callback):
+        """A `ProgressLine` over the batches of one `predict` or `evaluate` call."""
+
+        def __init__(self):
+            super().__init__()
+            self.line: Optional[ProgressLine] = None
+
+        def _begin(self, logs=None):
+            self.line = ProgressLine(label, (self.params or {}).get("steps"), **options)
+
+        def _batch_end(self, batch, logs=None):
+            if self.line is not None:
+                self.line.update(int(batch) + 1)
+
+        def _end(self, logs=None):
+            if self.line is not None:
+                self.line.close()
+
+        on_predict_begin = on_test_begin = _begin
+        on_predict_batch_end = on_test_batch_end = _batch_end
+        on_predict_end = on_test_end = _end
+
+    return PredictionProgress()
+
+
+@contextlib.contextmanager
+def prediction_progress(model, label: str, *, verbose: Union[int, bool] = True, **options) -> Iterator[Any]:
+    """Within the block, `model.predict` and `model.evaluate` report their progress.
+
+    The task modules call `model.predict(..., verbose=0)` so that library code stays quiet; a
+    command (or the run's evaluations) opts in here. Nothing is shown for work shorter than
+    `PROGRESS_DELAY_S`; after that a line redrawn in place on a terminal, else a line every
+    `PROGRESS_EVERY_S` (`ProgressLine`), on stderr by default.
+
+    Args:
+        model: A Keras model.
+        label: What the work is, for the progress line ("evaluating dev").
+        verbose: False or 0 shows nothing.
+        **options: `ProgressLine` options (`stream`, `tty`, `delay`, `every`, `clock`).
+
+    Yields:
+        The model.
+    """
+    if not verbose:
+        yield model
+        return
+    import keras
+
+    names = ("predict", "evaluate")
+    own = {name: model.__dict__[name] for name in names if name in model.__dict__}
+
+    def with_progress(method):
+        def run(*args, callbacks=None, **kwargs):
+            progress = _progress_callback(keras, label, options)
+            return method(*args, callbacks=[*(callbacks or []), progress], **kwargs)
+
+        return run
+
+    # Set on the instance, past Keras's attribute tracking, and removed afterwards.
+    for name in names:
+        object.__setattr__(model, name, with_progress(getattr(model, name)))
+    try:
+        yield model
+    finally:
+        for name in names:
+            if name in own:
+                object.__setattr__(model, name, own[name])
+            else:
+                object.__delattr__(model, name)
+
+
 # --- evaluation and the best checkpoint ----------------------------------------------------------
 
 
@@ -265,6 +459,68 @@ def _is_better(value: float, best: Optional[float], mode: str) -> bool:
     if best is None:
         return True
     return value > best if mode == "max" else value < best
+
+
+def _make_progress_callback(keras):
+    class IntervalProgress(keras.callbacks.Callback):
+        """The training progress of each evaluation interval, labelled in steps and epochs.
+
+        Verbose 1: a header line and a Keras progress bar over the interval's batches; verbose 2:
+        one plain line per interval. Either is finished before the interval's evaluation prints.
+        """
+
+        def __init__(self, run: "_Run", steps_per_epoch: Optional[int]):
+            super().__init__()
+            self.run = run
+            self.steps_per_epoch = steps_per_epoch
+            self.bar = None
+            self.seen = 0
+            self.started = 0.0
+
+        def _header(self, epoch: int) -> str:
+            run = self.run
+            first = epoch * run.eval_every + 1
+            last = min((epoch + 1) * run.eval_every, run.num_train_steps)
+            text = f"steps {first}-{last} of {run.num_train_steps}"
+            if self.steps_per_epoch:
+                text += f" (epoch {_number(last / self.steps_per_epoch)} of {_number(run.num_train_steps / self.steps_per_epoch)})"
+            return text
+
+        def on_epoch_begin(self, epoch, logs=None):
+            run = self.run
+            self.seen = 0
+            self.started = time.time()
+            if run.verbose == 1:
+                batches = min(run.batches_per_interval, run.total_batches - epoch * run.batches_per_interval)
+                print(self._header(epoch), flush=True)
+                # Logged values are already running means: shown as they come.
+                self.bar = keras.utils.Progbar(batches, verbose=1, stateless_metrics=[],
+                                               unit_name="batch" if run.accumulation > 1 else "step")
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.seen = batch + 1
+            if self.bar is not None:
+                self.bar.update(self.seen, _loggable(logs), finalize=False)
+
+        def on_epoch_end(self, epoch, logs=None):
+            if self.bar is not None:
+                self.bar.update(self.seen, _loggable(logs), finalize=True)
+                self.bar = None
+            elif self.run.verbose == 2:
+                shown = ", ".join(f"{k}={v:.4f}" for k, v in _loggable(logs))
+                print(f"{self._header(epoch)}: {shown}{', ' if shown else ''}{time.time() - self.started:.1f}s", flush=True)
+
+    return IntervalProgress
+
+
+def _loggable(logs) -> List[Any]:
+    values = []
+    for name, value in (logs or {}).items():
+        try:
+            values.append((name, float(value)))
+        except (TypeError, ValueError):
+            continue
+    return values
 
 
 def _make_callback(keras):
@@ -303,6 +559,7 @@ class _Run:
         self.best_mode = best_mode
         self.num_train_steps = num_train_steps
         self.eval_every = eval_every
+        self.accumulation = accumulation
         self.batches_per_interval = eval_every * accumulation
         self.total_batches = num_train_steps * accumulation
         self.verbose = verbose
@@ -318,10 +575,11 @@ class _Run:
     def best_weights_path(self) -> str:
         return os.path.join(self.staging, BEST_WEIGHTS_FILE)
 
-    def evaluate(self, model) -> Dict[str, float]:
+    def evaluate(self, model, step: int) -> Dict[str, float]:
         if self.eval_dataset is None:
             return {}
-        metrics = self.eval_fn(model, self.eval_dataset)
+        with prediction_progress(model, f"evaluating at step {step}", verbose=self.verbose):
+            metrics = self.eval_fn(model, self.eval_dataset)
         if not isinstance(metrics, Mapping):
             raise FinetuningError(f"eval_fn must return a dict of metrics, got {type(metrics).__name__}")
         metrics = {str(k): _to_float(str(k), v) for k, v in metrics.items()}
@@ -339,7 +597,7 @@ class _Run:
                 record[f"train_{name}"] = float(value)
             except (TypeError, ValueError):
                 continue
-        metrics = self.evaluate(model)
+        metrics = self.evaluate(model, step)
         record.update({f"eval_{k}": v for k, v in metrics.items()})
         is_best = False
         if metrics:
@@ -528,7 +786,10 @@ def run_finetuning(
         overwrite: Replace an existing non-empty `model_dir` (only once the new run completes).
         tensorboard: Write TensorBoard logs to `model_dir/logs`.
         callbacks: Extra Keras callbacks for `fit`.
-        verbose: Passed to `fit`; also prints each evaluation when truthy.
+        verbose: 0: silent; 1: a progress bar per evaluation interval; 2: one line per interval;
+            "auto": 1 when stdout is a terminal, else 2. Unless 0, each evaluation is printed on
+            a line of its own and evaluations longer than a few seconds show their progress on
+            stderr (`prediction_progress`).
         bias_correction: Adam's bias correction in the AdamW update (False: the original's
             update; `albert_tf.training.recipes` recommends True).
         constant_baseline: The best constant answer on the dev data (a `ConstantBaseline`);
@@ -563,6 +824,7 @@ def run_finetuning(
     if not isinstance(best_metric, str) or not best_metric:
         raise FinetuningError(f"best_metric must be a metric name, got {best_metric!r}")
     mode = resolve_best_mode(best_metric, best_mode)
+    verbose = resolve_verbose(verbose)
     if batch_size is not None:
         _check_positive_int("batch_size", batch_size)
     if not isinstance(model_dir, (str, os.PathLike)) or not os.fspath(model_dir):
@@ -579,12 +841,14 @@ def run_finetuning(
         examples = int(train_dataset.cardinality())
         if examples == 0:
             raise FinetuningError("the training dataset is empty")
-        eval_default = max(1, examples // (batch_size * accumulation)) if examples > 0 else num_train_steps
+        epoch_steps = steps_per_epoch(examples, batch_size, accumulation) if examples > 0 else None
+        eval_default = epoch_steps or num_train_steps
         train_dataset, eval_dataset = _batch_datasets(
             train_dataset, eval_dataset, batch_size, eval_batch_size, shuffle_buffer, seed
         )
     else:
         eval_default = _default_eval_interval(train_dataset, accumulation, num_train_steps)
+        epoch_steps = eval_default if int(train_dataset.cardinality()) > 0 else None
         if int(train_dataset.cardinality()) != tf.data.INFINITE_CARDINALITY:
             # Keras would stop at the end of a finite dataset; the run counts steps, not epochs.
             train_dataset = train_dataset.repeat()
@@ -634,10 +898,14 @@ def run_finetuning(
             num_train_steps=num_train_steps,
             eval_every=eval_every,
             accumulation=accumulation,
-            verbose=verbose if verbose != "auto" else 1,
+            verbose=verbose,
             collapse_check=collapse_check,
         )
-        fit_callbacks: List[Any] = [_make_callback(keras)(run)]
+        fit_callbacks: List[Any] = []
+        if verbose:
+            # First, so that an interval's progress is finished before its evaluation prints.
+            fit_callbacks.append(_make_progress_callback(keras)(run, epoch_steps))
+        fit_callbacks.append(_make_callback(keras)(run))
         if tensorboard and chief:
             fit_callbacks.append(
                 keras.callbacks.TensorBoard(log_dir=os.path.join(staging, LOG_SUBDIR), write_graph=False, profile_batch=0)
@@ -648,7 +916,7 @@ def run_finetuning(
             epochs=math.ceil(num_train_steps / eval_every),
             steps_per_epoch=batches_per_interval,
             callbacks=fit_callbacks,
-            verbose=verbose,
+            verbose=0,  # the progress callback above reports, in steps and epochs
             shuffle=False,
         )
         final_step = int(optimizer.iterations.numpy())
