@@ -258,3 +258,18 @@ def test_encoder_module_has_text_and_tokens_signatures(tmp_path_factory):
         signatures.ServingModule(encoder, helpers.tokenizer_layer(helpers.spm_file(tmp_path_factory)), labels=["a", "b"])
     with pytest.raises(TypeError, match="export supports"):
         signatures.ServingModule(object(), helpers.tokenizer_layer(helpers.spm_file(tmp_path_factory)))
+
+
+def test_the_graph_refuses_ids_outside_the_table(base):
+    """What real TF Serving runs is the graph: a negative id must not wrap to the table's end."""
+    loaded = tf.saved_model.load(str(base / "cls" / "1"))
+    tokens = loaded.signatures["tokens"]
+    ids = np.full((1, helpers.SEQ), 5, np.int32)
+    mask = np.ones_like(ids)
+    segments = np.zeros_like(ids)
+    assert "logits" in tokens(input_ids=ids, input_mask=mask, segment_ids=segments)
+    for name, bad in (("input_ids", -1), ("input_ids", 10**6), ("segment_ids", -1)):
+        values = {"input_ids": ids.copy(), "input_mask": mask, "segment_ids": segments.copy()}
+        values[name][0, 1] = bad
+        with pytest.raises(tf.errors.InvalidArgumentError, match=name):
+            tokens(**values)

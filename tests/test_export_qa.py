@@ -271,7 +271,8 @@ def test_cli_export_of_a_squad_v2_finetune_dir(tmp_path, spm):
     data.mkdir()
     for name in ("train-v2.0.json", "dev-v2.0.json"):
         (data / name).write_text(_squad_v2_json(), encoding="utf-8")
-    config = {"vocab_size": 256, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 1,
+    # The model's vocabulary is the tokenizer's (finetune refuses unused embedding rows).
+    config = {"vocab_size": SentencePieceTokenizer(spm).vocab_size, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 1,
               "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 64}
     (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
     out = tmp_path / "model"

@@ -1,11 +1,13 @@
 """`albert-tf export`: a fine-tuned model directory or a pretrained encoder as a TF Serving SavedModel.
 
 `--model-dir` takes the output of `albert-tf finetune` (classification / regression, SQuAD
-v1/v2): its `model.keras`, tokenizer file and `task.json` give the model, the in-graph tokenizer
+v1/v2, tagging, multiple choice): its `model.keras`, tokenizer file and `task.json` give the model, the in-graph tokenizer
 (same preprocessing and sequence length as training), the labels and whether inputs are pairs;
 for SQuAD the conversion and post-processing settings (`doc_stride`, `max_query_length`,
 `n_best_size`, `max_answer_length` and v2's tuned `null_score_diff_threshold`, 0 when none was
-stored), so that `serving_default` answers `question` + `context` (`albert_tf.export.qa`).
+stored), so that `serving_default` answers `question` + `context` (`albert_tf.export.qa`); for
+tagging the tags and `token_unit` (entities with character spans, `albert_tf.export.tagging`); for
+multiple choice `max_qa_length` (`text`, `question`, `choices` in, `albert_tf.export.multiple_choice`).
 `--init` takes a pretrained encoder (any checkpoint `albert_tf.checkpoints.init` reads) with
 `--config`, `--spm-model`/`--vocab-file` and `--sequence-length`, exported with the TF-Hub-style
 `tokens` signature; a tokenizer whose size is not the encoder's `vocab_size` is refused (a smaller
@@ -28,7 +30,7 @@ HELP = "Export a fine-tuned model or an encoder as a TF Serving SavedModel (raw 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model-dir", help="output directory of `albert-tf finetune` (classification, regression, SQuAD)")
+    source.add_argument("--model-dir", help="output directory of `albert-tf finetune` (any task)")
     source.add_argument("--init", help="pretrained encoder checkpoint (exports the encoder)")
     parser.add_argument("--export-base", required=True, help="TF Serving model base directory")
     parser.add_argument("--model-name", required=True, help="served model name")
@@ -50,11 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _from_model_dir(args):
     from albert_tf.cli.finetune import TaskSpec, load_model
+    from albert_tf.export.saved_model import export_arguments
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
     spec = TaskSpec.read(args.model_dir)
-    if spec.kind not in ("classification", "regression", "squad"):
-        raise CommandError(f"export supports classification, regression and SQuAD models; {args.model_dir} is {spec.kind}")
+    try:
+        arguments = export_arguments(spec)
+    except ValueError as e:
+        raise CommandError(f"{args.model_dir}: {e}") from None
     model = load_model(args.model_dir)
     tokenizer_file = os.path.join(args.model_dir, spec.tokenizer["file"])
     kwargs = dict(sequence_length=spec.max_seq_length, lower_case=spec.tokenizer["lower_case"])
@@ -65,14 +70,7 @@ def _from_model_dir(args):
             layer = AlbertTokenizerLayer.from_wordpiece(tokenizer_file, **kwargs)
     except (ValueError, OSError) as e:
         raise CommandError(f"cannot build the tokenizer from {tokenizer_file}: {e}") from None
-    labels = spec.labels if spec.kind == "classification" else None
-    extra = [os.path.join(args.model_dir, "task.json")]
-    if spec.kind == "squad":
-        settings = dict(spec.settings or {})
-        if settings.get("null_score_diff_threshold") is None:
-            settings.pop("null_score_diff_threshold", None)  # the export's default: 0
-        return model, layer, None, False, extra, settings
-    return model, layer, labels, spec.is_pair, extra, None
+    return model, layer, arguments, [os.path.join(args.model_dir, "task.json")]
 
 
 def _from_init(args):
@@ -99,7 +97,7 @@ def _from_init(args):
             layer = AlbertTokenizerLayer.from_wordpiece(args.vocab_file, **kwargs)
     except (ConfigError, CheckpointError, ValueError, OSError) as e:
         raise CommandError(str(e)) from None
-    return encoder, layer, None, False, [], None
+    return encoder, layer, {}, []
 
 
 def run(args) -> int:
@@ -110,12 +108,11 @@ def run(args) -> int:
         batching = BatchingConfig(max_batch_size=args.max_batch_size, batch_timeout_micros=args.batch_timeout_micros)
     except ValueError as e:
         raise CommandError(str(e)) from None
-    model, layer, labels, pair, extra, qa_settings = _from_model_dir(args) if args.model_dir else _from_init(args)
+    model, layer, arguments, extra = _from_model_dir(args) if args.model_dir else _from_init(args)
     try:
         result = export_saved_model(
-            model, layer, args.export_base, args.model_name, version=args.version, labels=labels, pair=pair,
-            qa_settings=qa_settings,
-            extra_assets=extra, check=not args.skip_check, batching=batching, container_base=args.container_base,
+            model, layer, args.export_base, args.model_name, version=args.version, extra_assets=extra,
+            check=not args.skip_check, batching=batching, container_base=args.container_base, **arguments,
         )
     except (ExportError, ValueError) as e:
         raise CommandError(str(e)) from None

@@ -15,6 +15,9 @@ an integer name, so TF Serving never loads it), checked (`albert_tf.export.compa
 and a fresh-process reload that must reproduce the in-memory outputs), and only then renamed to
 its version number; a crash leaves no half version. `models.config` and
 `batching_parameters.txt` for the export base are (re)written last.
+
+`export_arguments(task_spec)` gives the task-specific arguments of `export_saved_model` for a
+fine-tuned model directory (`task.json`), for every task kind of `EXPORTABLE_TASK_KINDS`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import logging
 import os
 import shutil
 import uuid
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -38,6 +41,8 @@ CONFIG_ASSET = "albert_config.json"
 SENTENCEPIECE_ASSET = "spiece.model"
 WORDPIECE_ASSET = "vocab.txt"
 TEMP_PREFIX = ".tmp-export-"
+# The `TaskSpec.kind`s of fine-tuned model directories that export (`export_arguments`).
+EXPORTABLE_TASK_KINDS = ("classification", "regression", "squad", "tagging", "multiple_choice")
 
 
 class ExportError(ValueError):
@@ -124,6 +129,8 @@ def _write_assets(directory: str, module: signatures.ServingModule, extra_assets
         "qa": module.qa_settings,
         "dtype_policy": str(encoder.dtype_policy.name),
     }
+    if module.task_settings is not None:  # token classifiers and multiple choice only
+        info["task_settings"] = module.task_settings
     with open(os.path.join(assets, EXPORT_INFO_FILE), "w", encoding="utf-8") as f:
         json.dump(info, f, indent=2, sort_keys=True, ensure_ascii=False)
         f.write("\n")
@@ -152,6 +159,7 @@ def export_saved_model(
     *,
     pair: bool = False,
     qa_settings: Optional[Dict] = None,
+    task_settings: Optional[Dict] = None,
     extra_assets: Sequence[str] = (),
     check: bool = True,
     batching: Optional[serving_config.BatchingConfig] = None,
@@ -161,17 +169,23 @@ def export_saved_model(
 
     Args:
       model: an `AlbertClassifier`, `AlbertRegressor`, `AlbertEncoder`, `AlbertPretrainer`,
-        `SquadV1Model` or `SquadV2Model` (built; its weights are what is exported).
+        `SquadV1Model`, `SquadV2Model`, `AlbertTokenClassifier` or `MultipleChoiceModel`
+        (built; its weights are what is exported). The signatures follow the model's kind
+        (`albert_tf.export.signatures`).
       tokenizer_layer: the `AlbertTokenizerLayer` of the training preprocessing (vocabulary,
         casing, sequence length).
       export_base: the TF Serving model base directory (local path).
       model_name: the served model name (the directory under `export_base`).
       version: the integer version; default one more than the largest existing one.
-      labels: class labels in id order (classifiers).
+      labels: class labels in id order (classifiers); the tags in id order (token
+        classifiers, required).
       pair: text signatures take `text` and `text_b` (sentence-pair tasks).
       qa_settings: SQuAD models: the conversion and post-processing settings (task.json's
         `settings`: `doc_stride`, `max_query_length`, `n_best_size`, `max_answer_length`,
         `null_score_diff_threshold`); see `albert_tf.export.qa`.
+      task_settings: token classifiers: `token_unit` ("word" / "char", see
+        `albert_tf.export.tagging`); multiple-choice models: `max_qa_length` (see
+        `albert_tf.export.multiple_choice`).
       extra_assets: more files to copy into `assets/` (e.g. `task.json`).
       check: run the compatibility check (ops + fresh-process reload); on by default, as TF
         Serving would otherwise be the first to find a broken export.
@@ -198,7 +212,9 @@ def export_saved_model(
     final = os.path.join(model_dir, str(version))
     if os.path.exists(final):
         raise ExportError(f"{final} exists: a served version is never overwritten; pick another version")
-    module = signatures.ServingModule(model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings)
+    module = signatures.ServingModule(
+        model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings
+    )
     staging = os.path.join(model_dir, f"{TEMP_PREFIX}{version}-{uuid.uuid4().hex[:8]}")
     try:
         functions = module.signatures()
@@ -228,6 +244,43 @@ def export_saved_model(
     method_names = {key: signatures.METHOD_NAMES.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
     logger.info("exported %s version %d to %s (signatures %s)", model_name, version, final, ", ".join(method_names))
     return ExportResult(final, version, method_names, report, configs)
+
+
+def export_arguments(task_spec) -> Dict[str, Any]:
+    """The task-specific `export_saved_model` keyword arguments of a fine-tuned model directory.
+
+    Args:
+      task_spec: its `albert_tf.tasks.spec.TaskSpec` (`task.json`).
+
+    Returns:
+      `labels`, `pair`, `qa_settings` and `task_settings`: classification — the labels and
+      whether inputs are pairs; regression — pairs; SQuAD — the conversion and post-processing
+      settings (a missing `null_score_diff_threshold` is the export's default, 0); tagging — the
+      tags and `token_unit`; multiple choice — `max_qa_length`.
+
+    Raises:
+      ValueError: a task kind outside `EXPORTABLE_TASK_KINDS`.
+    """
+    kind = task_spec.kind
+    if kind not in EXPORTABLE_TASK_KINDS:
+        raise ValueError(f"export supports {', '.join(EXPORTABLE_TASK_KINDS)} models, not {kind}")
+    result: Dict[str, Any] = dict(labels=None, pair=False, qa_settings=None, task_settings=None)
+    if kind in ("classification", "regression"):
+        result["pair"] = task_spec.is_pair
+        if kind == "classification":
+            result["labels"] = list(task_spec.labels)
+    elif kind == "squad":
+        settings = dict(task_spec.settings or {})
+        if settings.get("null_score_diff_threshold") is None:
+            settings.pop("null_score_diff_threshold", None)
+        result["qa_settings"] = settings
+    elif kind == "tagging":
+        result["labels"] = list(task_spec.labels)
+        result["task_settings"] = {"token_unit": task_spec.token_unit}
+    else:
+        max_qa_length = (task_spec.settings or {}).get("max_qa_length")
+        result["task_settings"] = {} if max_qa_length is None else {"max_qa_length": max_qa_length}
+    return result
 
 
 def read_export_info(saved_model_dir: str) -> Dict:

@@ -18,7 +18,18 @@
   windows used) and for v2 `null_score`; `tokens` returns the head's outputs for token ids
   (v1: `start_logits`, `end_logits`; v2 also takes `p_mask` and returns the beam
   `start_top_log_probs`, `start_top_index`, `end_top_log_probs`, `end_top_index` and
-  `cls_logits`).
+  `cls_logits`);
+* an `AlbertTokenClassifier` (NER, `albert_tf.export.tagging`): `serving_default` takes `text`
+  and returns the entities of each text, padded to the batch's largest count: `entity_labels`,
+  `entity_texts` (string `[-1, E]`), `entity_starts`, `entity_ends` (int32 code-point offsets into
+  the text, end exclusive, -1 padding), `entity_scores` (float), `num_entities` (int32 `[-1]`),
+  and the tagged units `words`, `word_tags` (string `[-1, W]`), `num_words`; `tokens` returns
+  per token `logits`, `probabilities` (`[-1, seq, tags]`), `tag_id` (int32) and `tag` (string);
+* a `MultipleChoiceModel` (RACE, `albert_tf.export.multiple_choice`): `serving_default` takes
+  `text` (the article / context) and `question` string `[-1]` and `choices` string `[-1, -1]`
+  (any number of choices) and returns `logits`, `scores` (softmax over the choices) float
+  `[-1, choices]` and `predicted_choice` int32 `[-1]`; `tokens` the same from token ids
+  `[-1, choices, seq]`.
 
 Raw text is tokenized in the graph by the `AlbertTokenizerLayer` (the training preprocessing);
 the `tf.Example` signatures read the text from the features `text` (and `text_b` for pairs).
@@ -42,7 +53,10 @@ KIND_ENCODER = "encoder"
 KIND_PRETRAINER = "pretrainer"
 KIND_SQUAD_V1 = "squad_v1"
 KIND_SQUAD_V2 = "squad_v2"
-KINDS = (KIND_CLASSIFIER, KIND_REGRESSOR, KIND_ENCODER, KIND_PRETRAINER, KIND_SQUAD_V1, KIND_SQUAD_V2)
+KIND_TAGGER = "tagger"
+KIND_MULTIPLE_CHOICE = "multiple_choice"
+KINDS = (KIND_CLASSIFIER, KIND_REGRESSOR, KIND_ENCODER, KIND_PRETRAINER, KIND_SQUAD_V1, KIND_SQUAD_V2, KIND_TAGGER,
+         KIND_MULTIPLE_CHOICE)
 QA_KINDS = (KIND_SQUAD_V1, KIND_SQUAD_V2)
 
 # TF Serving's method names (tensorflow_serving/.../signature_constants); TF2 writes "predict" for all.
@@ -53,12 +67,18 @@ METHOD_NAMES = {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD}
 
 
 def model_kind(model) -> str:
-    """"classifier", "regressor", "encoder" or "pretrainer" for a supported model, else TypeError."""
+    """The export kind (one of `KINDS`) of a supported model, else TypeError."""
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.pretrainer import AlbertPretrainer
     from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
+    from albert_tf.tasks.multiple_choice import MultipleChoiceModel
     from albert_tf.tasks.squad import SquadV1Model, SquadV2Model
+    from albert_tf.tasks.tagging import AlbertTokenClassifier
 
+    if isinstance(model, AlbertTokenClassifier):
+        return KIND_TAGGER
+    if isinstance(model, MultipleChoiceModel):
+        return KIND_MULTIPLE_CHOICE
     if isinstance(model, SquadV1Model):
         return KIND_SQUAD_V1
     if isinstance(model, SquadV2Model):
@@ -72,7 +92,8 @@ def model_kind(model) -> str:
     if isinstance(model, AlbertEncoder):
         return KIND_ENCODER
     raise TypeError(
-        "export supports AlbertClassifier, AlbertRegressor, AlbertEncoder, AlbertPretrainer, SquadV1Model and SquadV2Model, "
+        "export supports AlbertClassifier, AlbertRegressor, AlbertEncoder, AlbertPretrainer, SquadV1Model, SquadV2Model, "
+        "AlbertTokenClassifier and MultipleChoiceModel, "
         f"got {type(model).__name__}"
     )
 
@@ -119,21 +140,27 @@ class ServingModule(tf.Module):
     """The exported object: the model, the tokenizer layer and the signature functions.
 
     Args:
-      model: an `AlbertClassifier`, `AlbertRegressor`, `AlbertEncoder` or `AlbertPretrainer`.
+      model: an `AlbertClassifier`, `AlbertRegressor`, `AlbertEncoder`, `AlbertPretrainer`,
+        `SquadV1Model`, `SquadV2Model`, `AlbertTokenClassifier` or `MultipleChoiceModel`.
       tokenizer_layer: the `AlbertTokenizerLayer` of the model's vocabulary and sequence length.
-      labels: class labels in id order (classifier; default "0", "1", ...).
+      labels: class labels in id order (classifier; default "0", "1", ...); for a token
+        classifier its tags in id order (required).
       pair: the text signatures take a second text `text_b` (sentence-pair tasks).
       qa_settings: SQuAD models: `doc_stride`, `max_query_length`, `n_best_size`,
         `max_answer_length`, `null_score_diff_threshold` (v2) — task.json's `settings`;
         defaults `albert_tf.export.qa.DEFAULT_QA_SETTINGS`.
+      task_settings: token classifier: `token_unit` ("word" or "char", task.json's
+        `token_unit`; default "word"); multiple choice: `max_qa_length` (task.json's
+        `settings`; default 128, at most `sequence_length - 3`).
 
     Raises:
       TypeError: an unsupported model.
-      ValueError: labels that do not match the classifier, or labels for a non-classifier.
+      ValueError: labels that do not match the classifier, labels for a model without any,
+        settings for another kind of model, or invalid settings.
     """
 
     def __init__(self, model, tokenizer_layer, labels: Optional[Sequence[str]] = None, pair: bool = False,
-                 qa_settings: Optional[Dict] = None):
+                 qa_settings: Optional[Dict] = None, task_settings: Optional[Dict] = None):
         super().__init__(name="albert_serving")
         self.kind = model_kind(model)
         # The Keras objects stay untracked (a plain holder): what the SavedModel checkpoints is
@@ -152,6 +179,11 @@ class ServingModule(tf.Module):
                 raise ValueError(f"labels must be distinct, got {labels}")
             self.labels: Optional[List[str]] = labels
             self._label_table = tf.constant(labels, tf.string)
+        elif self.kind == KIND_TAGGER:
+            if labels is None:
+                raise ValueError("a token classifier export needs its tags in id order (labels=task.json's labels)")
+            self.labels = [str(l) for l in labels]
+            self._label_table = tf.constant(self.labels, tf.string)
         elif labels is not None:
             raise ValueError(f"labels are for classifiers; a {self.kind} has none")
         else:
@@ -166,6 +198,22 @@ class ServingModule(tf.Module):
             self._objects.qa = qa.QaGraph(model, tokenizer_layer, self.qa_settings)
         elif qa_settings is not None:
             raise ValueError(f"qa_settings are for SQuAD models; a {self.kind} has none")
+        self.task_settings: Optional[Dict] = None
+        if self.kind in (KIND_TAGGER, KIND_MULTIPLE_CHOICE):
+            if pair:
+                raise ValueError(f"a {self.kind} export takes no pair=True (its inputs are fixed)")
+            if self.kind == KIND_TAGGER:
+                from albert_tf.export import tagging
+
+                self.task_settings = tagging.tagging_settings(task_settings, self.labels)
+                self._objects.task = tagging.TaggingGraph(model, tokenizer_layer, self.labels, self.task_settings)
+            else:
+                from albert_tf.export import multiple_choice
+
+                self.task_settings = multiple_choice.multiple_choice_settings(task_settings, self.sequence_length)
+                self._objects.task = multiple_choice.MultipleChoiceGraph(model, tokenizer_layer, self.task_settings)
+        elif task_settings is not None:
+            raise ValueError(f"task_settings are for token classifiers and multiple-choice models; a {self.kind} has none")
         self.vocab_size = int(self.encoder.vocab_size)
         if tokenizer_layer.vocab_size > self.vocab_size:
             raise ValueError(
@@ -207,10 +255,27 @@ class ServingModule(tf.Module):
     def _from_tokens(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         keys = TOKEN_KEYS + (("p_mask",) if self.kind == KIND_SQUAD_V2 else ())
         features = {k: tf.cast(features[k], tf.int32) for k in keys}
+        # Keras's `take` wraps a negative id to the end of the table (and on GPU an id past the
+        # table reads zeros): under TF Serving these asserts make such requests INVALID_ARGUMENT.
+        tf.debugging.assert_non_negative(features["input_ids"], message="input_ids must be >= 0")
+        tf.debugging.assert_less(features["input_ids"], self.vocab_size,
+                                 message=f"input_ids must be < the vocabulary size {self.vocab_size}")
+        tf.debugging.assert_non_negative(features["segment_ids"], message="segment_ids must be >= 0")
         if self.kind in QA_KINDS:
             outputs = self.model(features, training=False)
             return {k: (tf.cast(v, tf.float32) if v.dtype.is_floating else tf.cast(v, tf.int32))
                     for k, v in outputs.items() if k != "unique_ids"}
+        if self.kind == KIND_TAGGER:
+            logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
+            tag_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+            return {
+                "logits": logits,
+                "probabilities": tf.nn.softmax(logits, axis=-1),
+                "tag_id": tag_id,
+                "tag": tf.gather(self._label_table, tag_id),
+            }
+        if self.kind == KIND_MULTIPLE_CHOICE:
+            return self._objects.task.scores(features)
         if self.kind == KIND_CLASSIFIER:
             logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
             label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -276,6 +341,31 @@ class ServingModule(tf.Module):
                     ),
                     input_signature=token_specs,
                 )
+            return
+        if self.kind == KIND_TAGGER:
+            self.serve_text = tf.function(lambda text: self._objects.task(text), input_signature=[text_spec])
+            self.serve_tokens = tf.function(
+                lambda input_ids, input_mask, segment_ids: self._from_tokens(
+                    {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+                ),
+                input_signature=[specs[k] for k in TOKEN_KEYS],
+            )
+            return
+        if self.kind == KIND_MULTIPLE_CHOICE:
+            from albert_tf.export.multiple_choice import CHOICES_KEY, QUESTION_KEY
+
+            self.serve_text = tf.function(
+                lambda text, question, choices: self._objects.task(text, question, choices),
+                input_signature=[text_spec, tf.TensorSpec([None], tf.string, name=QUESTION_KEY),
+                                 tf.TensorSpec([None, None], tf.string, name=CHOICES_KEY)],
+            )
+            choice_specs = [tf.TensorSpec([None, None, self.sequence_length], tf.int32, name=k) for k in TOKEN_KEYS]
+            self.serve_tokens = tf.function(
+                lambda input_ids, input_mask, segment_ids: self._from_tokens(
+                    {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+                ),
+                input_signature=choice_specs,
+            )
             return
         if self.pair:
             self.serve_text = tf.function(lambda text, text_b: self._from_text(text, text_b), input_signature=[text_spec, text_b_spec])

@@ -22,6 +22,9 @@ WARMUP_CONTEXTS = (
     "ALBERT reads this sentence.",
     "A second,  longer context: 1,000 words in 2024! Its café has   spaces. " * 3,
 )
+# Multiple choice: a cloze question ("_" filled by each choice) and a plain one.
+WARMUP_CHOICE_QUESTIONS = ("ALBERT reads _ sentence.", "How many words?")
+WARMUP_CHOICES = (("this", "that", "no", "every"), ("1,000", "ten", "none", "2024"))
 
 
 def _example(text: str, text_b=None) -> "tf.train.Example":
@@ -38,8 +41,10 @@ def warmup_inputs(signature_defs, pair: bool, sequence_length: int, texts: Seque
 
     Text inputs get `texts` (`text_b` the same texts reversed); QA inputs (`question`, `context`)
     two questions, the second with a context of several windows at a short sequence length;
-    token inputs a `[CLS] ... [SEP]` batch of small ids (and a `p_mask` for SQuAD v2);
-    `classify`/`regress` the serialized `tf.Example`s of the texts.
+    multiple-choice inputs (`text`, `question`, `choices`) two texts with a cloze and a plain
+    question of four choices each; token inputs a `[CLS] ... [SEP]` batch of small ids (and a
+    `p_mask` for SQuAD v2; rows of four choices when the signature's ids are
+    `[batch, choices, seq]`); `classify`/`regress` the serialized `tf.Example`s of the texts.
     """
     texts = list(texts)
     texts_b = texts[::-1]
@@ -52,6 +57,13 @@ def warmup_inputs(signature_defs, pair: bool, sequence_length: int, texts: Seque
         if names == {"inputs"}:
             examples = [_example(a, b if pair else None).SerializeToString() for a, b in zip(texts, texts_b)]
             result[key] = {"inputs": np.array(examples, dtype=object)}
+        elif "choices" in names:
+            rows = range(len(WARMUP_CHOICE_QUESTIONS))
+            result[key] = {
+                "text": np.array([WARMUP_CONTEXTS[i % len(WARMUP_CONTEXTS)].encode("utf-8") for i in rows], dtype=object),
+                "question": np.array([q.encode("utf-8") for q in WARMUP_CHOICE_QUESTIONS], dtype=object),
+                "choices": np.array([[c.encode("utf-8") for c in row] for row in WARMUP_CHOICES], dtype=object),
+            }
         elif "question" in names:
             result[key] = {
                 "question": np.array([t.encode("utf-8") for t in WARMUP_QUESTIONS], dtype=object),
@@ -76,6 +88,11 @@ def warmup_inputs(signature_defs, pair: bool, sequence_length: int, texts: Seque
                 inputs["p_mask"][:, 0] = 0
             if "mlm_positions" in names:
                 inputs["mlm_positions"] = np.tile(np.array([[1, 2]], np.int32), (batch, 1))
+            if len(signature.inputs["input_ids"].tensor_shape.dim) == 3:  # multiple choice: [batch, choices, seq]
+                choices = len(WARMUP_CHOICES[0])
+                inputs = {k: np.repeat(v[:, None, :], choices, axis=1) for k, v in inputs.items()}
+                inputs["input_ids"][:, :, 1] += np.arange(choices, dtype=np.int32)  # choices that differ
+                inputs["segment_ids"][:, :, 2:] = inputs["input_mask"][:, :, 2:]  # a second segment after 2 tokens
             result[key] = inputs
     return result
 

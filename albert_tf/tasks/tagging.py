@@ -11,20 +11,24 @@ accuracy, the usual alignment of BERT-style NER.
 entity level (exact spans, `albert_tf.metrics.entity_scores`) and by token accuracy. A word whose
 pieces fall beyond the sequence length is predicted `O` (and counted, with a warning): split long
 sentences first (`albert_tf.data.tagging.split_long_sentences`).
+
+`predict_text_entities` tags raw texts (split into words or characters by `split_with_offsets`)
+and returns the entities with their labels, character spans in the text and scores: the
+reference of the exported serving signature (`albert_tf.export.tagging`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import keras
 import numpy as np
 from keras import ops
 
 from albert_tf.data.tagging import TaggedSentence, TagVocab
-from albert_tf.metrics import entity_scores, token_accuracy
+from albert_tf.metrics import entity_scores, get_entities, token_accuracy
 from albert_tf.tasks.base import AlbertTaskModel
 
 logger = logging.getLogger(__name__)
@@ -206,3 +210,104 @@ def make_eval_fn(encoded: EncodedSentences, sentences: Sequence[TaggedSentence],
         return score_tagging(logits, encoded, sentences, tag_vocab)
 
     return eval_fn
+
+
+TOKEN_UNITS = ("word", "char")
+
+
+def split_with_offsets(text: str, token_unit: str = "word") -> List[Tuple[str, int, int]]:
+    """The units a raw text is tagged by, with their code-point spans `[start, end)` in `text`.
+
+    Args:
+        text: The text.
+        token_unit: "word": runs of non-whitespace characters (the words of `text.split()`);
+            "char": every character that is not whitespace (`TaskSpec.token_unit`).
+
+    Returns:
+        `(unit, start, end)` triples with `text[start:end] == unit`.
+
+    Raises:
+        ValueError: An unknown `token_unit`.
+    """
+    if token_unit not in TOKEN_UNITS:
+        raise ValueError(f"token_unit must be one of {TOKEN_UNITS}, got {token_unit!r}")
+    if token_unit == "char":
+        return [(char, i, i + 1) for i, char in enumerate(text) if not char.isspace()]
+    units: List[Tuple[str, int, int]] = []
+    start = None
+    for i, char in enumerate(text):
+        if char.isspace():
+            if start is not None:
+                units.append((text[start:i], start, i))
+                start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        units.append((text[start:], start, len(text)))
+    return units
+
+
+def entity_spans(
+    tags: Sequence[str], probabilities: Sequence[float], spans: Sequence[Tuple[str, int, int]], text: str
+) -> List[Dict[str, Any]]:
+    """The entities of one text's unit tags, with character spans.
+
+    Args:
+        tags: One tag per unit (entities as `albert_tf.metrics.get_entities` reads them).
+        probabilities: The probability of each unit's tag.
+        spans: The units' `(unit, start, end)` from `split_with_offsets`.
+        text: The text the spans point into.
+
+    Returns:
+        `{"label", "start", "end", "text", "score"}` per entity: its type, the first character
+        of its first unit and the end (exclusive) of its last one, `text[start:end]`, and the
+        mean probability of its units' tags.
+    """
+    entities = []
+    for label, first, last in get_entities(tags):
+        start, end = spans[first][1], spans[last][2]
+        score = float(np.mean(probabilities[first : last + 1]))
+        entities.append({"label": label, "start": start, "end": end, "text": text[start:end], "score": score})
+    return entities
+
+
+def predict_text_entities(
+    model, tokenizer, texts: Sequence[str], tag_vocab: TagVocab, *, seq_length: int, token_unit: str = "word",
+    batch_size: int = 32,
+) -> List[Dict[str, Any]]:
+    """Tags raw texts: per text its `words` (units), their `tags` and the `entities` (`entity_spans`).
+
+    Each text is split by `split_with_offsets`, encoded by `encode_sentences` (one tag per unit,
+    `O` for a unit cut off by `seq_length`) and tagged by the argmax at each unit's first piece.
+
+    Args:
+        model: The fine-tuned `AlbertTokenClassifier`.
+        tokenizer: Its Python tokenizer.
+        texts: The raw texts.
+        tag_vocab: The task's tags.
+        seq_length: The model's sequence length.
+        token_unit: "word" or "char" (`TaskSpec.token_unit`).
+        batch_size: Prediction batch size.
+    """
+    if not texts:
+        return []
+    spans = [split_with_offsets(text, token_unit) for text in texts]
+    sentences = [TaggedSentence(tuple(u for u, _, _ in s), tuple("O" for _ in s), "<text>", i) for i, s in enumerate(spans)]
+    encoded = encode_sentences(sentences, tokenizer, seq_length=seq_length, tag_vocab=tag_vocab, with_labels=False)
+    logits = predict_logits(model, encoded.features, batch_size).astype(np.float64)
+    tags = decode_predictions(logits, encoded.word_positions, tag_vocab)
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
+    records = []
+    for row, (text, text_spans, text_tags) in enumerate(zip(texts, spans, tags)):
+        positions = encoded.word_positions[row]
+        # A unit cut off by the sequence length is "O", which belongs to no entity: 0.
+        unit_probabilities = [
+            float(probabilities[row, p].max()) if p >= 0 else 0.0 for p in positions
+        ]
+        records.append({
+            "words": [u for u, _, _ in text_spans],
+            "tags": text_tags,
+            "entities": entity_spans(text_tags, unit_probabilities, text_spans, text),
+        })
+    return records

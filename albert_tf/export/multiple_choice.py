@@ -1,0 +1,162 @@
+"""Multiple choice (RACE models) served from raw text: one score per choice, all in the graph.
+
+`MultipleChoiceGraph` turns `text` (the article / context, string `[batch]`), `question`
+(string `[batch]`, "" when there is none) and `choices` (string `[batch, num_choices]`) into the
+model's choice scores with TF and tensorflow-text ops only, reproducing the RACE conversion of
+`albert_tf.data.race` (the original `race_utils.py`) for `RaceExample(article=text,
+question=question, options=choices)`:
+
+1. the question and every choice are preprocessed (SentencePiece vocabularies: the tokenizer's
+   `preprocess_text`; WordPiece: as given) and combined: every "_" of the question replaced by
+   the choice when the question has one (cloze questions), else `question + " " + choice` (so an
+   empty question gives the choice alone);
+2. the combined text keeps its *last* `max_qa_length` pieces; the (preprocessed) text is cut to
+   what is left of `sequence_length - 3`;
+3. each choice becomes `[CLS] text [SEP] question+choice [SEP]` padded with 0 (segment ids 0 up
+   to the first `[SEP]`, 1 after), and the model scores all choices of the batch at once.
+
+`num_choices` is dynamic: the head scores each choice on its own (one dense unit on the pooled
+output) and the softmax runs over the choices given, so a model fine-tuned with RACE's 4 options
+serves any number >= 1 (a request of 0 choices fails with INVALID_ARGUMENT). Within one request
+every row has the same number of choices (a dense tensor); TF Serving batches together only
+requests of the same number.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+
+from albert_tf.tokenization.in_graph import sanitize_utf8
+
+TEXT_KEY = "text"
+QUESTION_KEY = "question"
+CHOICES_KEY = "choices"
+DEFAULT_MAX_QA_LENGTH = 128  # albert_tf.data.race.DEFAULT_MAX_QA_LENGTH
+
+
+def multiple_choice_settings(settings: Optional[Dict[str, Any]], sequence_length: int) -> Dict[str, Any]:
+    """The complete settings (`max_qa_length`, default 128 capped to `sequence_length - 3`), checked.
+
+    Raises:
+      ValueError: an unknown setting, or a `max_qa_length` that is not a positive integer of at
+        most `sequence_length - 3` (the conversion's rule).
+    """
+    settings = dict(settings or {})
+    # task.json's RACE settings also hold the reading options (`levels`, `max_seq_length`).
+    settings.pop("levels", None)
+    settings.pop("max_seq_length", None)
+    unknown = sorted(set(settings) - {"max_qa_length"})
+    if unknown:
+        raise ValueError(f"unknown multiple-choice settings {unknown}; expected max_qa_length")
+    value = settings.get("max_qa_length")
+    if value is None:
+        value = min(DEFAULT_MAX_QA_LENGTH, sequence_length - 3)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= sequence_length - 3:
+        raise ValueError(f"max_qa_length must be an integer in [1, sequence_length - 3 = {sequence_length - 3}], got {value!r}")
+    return {"max_qa_length": value}
+
+
+def _pad_columns(dense: tf.Tensor, width, value) -> tf.Tensor:
+    missing = tf.maximum(width - tf.shape(dense)[1], 0)
+    return tf.pad(dense, [[0, 0], [0, missing]], constant_values=value)
+
+
+class MultipleChoiceGraph:
+    """The in-graph multiple-choice pipeline for one `MultipleChoiceModel` and its tokenizer layer.
+
+    Args:
+      model: a `MultipleChoiceModel`.
+      tokenizer: the `AlbertTokenizerLayer` of training (its `sequence_length` is the row length).
+      settings: from `multiple_choice_settings`.
+    """
+
+    def __init__(self, model, tokenizer, settings: Dict[str, Any]):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.seq = int(tokenizer.sequence_length)
+        self.max_qa_length = int(settings["max_qa_length"])
+
+    def _preprocess(self, texts: tf.Tensor) -> tf.Tensor:
+        # The conversion preprocesses with the tokenizer's `preprocess` where it has one
+        # (SentencePiece); the WordPiece tokenizer has none, so its text goes in as given.
+        if self.tokenizer.is_sentencepiece:
+            return self.tokenizer.preprocess(texts)
+        return sanitize_utf8(texts)
+
+    def choice_texts(self, question: tf.Tensor, choices: tf.Tensor) -> tf.Tensor:
+        """The question combined with each choice, `[batch * num_choices]` (`race.choice_texts`)."""
+        num_choices = tf.shape(choices)[1]
+        question = tf.repeat(self._preprocess(question), num_choices)
+        option = self._preprocess(tf.reshape(choices, [-1]))
+        # `question.replace("_", option)`: the parts between the blanks, the option after all
+        # but the last part (the rewrite of `regex_replace` is one scalar, not one per row).
+        parts = tf.strings.split(question, sep="_")
+        rows = tf.cast(parts.value_rowids(), tf.int32)
+        position = tf.ragged.range(parts.row_lengths()).flat_values
+        last = tf.repeat(parts.row_lengths() - 1, parts.row_lengths())
+        filled_parts = tf.where(
+            position < last, tf.strings.join([parts.flat_values, tf.gather(option, rows)]), parts.flat_values
+        )
+        filled = tf.strings.reduce_join(parts.with_flat_values(filled_parts), axis=-1)
+        has_blank = tf.strings.regex_full_match(question, "(?s).*_.*")
+        return tf.where(has_blank, filled, tf.strings.join([question, option], separator=" "))
+
+    def features(self, text: tf.Tensor, question: tf.Tensor, choices: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """`input_ids`, `input_mask`, `segment_ids` int32 `[batch, num_choices, sequence_length]`."""
+        layer, seq = self.tokenizer, self.seq
+        text = tf.reshape(text, [-1])
+        question = tf.reshape(question, [-1])
+        for name, other in (("question", question), ("choices", choices)):
+            tf.debugging.assert_equal(
+                tf.shape(text)[0], tf.shape(other)[0], message=f"text and {name} must have the same batch size"
+            )
+        tf.debugging.assert_positive(tf.shape(choices)[1], message="choices must have at least one choice per row")
+        num_choices = tf.shape(choices)[1]
+        batch = tf.shape(text)[0]
+        example = tf.repeat(tf.range(batch), num_choices)  # [B * C]
+
+        ending = tf.cast(layer.tokenize(self.choice_texts(question, choices)), tf.int32)
+        ending_total = tf.cast(ending.row_lengths(), tf.int32)
+        ending_length = tf.minimum(ending_total, self.max_qa_length)
+        ending_first = ending_total - ending_length  # the last `max_qa_length` pieces
+        context = tf.cast(layer.tokenize(self._preprocess(text)), tf.int32)
+        context_length = tf.minimum(tf.gather(tf.cast(context.row_lengths(), tf.int32), example), seq - 3 - ending_length)
+
+        ending_dense = _pad_columns(ending.to_tensor(0), 1, 0)
+        context_dense = tf.gather(_pad_columns(context.to_tensor(0), 1, 0), example)
+        position = tf.range(seq)[None, :]
+        c_len, e_len = context_length[:, None], ending_length[:, None]
+        ending_index = ending_first[:, None] + position - c_len - 2  # [B * C, seq]
+        context_index = tf.broadcast_to(tf.clip_by_value(position - 1, 0, tf.shape(context_dense)[1] - 1), tf.shape(ending_index))
+        from_context = tf.gather(context_dense, context_index, batch_dims=1)
+        from_ending = tf.gather(ending_dense, tf.clip_by_value(ending_index, 0, tf.shape(ending_dense)[1] - 1), batch_dims=1)
+        total = c_len + e_len + 3
+        input_ids = tf.where(
+            tf.equal(position, 0), layer.cls_id,
+            tf.where(position <= c_len, from_context,
+                     tf.where(tf.equal(position, c_len + 1), layer.sep_id,
+                              tf.where(position < c_len + 2 + e_len, from_ending,
+                                       tf.where(tf.equal(position, total - 1), layer.sep_id, 0)))),
+        )
+        input_mask = tf.cast(position < total, tf.int32)
+        segment_ids = tf.cast(tf.logical_and(position >= c_len + 2, position < total), tf.int32)
+        shape = tf.stack([batch, num_choices, seq])
+        return {
+            name: tf.ensure_shape(tf.reshape(value, shape), [None, None, seq])
+            for name, value in (("input_ids", input_ids), ("input_mask", input_mask), ("segment_ids", segment_ids))
+        }
+
+    def scores(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """`logits`, `scores` (softmax over the choices) `[batch, num_choices]` and `predicted_choice` `[batch]`."""
+        logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
+        return {
+            "logits": logits,
+            "scores": tf.nn.softmax(logits, axis=-1),
+            "predicted_choice": tf.argmax(logits, axis=-1, output_type=tf.int32),
+        }
+
+    def __call__(self, text: tf.Tensor, question: tf.Tensor, choices: tf.Tensor) -> Dict[str, tf.Tensor]:
+        return self.scores(self.features(text, question, choices))
