@@ -71,3 +71,19 @@ def test_cli_predict_against_the_server(addresses, capsys):
     assert "Servable not found" in capsys.readouterr().err
     assert main(["predict", "--server", addresses["grpc"], "a"]) == 2
     assert "--model" in capsys.readouterr().err
+
+
+def test_format_predictions_turns_string_matrices_into_json():
+    """A tagger answers string matrices (entity labels per text): every row must be JSON-able."""
+    import json
+
+    outputs = {
+        "entity_labels": np.array([[b"PER", b""], [b"LOC", b"ORG"]], dtype=object),
+        "entity_starts": np.array([[0, -1], [3, 9]], np.int32),
+        "num_entities": np.array([1, 2], np.int32),
+        "words": np.array([[b"caf\xc3\xa9"], [b"\xff"]], dtype=object),
+    }
+    rows = client.format_predictions(outputs)
+    assert rows[0] == {"entity_labels": ["PER", ""], "entity_starts": [0, -1], "num_entities": 1, "words": ["café"]}
+    assert rows[1]["words"] == ["\ufffd"]
+    json.dumps(rows)

@@ -228,13 +228,17 @@ def format_predictions(outputs: Dict[str, np.ndarray]) -> list:
     for i in range(rows):
         row = {}
         for name, value in sorted(outputs.items()):
-            item = value[i]
-            if isinstance(item, bytes):
-                item = item.decode("utf-8", "replace")
-            elif isinstance(item, np.ndarray):
-                item = item.tolist()
-            elif isinstance(item, np.generic):
-                item = item.item()
-            row[name] = item
+            row[name] = _json_value(value[i])
         result.append(row)
     return result
+
+
+def _json_value(item):
+    """Bytes as text, arrays as (nested) lists of them: string matrices (entities, words) included."""
+    if isinstance(item, bytes):
+        return item.decode("utf-8", "replace")
+    if isinstance(item, np.ndarray):
+        return [_json_value(x) for x in item] if item.dtype == object or item.dtype.kind == "S" else item.tolist()
+    if isinstance(item, np.generic):
+        return item.item()
+    return item
