@@ -1,0 +1,83 @@
+"""Shared test set-up: the `slow` marker and session fixtures (a tiny config, encoder and tokenizer).
+
+`pytest -m "not slow"` is the fast loop; CI runs everything. A test is slow when it is marked
+`@pytest.mark.slow`, lives in one of `SLOW_MODULES` (end-to-end and benchmark-script tests), or
+starts another Python process (its source mentions `subprocess` or `sys.executable`): those pay
+TensorFlow's import again and usually train something.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+# A 64-piece SentencePiece model (unigram, lower-cased, trained with seed 0 on the sentences of
+# `TINY_SPM_CORPUS`), committed so that tests need not train one.
+TINY_SPM_MODEL = TESTS / "data" / "tiny_spm.model"
+TINY_SPM_CORPUS = TESTS / "data" / "tiny_spm_corpus.txt"
+
+SLOW_MODULES = {
+    "test_pipeline_e2e",
+    "test_benchmark_scripts_finetune",
+    "test_benchmark_scripts_pretraining",
+    "test_benchmark_scripts_recipes",
+}
+_PROCESS_WORDS = ("subprocess", "sys.executable")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: end-to-end, subprocess or benchmark-script test (deselect with -m 'not slow')")
+
+
+def _starts_a_process(function) -> bool:
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
+        return False
+    return any(word in source for word in _PROCESS_WORDS)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+        function = getattr(item, "function", None)
+        if module in SLOW_MODULES or (function is not None and _starts_a_process(function)):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def tiny_spm_model() -> str:
+    """Path of the committed tiny SentencePiece model (64 pieces, lower-cased)."""
+    return str(TINY_SPM_MODEL)
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+    """A tiny `AlbertConfig` whose vocabulary is the tiny SentencePiece model's."""
+    from albert_tf.config import AlbertConfig
+
+    return AlbertConfig(vocab_size=64, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=32)
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tiny_config):
+    """A built `AlbertEncoder` of `tiny_config` with fixed random weights (do not train it in place)."""
+    import keras
+
+    from albert_tf.modeling import AlbertEncoder
+
+    keras.utils.set_random_seed(0)
+    encoder = AlbertEncoder.from_albert_config(tiny_config)
+    ids = keras.ops.ones((1, 8), dtype="int32")
+    encoder({"input_ids": ids, "input_mask": ids, "segment_ids": keras.ops.zeros_like(ids)})
+    return encoder
+
