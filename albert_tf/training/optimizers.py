@@ -50,7 +50,11 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from albert_tf.training.keras_internals import check_optimizer_hooks, merge_call_function
 from albert_tf.training.schedules import PRETRAINING_PEAK_LEARNING_RATE, WarmupPolynomialDecay
+
+# The optimizers below override private Keras hooks: fail here, loudly, if a Keras upgrade removed one.
+check_optimizer_hooks()
 
 # Variable-name patterns (regular expressions, searched) excluded from weight decay and, by
 # default, from LAMB's layer adaptation, as in the original `create_optimizer`.
@@ -225,7 +229,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         ]
         grads_and_vars = self._all_reduce_sum_gradients(list(zip(grads, trainable_variables)))
         grads = super()._clip_gradients([g for g, _ in grads_and_vars])
-        tf.__internal__.distribute.interim.maybe_merge_call(
+        merge_call_function()(
             self._distributed_tf_update_step,
             self._distribution_strategy,
             list(zip(grads, trainable_variables)),
@@ -252,7 +256,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         mean_grads = super()._clip_gradients(
             [ops.divide(ops.add(g, ops.cast(acc, g.dtype)), steps) for g, acc in zip(grads, accumulators)]
         )
-        tf.__internal__.distribute.interim.maybe_merge_call(
+        merge_call_function()(
             self._distributed_accumulate_or_update,
             self._distribution_strategy,
             grads,

@@ -906,17 +906,13 @@ def _fit_scope(model, strategy):
     `fit`, which runs inside the strategy's scope, where Keras finds the same strategy through
     `tf.distribute.get_strategy()`.
     """
-    hidden = hasattr(model, "_distribute_strategy")
-    saved = getattr(model, "_distribute_strategy", None)
-    if hidden:
-        model._distribute_strategy = None
+    from albert_tf.training.keras_internals import strategy_hidden_from_build
+
     wrapped = _multi_worker_safe_logs(model, strategy)
     try:
-        with strategy.scope():
+        with strategy_hidden_from_build(model), strategy.scope():
             yield
     finally:
-        if hidden:
-            model._distribute_strategy = saved
         if wrapped:
             del model.train_step
 

@@ -1,0 +1,129 @@
+"""Every private Keras / TensorFlow attribute this package relies on, in one place.
+
+Keras 3 has no public hook for what the optimizers and the pretraining loop need (a global-norm
+clip after the cross-replica sum, gradient accumulation under tf.distribute, a `fit` that does not
+eat a batch to build a model under a strategy). Those hooks are private and can change in any
+Keras release, so they are listed here, `check_keras_internals()` verifies them (the test suite
+runs it, and the optimizers run it on import), and the helpers below raise `KerasInternalsError`
+naming the attribute and the Keras version instead of silently doing nothing when one is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, List, Tuple
+
+import keras
+import tensorflow as tf
+
+# (where, attribute, what this package uses it for). Optimizer hooks are overridden in
+# `albert_tf.training.optimizers`: if Keras stopped calling them, the overrides would be dead code.
+OPTIMIZER_INTERNALS: Tuple[Tuple[str, str], ...] = (
+    ("_backend_update_step", "global-norm clipping after the cross-replica gradient sum"),
+    ("_backend_apply_gradients", "gradient accumulation without replica sync inside a cond"),
+    ("_clip_gradients", "disabled per replica, applied after the all-reduce"),
+    ("_all_reduce_sum_gradients", "the cross-replica gradient sum"),
+    ("_distributed_tf_update_step", "the per-variable update under a strategy"),
+    ("_get_current_learning_rate", "schedules driven by optimizer updates, not micro-batches"),
+    ("_get_variable_index", "per-variable weight-decay / trust-ratio flags and moments"),
+    ("_update_model_variables_moving_average", "EMA under gradient accumulation"),
+    ("_overwrite_model_variables_with_average_value", "EMA under gradient accumulation"),
+)
+# Instance attributes of a built Keras model (TensorFlow trainer).
+MODEL_INTERNALS: Tuple[Tuple[str, str], ...] = (
+    ("_distribute_strategy", "hidden during fit so Keras does not consume a batch to build the model"),
+)
+
+
+class KerasInternalsError(RuntimeError):
+    """A private Keras / TensorFlow attribute this package needs is missing (a Keras upgrade?)."""
+
+
+def _missing(name: str, where: str, purpose: str) -> KerasInternalsError:
+    return KerasInternalsError(
+        f"{where} has no attribute {name!r} in Keras {keras.__version__} / TensorFlow {tf.__version__}; "
+        f"albert_tf uses it for {purpose} (see albert_tf/training/keras_internals.py)"
+    )
+
+
+def merge_call_function():
+    """`tf.__internal__.distribute.interim.maybe_merge_call` (cross-replica merge inside a step)."""
+    try:
+        return tf.__internal__.distribute.interim.maybe_merge_call
+    except AttributeError:
+        raise _missing("__internal__.distribute.interim.maybe_merge_call", "tensorflow",
+                       "the optimizers' cross-replica updates") from None
+
+
+def serializing_keras_archive() -> bool:
+    """Whether Keras is serializing a model for a `.keras` archive right now.
+
+    Keras' archive saver serializes the model inside an `ObjectSharingScope` and then calls every
+    layer's `save_assets`; layers that store a file as an asset (the tokenizer's vocabulary) leave
+    it out of their config only then.
+
+    Raises:
+        KerasInternalsError: Keras moved the global state this reads.
+    """
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError:
+        raise _missing("src.backend.common.global_state", "keras", "saving vocabularies as .keras assets") from None
+    return global_state.get_global_attribute("shared_objects/id_to_config_map") is not None
+
+
+def missing_internals() -> List[str]:
+    """The listed private attributes that the installed Keras / TensorFlow lack (empty: all there)."""
+    missing = [f"keras.optimizers.Optimizer.{name}" for name, _ in OPTIMIZER_INTERNALS
+               if not hasattr(keras.optimizers.Optimizer, name)]
+    try:
+        merge_call_function()
+    except KerasInternalsError:
+        missing.append("tf.__internal__.distribute.interim.maybe_merge_call")
+    try:
+        serializing_keras_archive()
+    except KerasInternalsError:
+        missing.append("keras.src.backend.common.global_state")
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    missing += [f"keras.Model instance .{name}" for name, _ in MODEL_INTERNALS if not hasattr(model, name)]
+    return missing
+
+
+def check_keras_internals() -> None:
+    """Raises `KerasInternalsError` listing every private attribute the installed Keras lacks."""
+    missing = missing_internals()
+    if missing:
+        raise KerasInternalsError(
+            f"Keras {keras.__version__} / TensorFlow {tf.__version__} lack private attributes albert_tf needs: "
+            + ", ".join(missing) + " (see albert_tf/training/keras_internals.py)"
+        )
+
+
+def check_optimizer_hooks() -> None:
+    """The optimizer-class part of `check_keras_internals` (cheap: no model is built)."""
+    for name, purpose in OPTIMIZER_INTERNALS:
+        if not hasattr(keras.optimizers.Optimizer, name):
+            raise _missing(name, "keras.optimizers.Optimizer", purpose)
+    merge_call_function()
+
+
+@contextlib.contextmanager
+def strategy_hidden_from_build(model: Any) -> Iterator[None]:
+    """Within the block `model._distribute_strategy` is None, and restored afterwards.
+
+    Keras 3's TensorFlow trainer takes one batch off the iterator to build a model created under
+    a strategy (`_maybe_symbolic_build`); a model that is already built loses that batch for
+    nothing, so callers hide the strategy while they `fit` inside its scope.
+
+    Raises:
+        KerasInternalsError: The model has no `_distribute_strategy` (Keras changed).
+    """
+    name, purpose = MODEL_INTERNALS[0]
+    if name not in vars(model) and not hasattr(model, name):
+        raise _missing(name, f"the {type(model).__name__} model", purpose)
+    saved = getattr(model, name)
+    setattr(model, name, None)
+    try:
+        yield
+    finally:
+        setattr(model, name, saved)
