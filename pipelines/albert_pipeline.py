@@ -6,17 +6,27 @@
 * `run_local(settings)` runs it with `kfp.local` and `SubprocessRunner(use_venv=False)`: every
   step is a subprocess of this interpreter, artifacts go under `pipeline_root`, and the data and
   training steps are cached (a re-run on unchanged inputs reuses them; the Evaluator,
-  InfraValidator and Pusher always run, since they depend on what is being served).
+  InfraValidator and Pusher always run, since they depend on what is being served). kfp.local's
+  output (every task's executor input as JSON, its streamed log, its outputs) goes to a log file
+  under `pipeline_root/logs`; the terminal gets one line per step and, when a step fails, that
+  step's log (`verbose=True`: all of it, as kfp.local prints it).
 * `compile_pipeline(settings, path, image)` writes the pipeline YAML that Kubeflow Pipelines and
   Vertex AI Pipelines run, each step on `image` (see `pipelines/README.md`); the settings become
   the pipeline parameters' defaults.
 """
 
+import collections
+import contextlib
 import dataclasses
+import datetime
 import hashlib
+import io
 import json
 import os
-from typing import Any, Dict, List, NamedTuple, Optional
+import re
+import sys
+import time
+from typing import Any, Dict, Iterator, List, NamedTuple, Sequence, TextIO
 
 from kfp import dsl
 
@@ -26,6 +36,9 @@ from pipelines.components import make_components
 PIPELINE_NAME = "albert-tf-pipeline"
 DEFAULT_IMAGE = "albert-tf-python3.11:0.1.0"
 UNCACHED_STEPS = ("evaluator", "infra_validator", "pusher")
+# kfp.local's names of the cached steps' tasks, in the order it runs them (before the others).
+CACHED_TASKS = ("example-gen", "vocab-gen", "transform", "pretrainer", "trainer")
+LOG_SUBDIR = "logs"
 
 
 def input_fingerprint(settings: PipelineSettings) -> str:
@@ -63,7 +76,7 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
         serving_base=os.path.abspath(s.serving_base) if "://" not in s.serving_base else s.serving_base,
         eval_metric=s.eval_metric, eval_threshold=s.eval_threshold, eval_tolerance=s.eval_tolerance,
         eval_baseline_margin=s.eval_baseline_margin, eval_min_mcc=s.eval_min_mcc, eval_confidence=s.eval_confidence,
-        seed=s.seed,
+        seed=s.seed, deterministic=s.deterministic,
     )
     # KFP types parameters strictly: a float setting written as `8` in YAML must still be a float.
     for name in ("eval_fraction", "pretrain_learning_rate", "finetune_epochs", "finetune_learning_rate", "finetune_warmup_fraction",
@@ -127,6 +140,7 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
         eval_min_mcc: float = 0.0,
         eval_confidence: float = 0.95,
         seed: int = 12345,
+        deterministic: bool = True,
     ) -> Outputs:
         gen = c["example_gen"](
             corpus=corpus, task_data=task_data, text_column=text_column, text_b_column=text_b_column,
@@ -140,13 +154,13 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
             corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],
             vocabulary=vocab.outputs["vocabulary"], max_seq_length=max_seq_length,
             max_predictions_per_seq=max_predictions_per_seq, dupe_factor=dupe_factor, seed=seed,
-            beam_runner=beam_runner, beam_args=beam_args,
+            beam_runner=beam_runner, beam_args=beam_args, deterministic=deterministic,
         ).set_display_name("Transform")
         pretrain = c["pretrainer"](
             transformed=data.outputs["transformed"], vocabulary=vocab.outputs["vocabulary"],
             model_config_json=model_config_json, steps=pretrain_steps, batch_size=pretrain_batch_size,
             learning_rate=pretrain_learning_rate, warmup_steps=pretrain_warmup_steps, strategy=strategy,
-            precision=precision, seed=seed,
+            precision=precision, seed=seed, deterministic=deterministic,
         ).set_display_name("Pretrainer")
         train = c["trainer"](
             transformed=data.outputs["transformed"], vocabulary=vocab.outputs["vocabulary"],
@@ -154,6 +168,7 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
             model_name=model_name, epochs=finetune_epochs, batch_size=finetune_batch_size,
             learning_rate=finetune_learning_rate, pooling=finetune_pooling, bias_correction=finetune_bias_correction,
             warmup_fraction=finetune_warmup_fraction, strategy=strategy, precision=precision, seed=seed,
+            deterministic=deterministic,
         ).set_display_name("Trainer")
         evaluate = c["evaluator"](
             example_splits=gen.outputs["example_splits"], trained_model=train.outputs["trained_model"],
@@ -198,10 +213,128 @@ class LocalRun:
     artifacts: Dict[str, str]
     evaluation: Dict[str, Any]
     push: Dict[str, Any]
+    log_file: str = ""
 
 
-def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True) -> LocalRun:
-    """Runs the whole pipeline with `kfp.local` (subprocesses of this interpreter)."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_EXECUTING = re.compile(r"Executing task '(?P<task>[^']+)'")
+_FINISHED = re.compile(r"Task '(?P<task>[^']+)' finished with status (?P<status>\w+)")
+# A step's own warnings (`WARNING: the fine-tuned model collapsed: ...`) reach the terminal; absl's
+# and TensorFlow's start otherwise ("WARNING: All log ...", "WARNING:tensorflow:...").
+_STEP_WARNING = re.compile(r"WARNING: [a-z]")
+
+
+class KfpOutput(io.TextIOBase):
+    """Stands in for `sys.stdout` while kfp.local runs (which prints everything there).
+
+    Everything goes to `log`. In verbose mode everything also goes to `terminal`, unchanged;
+    otherwise the terminal gets one line per step (its status and time, or "cached"), the steps'
+    own warnings, and the last `tail` lines of a step that fails. `cacheable`: the tasks that may
+    come from the cache, in run order, all before the others.
+    """
+
+    def __init__(self, terminal: TextIO, log: TextIO, verbose: bool = False, tail: int = 200,
+                 cacheable: Sequence[str] = ()):
+        super().__init__()
+        self._terminal, self._log, self._verbose = terminal, log, verbose
+        self._cacheable = tuple(cacheable)
+        self._pending = ""
+        self._task = None
+        self._started = 0.0
+        self._lines: collections.deque = collections.deque(maxlen=tail)
+        self._seen: List[str] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._log.write(_ANSI.sub("", text))
+        if self._verbose:
+            self._terminal.write(text)
+            return len(text)
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            self._line(line)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._log.closed:  # also called when garbage-collected, after the log is closed
+            self._log.flush()
+        self._terminal.flush()
+
+    def _say(self, text: str) -> None:
+        self._terminal.write(text + "\n")
+        self._terminal.flush()
+
+    def _line(self, line: str) -> None:
+        plain = _ANSI.sub("", line)
+        started = _EXECUTING.search(plain)
+        if started:
+            task = started.group("task")
+            # kfp.local prints nothing for a cache hit: a cacheable task before this one that did
+            # not run came from the cache.
+            earlier = self._cacheable[:self._cacheable.index(task)] if task in self._cacheable else self._cacheable
+            for name in earlier:
+                if name not in self._seen:
+                    self._seen.append(name)
+                    self._say(f"  {name:<16s} cached")
+            self._seen.append(task)
+            self._task, self._started = task, time.monotonic()
+            self._lines.clear()
+            return
+        finished = _FINISHED.search(plain)
+        if finished:
+            if finished.group("status") == "SUCCESS":
+                self._say(f"  {finished.group('task'):<16s} SUCCESS ({time.monotonic() - self._started:.0f} s)")
+                self._task = None
+            else:
+                self.failed(finished.group("status"))
+            return
+        if self._task is not None:
+            self._lines.append(plain)
+            if _STEP_WARNING.match(plain.strip()):
+                self._say(f"  {self._task}: {plain.strip()}")
+
+    def failed(self, status: str = "FAILURE") -> None:
+        """Shows the end of the running step's log (also to call when kfp.local raised)."""
+        if self._verbose or self._task is None:
+            return
+        self._say(f"  {self._task:<16s} {status} ({time.monotonic() - self._started:.0f} s); the end of its log:")
+        for line in self._lines:
+            self._say(line)
+        self._task = None
+
+
+@contextlib.contextmanager
+def kfp_output(log_path: str, verbose: bool = False, cacheable: Sequence[str] = ()) -> Iterator[KfpOutput]:
+    """Routes what kfp.local prints in the block through `KfpOutput` (to `log_path` in full)."""
+    os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
+    terminal = sys.stdout
+    with open(log_path, "w", encoding="utf-8") as log:
+        output = KfpOutput(terminal, log, verbose, cacheable=cacheable)
+        try:
+            with contextlib.redirect_stdout(output):
+                yield output
+        except BaseException:
+            output.failed()
+            raise
+        finally:
+            output.flush()
+
+
+def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True, verbose: bool = False) -> LocalRun:
+    """Runs the whole pipeline with `kfp.local` (subprocesses of this interpreter).
+
+    Args:
+        settings: The run's settings.
+        pipeline_root: Where artifacts, the step cache (`.cache`) and the logs (`logs`) go.
+        cache: Reuse the data and training steps of an earlier run with the same inputs.
+        verbose: Print all of kfp.local's output (every task's executor input and outputs as
+            JSON, its streamed log) instead of one line per step. It is in the log file either way.
+
+    Raises:
+        RuntimeError: a step failed (the message names it and the log file).
+    """
     import tempfile
     import warnings
 
@@ -222,6 +355,13 @@ def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True
     )
     # Display names are for the Kubeflow/Vertex UI; kfp.local warns that it ignores them.
     warnings.filterwarnings("ignore", message=".*have no effect in the current local runner.*")
-    task = build_pipeline()(**pipeline_arguments(settings, input_fingerprint(settings)))
+    arguments = pipeline_arguments(settings, input_fingerprint(settings))
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H-%M-%S-%f")
+    log_path = os.path.abspath(os.path.join(pipeline_root, LOG_SUBDIR, f"{PIPELINE_NAME}-{stamp}.log"))
+    try:
+        with kfp_output(log_path, verbose, cacheable=CACHED_TASKS if cache else ()):
+            task = build_pipeline()(**arguments)
+    except RuntimeError as e:
+        raise RuntimeError(f"{_ANSI.sub('', str(e))} (full log: {log_path})") from e
     paths = {name: artifact.path for name, artifact in task.outputs.items()}
-    return LocalRun(paths, read_summary(paths["blessing"]), read_summary(paths["pushed_model"]))
+    return LocalRun(paths, read_summary(paths["blessing"]), read_summary(paths["pushed_model"]), log_path)

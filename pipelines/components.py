@@ -68,6 +68,7 @@ def transform(
     seed: int,
     beam_runner: str,
     beam_args: List[str],
+    deterministic: bool,
     transformed: Output[Dataset],
 ):
     """SOP + n-gram pretraining records (Beam) and fine-tuning features."""
@@ -76,7 +77,7 @@ def transform(
     summary = run_transform(
         corpus_splits.path, example_splits.path, vocabulary.path, transformed.path, max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq, dupe_factor=dupe_factor, seed=seed,
-        beam_runner=beam_runner, beam_args=beam_args,
+        beam_runner=beam_runner, beam_args=beam_args, deterministic=deterministic,
     )
     transformed.metadata.update({"pretraining": summary["pretraining"]["counters"], "finetuning": summary["finetuning"]["counts"]})
 
@@ -92,6 +93,7 @@ def pretrainer(
     strategy: str,
     precision: str,
     seed: int,
+    deterministic: bool,
     pretrained_model: Output[Model],
 ):
     """ALBERT pretraining (n-gram MLM + SOP, LAMB) under the given tf.distribute strategy."""
@@ -106,6 +108,7 @@ def pretrainer(
     summary = run_pretrainer(
         transformed.path, vocabulary.path, pretrained_model.path, config, steps=steps, batch_size=batch_size,
         learning_rate=learning_rate, warmup_steps=warmup_steps, strategy=strategy, precision=precision, seed=seed,
+        deterministic=deterministic,
     )
     pretrained_model.metadata.update(summary["final_metrics"])
 
@@ -125,6 +128,7 @@ def trainer(
     strategy: str,
     precision: str,
     seed: int,
+    deterministic: bool,
     trained_model: Output[Model],
 ):
     """Fine-tuning from the pretrained encoder (AdamW), and the candidate SavedModel export."""
@@ -140,6 +144,7 @@ def trainer(
         transformed.path, vocabulary.path, pretrained_model.path, trained_model.path, config, model_name=model_name,
         epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, pooling=pooling,
         bias_correction=bias_correction, warmup_fraction=warmup_fraction, strategy=strategy, precision=precision, seed=seed,
+        deterministic=deterministic,
     )
     trained_model.metadata.update({"best_dev_" + k: v for k, v in summary["best_dev_metrics"].items()})
     trained_model.metadata["collapsed"] = bool(summary["collapse"] and summary["collapse"]["collapsed"])

@@ -1,4 +1,10 @@
-"""Tiny pipeline inputs written by the pipeline step tests: a task table and a corpus."""
+"""Tiny pipeline inputs written by the pipeline tests: a task table and a corpus, tiny settings."""
+
+import random
+
+from kfp import dsl
+
+from albert_tf.pipeline.settings import PipelineSettings
 
 
 def write_task(directory, train_rows, dev_rows, header="label\ttext"):
@@ -13,3 +19,61 @@ def write_corpus(directory, count=5):
     for i in range(count):
         (directory / f"doc{i}.txt").write_text(f"First paragraph of document {i}. It has two sentences.\nA second paragraph.\n", encoding="utf-8")
     return str(directory / "*.txt")
+
+
+WORDS = ("the nation people congress law year states good bad great awful film plot actor scene story "
+         "music war peace trade budget tax school health jobs energy future freedom economy").split()
+POSITIVE, NEGATIVE = "good great wonderful moving".split(), "bad awful dull boring".split()
+
+
+def tiny_inputs(root, random_labels=False):
+    """A corpus and a keyword task (a label word decides); `random_labels`: nothing to learn."""
+    rng = random.Random(0)
+    corpus = root / "corpus"
+    corpus.mkdir(parents=True)
+    for d in range(6):
+        paragraphs = [". ".join(" ".join(rng.choice(WORDS) for _ in range(8)).capitalize() for _ in range(3)) + "." for _ in range(12)]
+        (corpus / f"doc{d}.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
+    task = root / "task"
+    task.mkdir()
+    # Enough rows that the tiny model learns the keywords rather than memorising the examples.
+    for split, count in (("train", 240), ("dev", 60)):
+        rows = []
+        for i in range(count):
+            label = i % 2
+            words = [rng.choice(POSITIVE if label else NEGATIVE)] + [rng.choice(WORDS) for _ in range(5)]
+            rng.shuffle(words)
+            if random_labels:
+                label = int(rng.random() < 0.7)
+            rows.append(f"{label}\t{' '.join(words)}")
+        (task / f"{split}.tsv").write_text("label\ttext\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return str(corpus / "*.txt"), str(task)
+
+
+def tiny_settings(root, **overrides) -> PipelineSettings:
+    corpus, task = tiny_inputs(root) if not (root / "task").exists() else (str(root / "corpus" / "*.txt"), str(root / "task"))
+    values = dict(
+        corpus=corpus, task_data=task, vocab_size=60, max_seq_length=24, max_predictions_per_seq=4, dupe_factor=1,
+        model=dict(embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                   max_position_embeddings=24),
+        pretrain_steps=3, pretrain_batch_size=8, pretrain_warmup_steps=1, finetune_epochs=8.0, finetune_batch_size=16,
+        finetune_learning_rate=5e-3,
+        serving_base=str(root / "serving"), model_name="tiny", eval_threshold=0.0, eval_fraction=0.3,
+    )
+    values.update(overrides)
+    return PipelineSettings(**values)
+
+
+# A two-step pipeline (the second never cached) for what kfp.local prints; a second or two a step. Defined here:
+# kfp reads the parameter types from the annotations, which `from __future__ import annotations`
+# (in the test modules) turns into strings.
+@dsl.component(base_image="python:3.11", install_kfp_package=False)
+def echo(word: str) -> str:
+    print(f"the step says {word}")
+    return word
+
+
+@dsl.pipeline(name="echo")
+def echo_pipeline(word: str = "hi") -> str:
+    first = echo(word=word)
+    return echo(word=first.output).set_caching_options(False).output

@@ -6,57 +6,18 @@ import dataclasses
 import glob
 import json
 import os
-import random
 import shutil
+import sys
 import types
 
 import pytest
 
-from albert_tf.pipeline.settings import PipelineSettings
 from albert_tf.pipeline.staging import read_summary
 
-WORDS = ("the nation people congress law year states good bad great awful film plot actor scene story "
-         "music war peace trade budget tax school health jobs energy future freedom economy").split()
-POSITIVE, NEGATIVE = "good great wonderful moving".split(), "bad awful dull boring".split()
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _pipeline_helpers import echo_pipeline, tiny_inputs, tiny_settings  # noqa: E402
+
 STEPS = ["example_gen", "vocab_gen", "transform", "pretrainer", "trainer", "evaluator", "infra_validator", "pusher"]
-
-
-def tiny_inputs(root, random_labels=False):
-    """A corpus and a keyword task (a label word decides); `random_labels`: nothing to learn."""
-    rng = random.Random(0)
-    corpus = root / "corpus"
-    corpus.mkdir(parents=True)
-    for d in range(6):
-        paragraphs = [". ".join(" ".join(rng.choice(WORDS) for _ in range(8)).capitalize() for _ in range(3)) + "." for _ in range(12)]
-        (corpus / f"doc{d}.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
-    task = root / "task"
-    task.mkdir()
-    # Enough rows that the tiny model learns the keywords rather than memorising the examples.
-    for split, count in (("train", 240), ("dev", 60)):
-        rows = []
-        for i in range(count):
-            label = i % 2
-            words = [rng.choice(POSITIVE if label else NEGATIVE)] + [rng.choice(WORDS) for _ in range(5)]
-            rng.shuffle(words)
-            if random_labels:
-                label = int(rng.random() < 0.7)
-            rows.append(f"{label}\t{' '.join(words)}")
-        (task / f"{split}.tsv").write_text("label\ttext\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    return str(corpus / "*.txt"), str(task)
-
-
-def tiny_settings(root, **overrides) -> PipelineSettings:
-    corpus, task = tiny_inputs(root) if not (root / "task").exists() else (str(root / "corpus" / "*.txt"), str(root / "task"))
-    values = dict(
-        corpus=corpus, task_data=task, vocab_size=60, max_seq_length=24, max_predictions_per_seq=4, dupe_factor=1,
-        model=dict(embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                   max_position_embeddings=24),
-        pretrain_steps=3, pretrain_batch_size=8, pretrain_warmup_steps=1, finetune_epochs=8.0, finetune_batch_size=16,
-        finetune_learning_rate=5e-3,
-        serving_base=str(root / "serving"), model_name="tiny", eval_threshold=0.0, eval_fraction=0.3,
-    )
-    values.update(overrides)
-    return PipelineSettings(**values)
 
 
 def versions(serving_base, name="tiny"):
@@ -128,10 +89,44 @@ def test_a_model_that_learned_nothing_is_refused_and_the_cli_says_why(tmp_path, 
     code = main(["pipeline", "run", "--config", str(config), "--pipeline-root", str(tmp_path / "runs")])
     out, err = capsys.readouterr()
     assert code == 3
+    # Quiet by default: a line per step, kfp.local's JSON dumps only in the log file.
+    assert "Got executor_input" not in out and '"parameterValues"' not in out
+    assert "  example-gen      SUCCESS" in out and "  evaluator        SUCCESS" in out
+    [log] = [line.split("full log: ", 1)[1] for line in out.splitlines() if line.startswith("full log: ")]
+    assert open(log).read().count("Got executor_input") == len(STEPS)
     error_lines = [line for line in err.splitlines() if line.startswith("albert-tf pipeline: error:")]
     assert len(error_lines) == 1 and "the Evaluator refused the model:" in error_lines[0]
     assert "best constant answer:" in out and "not pushed: the Evaluator did not bless the candidate" in out
     assert not os.path.exists(os.path.join(settings.serving_base, "tiny", "1"))
+
+
+def test_kfp_output_is_a_line_per_step_unless_verbose(tmp_path, capsys):
+    """kfp.local prints each task's executor input and outputs as JSON: only into the log file,
+    unless verbose (what `albert-tf pipeline run --verbose` sets)."""
+    import tempfile
+
+    from kfp import local
+
+    from pipelines.albert_pipeline import kfp_output
+
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"),
+               workspace_root=tempfile.mkdtemp(prefix="albert-kfp-test-"), enable_caching=True,
+               cache_root=str(tmp_path / "cache"), raise_on_error=True)
+    for run, verbose in enumerate((False, True, False)):
+        log = tmp_path / f"run-{run}.log"
+        with kfp_output(str(log), verbose=verbose, cacheable=["echo"]):
+            echo_pipeline(word="hi")
+        out = capsys.readouterr().out
+        written = log.read_text()
+        assert "Got executor_input" in written and '"parameterValues"' in written and "the step says hi" in written
+        if verbose:
+            assert "Got executor_input" in out and "the step says hi" in out
+        else:
+            assert "Got executor_input" not in out and "the step says hi" not in out
+            lines = out.splitlines()
+            assert len(lines) == 2 and lines[1].startswith("  echo-2           SUCCESS (")
+            # The first run computes the first step; the last one takes it from the cache.
+            assert lines[0].startswith("  echo             SUCCESS (") if run == 0 else lines[0] == "  echo             cached"
 
 
 def test_infra_validator_rejects_an_unservable_export(tmp_path):

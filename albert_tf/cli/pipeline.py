@@ -5,8 +5,10 @@
     albert-tf pipeline compile --config my.yaml --image REGISTRY/albert-tf:0.1.0 --output albert.yaml
 
 `run` executes every step with `kfp.local` (subprocesses of this interpreter; data and training
-steps cached under `--pipeline-root`), prints where each artifact is and the pushed model's eval
-metrics, then answers a sample request through the local TF-Serving-protocol server.
+steps cached under `--pipeline-root`), prints one line per step, where each artifact is and the
+pushed model's eval metrics, then answers a sample request through the local TF-Serving-protocol
+server. kfp.local's own output (executor inputs and outputs as JSON, every step's log) goes to a
+log file under `--pipeline-root`; `--verbose` prints it as well.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--serving-base", help="TF Serving model base to push into (overrides the config's serving_base)")
     run.add_argument("--no-cache", action="store_true", help="re-run every step even when its inputs are unchanged")
     run.add_argument("--no-sample-request", action="store_true", help="skip the closing request through the local server")
+    run.add_argument("--verbose", action="store_true",
+                     help="print all of kfp.local's output (executor inputs/outputs as JSON, every step's log); "
+                          "otherwise it only goes to the run's log file")
     compile_ = sub.add_parser("compile", help="write the pipeline YAML for Kubeflow Pipelines / Vertex AI")
     compile_.add_argument("--config", help="pipeline settings whose values become the parameter defaults")
     compile_.add_argument("--image", default=None, help="container image with albert-tf installed (pipelines/Dockerfile)")
@@ -87,12 +92,14 @@ def _run(args) -> int:
         raise CommandError(f"the pipeline needs the `pipelines` package of albert-tf and kfp: {e}") from None
     print(f"running {('the sample job' if not args.config else args.config)}: artifacts under {os.path.abspath(args.pipeline_root)}")
     try:
-        result = run_local(settings, args.pipeline_root, cache=not args.no_cache)
+        result = run_local(settings, args.pipeline_root, cache=not args.no_cache, verbose=args.verbose)
     except FileNotFoundError as e:
         raise CommandError(str(e)) from None
     except RuntimeError as e:
-        # kfp.local raises RuntimeError naming the failed task; its log is above.
+        # kfp.local raises RuntimeError naming the failed task; the end of its log is above, all
+        # of it in the log file the message names.
         raise CommandError(f"the pipeline failed: {e}") from None
+    print(f"full log: {result.log_file}")
     print("\nartifacts:")
     for name in sorted(result.artifacts, key=_ARTIFACT_ORDER.index):
         print(f"  {name:>16s}: {result.artifacts[name]}")

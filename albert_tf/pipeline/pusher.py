@@ -2,10 +2,12 @@
 
 The version directory is assembled under a hidden temporary name in the model's directory and
 renamed into place (TF Serving and the local server skip names that are not integers, so a
-crash never exposes a half-copied version); `models.config` and `batching_parameters.txt` are
-then regenerated for the base. Nothing is pushed unless the Evaluator blessed the candidate and
-the InfraValidator served it, and a candidate identical to the newest pushed version (same graph
-and weights: a re-run on unchanged inputs) is not pushed twice.
+crash never exposes a half-copied version). SIGTERM mid-copy removes that directory before the
+process exits; one left by a process killed outright (SIGKILL) is swept by the next push (its
+name carries the owner's pid and host: `albert_tf.pipeline.staging.is_stale`). `models.config`
+and `batching_parameters.txt` are then regenerated for the base. Nothing is pushed unless the
+Evaluator blessed the candidate and the InfraValidator served it, and a candidate identical to the
+newest pushed version (same graph and weights: a re-run on unchanged inputs) is not pushed twice.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import shutil
 import uuid
 from typing import Any, Dict, Optional
 
-from albert_tf.pipeline.staging import staged_directory, write_summary
+from albert_tf.pipeline.staging import sigterm_unwinds, staged_directory, staging_prefix, sweep_stale, write_summary
 
+PUSH_PREFIX = ".push-"
 _FINGERPRINTED = ("saved_model.pb", "variables")
 
 
@@ -38,30 +41,36 @@ def fingerprint(saved_model_dir: str) -> str:
 
 
 def push(candidate_dir: str, serving_base: str, model_name: str) -> Dict[str, Any]:
-    """Copies `candidate_dir` to `<serving_base>/<model_name>/<next version>`; returns what it did."""
+    """Copies `candidate_dir` to `<serving_base>/<model_name>/<next version>`; returns what it did.
+
+    Stale staging directories of earlier pushes (killed outright) are removed first; their names
+    are the result's `swept`.
+    """
     from albert_tf.export.serving_config import model_versions, write_serving_configs
     from albert_tf.pipeline.evaluator import newest_version
 
     model_dir = os.path.join(serving_base, model_name)
     os.makedirs(model_dir, exist_ok=True)
+    swept = sweep_stale(model_dir, PUSH_PREFIX)
     current = newest_version(model_dir)
     candidate_print = fingerprint(candidate_dir)
     if current is not None and fingerprint(current) == candidate_print:
         return {"pushed": False, "reason": f"identical to the serving version {os.path.basename(current)}",
-                "version": int(os.path.basename(current)), "path": current}
+                "version": int(os.path.basename(current)), "path": current, "swept": swept}
     versions = model_versions(model_dir)
     version = (max(versions) + 1) if versions else 1
     final = os.path.join(model_dir, str(version))
-    staging = os.path.join(model_dir, f".push-{version}-{uuid.uuid4().hex[:8]}")
-    try:
-        shutil.copytree(candidate_dir, staging)
-        os.rename(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    staging = os.path.join(model_dir, staging_prefix(f"{PUSH_PREFIX}{version}-") + uuid.uuid4().hex[:8])
+    with sigterm_unwinds():
+        try:
+            shutil.copytree(candidate_dir, staging)
+            os.rename(staging, final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     configs = write_serving_configs(serving_base)
     return {"pushed": True, "reason": "blessed", "version": version, "path": final, "fingerprint": candidate_print,
-            "serving_configs": configs}
+            "serving_configs": configs, "swept": swept}
 
 
 def run_pusher(

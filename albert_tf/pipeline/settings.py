@@ -86,6 +86,11 @@ class PipelineSettings:
             rate at `eval_confidence` (`albert_tf.evaluation.gates`). The defaults never bless a
             model that answers the same for every input.
         seed: Seeds every random choice of the run.
+        deterministic: Make a run reproducible: the same inputs, settings and seed give the same
+            model on the same machine. The Transform rewrites the Beam output in a canonical
+            order (one more pass over the pretraining records; Beam's order is the runner's) and,
+            on GPUs, the training steps switch on TensorFlow's op determinism. Off saves that
+            pass on a very large corpus, at the price of runs that differ.
     """
 
     corpus: str = os.path.join(SAMPLE_DIR, "sotu", "*.txt")
@@ -124,6 +129,7 @@ class PipelineSettings:
     eval_min_mcc: float = 0.0
     eval_confidence: float = 0.95
     seed: int = 12345
+    deterministic: bool = True
 
     def __post_init__(self):
         self.validate()

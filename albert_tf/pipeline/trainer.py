@@ -11,6 +11,11 @@ Trainer output::
     serving/<model_name>/1/      the candidate SavedModel (raw text in, tokenized in the graph),
                                  checked for TF Serving compatibility, with warmup requests
     summary.json                 steps, the best dev metrics, paths
+
+Reproducibility (`deterministic`): both steps seed Python, NumPy, TensorFlow and Keras and read
+their data in a seeded order. On a CPU that is enough: two runs on the same inputs give
+bit-identical weights. On a GPU, TensorFlow's op determinism is switched on as well
+(`deterministic_op_kernels`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,22 @@ SERVING_SUBDIR = "serving"
 CANDIDATE_VERSION = 1
 
 
+def deterministic_op_kernels(deterministic: bool) -> bool:
+    """Whether a training step should call `tf.config.experimental.enable_op_determinism()`.
+
+    Only where a GPU is visible: GPU kernels (atomic reductions, cuDNN's algorithm choice) vary
+    from run to run without it. CPU kernels already give bit-identical results run to run on a
+    machine (two Pretrainer and two Trainer runs on the sample job's inputs wrote identical
+    weights), and switching op determinism on there only changes which kernels run (other
+    bits, no more reproducible) and can cost speed.
+    """
+    if not deterministic:
+        return False
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
 def run_pretrainer(
     transform_dir: str,
     vocab_dir: str,
@@ -40,8 +61,12 @@ def run_pretrainer(
     strategy: str = "default",
     precision: str = "float32",
     seed: int = 12345,
+    deterministic: bool = True,
 ) -> Dict[str, Any]:
-    """Pretrains the encoder (MLM + SOP, LAMB) on the Transform output; returns the summary."""
+    """Pretrains the encoder (MLM + SOP, LAMB) on the Transform output; returns the summary.
+
+    `deterministic`: the same inputs and seed give the same weights (`deterministic_op_kernels`).
+    """
     from albert_tf.data.tfrecords import make_pretraining_dataset
     from albert_tf.training.pretraining import PretrainingRunConfig, run_pretraining
 
@@ -67,6 +92,7 @@ def run_pretrainer(
             seed=seed,
             log_every=max(1, steps // 10),
             verbose=0,
+            deterministic_ops=deterministic_op_kernels(deterministic),
         )
         result = run_pretraining(
             config, lambda: make_pretraining_dataset(files, seq, predictions, batch_size, is_training=True, seed=seed)
@@ -119,9 +145,13 @@ def train_classifier(
     pooling: str = "cls",
     bias_correction: bool = False,
     warmup_fraction: float = 0.1,
+    deterministic: bool = False,
 ) -> Dict[str, Any]:
     """Fine-tunes a classifier on unbatched feature datasets and exports it; the shared core of the
     Trainer component and the TFX user module.
+
+    `deterministic`: switch TensorFlow's op determinism on where the kernels need it
+    (`deterministic_op_kernels`; process-wide, as TensorFlow has it).
 
     Every evaluation is checked for collapse against the majority class of the eval data
     (`albert_tf.evaluation.collapse`); the verdict on the kept weights is the summary's
@@ -143,6 +173,10 @@ def train_classifier(
     from albert_tf.training.finetuning import run_finetuning
     from albert_tf.training.strategies import get_strategy
 
+    if deterministic_op_kernels(deterministic):
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()
     vocab_info = read_summary(vocab_dir)
     spec = _task_spec(labels, max_seq_length, vocab_info, pair)
     steps = max(1, math.ceil(epochs * num_train / batch_size))
@@ -245,8 +279,12 @@ def run_trainer(
     pooling: str = "cls",
     bias_correction: bool = False,
     warmup_fraction: float = 0.1,
+    deterministic: bool = True,
 ) -> Dict[str, Any]:
-    """Fine-tunes on the Transform features, starting from the Pretrainer's encoder."""
+    """Fine-tunes on the Transform features, starting from the Pretrainer's encoder.
+
+    `deterministic`: the same inputs and seed give the same model (`deterministic_op_kernels`).
+    """
     info = read_summary(transform_dir)
     finetuning = info["finetuning"]
     return train_classifier(
@@ -270,6 +308,7 @@ def run_trainer(
         pooling=pooling,
         bias_correction=bias_correction,
         warmup_fraction=warmup_fraction,
+        deterministic=deterministic,
     )
 
 
