@@ -24,6 +24,11 @@ _LAZY = {
     "AlbertFeedForward": "albert_tf.modeling",
     "AlbertMLMHead": "albert_tf.modeling",
     "AlbertSOPHead": "albert_tf.modeling",
+    "AlbertTextClassifier": "albert_tf.tasks.text_models",
+    "AlbertTextRegressor": "albert_tf.tasks.text_models",
+    "AlbertTextTagger": "albert_tf.tasks.text_models",
+    "AlbertMultipleChoice": "albert_tf.tasks.text_models",
+    "AlbertQuestionAnswerer": "albert_tf.tasks.text_models",
 }
 
 __all__ = sorted(_LAZY)

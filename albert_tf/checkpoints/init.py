@@ -55,6 +55,7 @@ _SERIALIZABLE_MODULES = (
     "albert_tf.tasks.tagging",
     "albert_tf.tasks.squad",
     "albert_tf.tasks.multiple_choice",
+    "albert_tf.tasks.text_models",
 )
 PRETRAINING_RUN_CONFIG = "run_config.json"
 PRETRAINING_CHECKPOINTS = "checkpoints"

@@ -53,6 +53,17 @@ _NUL = "\x00"
 _UNDERLINE_BYTES = SPIECE_UNDERLINE.encode("utf-8")
 _SPECIAL_WORDPIECE_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 OUTPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
+# The vocabulary file of the layer's assets in a `.keras` archive (`save_assets` / `load_assets`).
+SENTENCEPIECE_ASSET_FILE = "spiece.model"
+WORDPIECE_ASSET_FILE = "vocab.txt"
+VOCABULARY_ASSET_FILES = (SENTENCEPIECE_ASSET_FILE, WORDPIECE_ASSET_FILE)
+
+
+def _serializing_keras_archive() -> bool:
+    """Whether Keras is serializing a model for a `.keras` archive (then `save_assets` follows)."""
+    from albert_tf.training.keras_internals import serializing_keras_archive
+
+    return serializing_keras_archive()
 
 
 def sanitize_utf8(texts: tf.Tensor) -> tf.Tensor:
@@ -166,7 +177,16 @@ class AlbertTokenizerLayer(keras.layers.Layer):
       lower_case: lower-case the text (and, for WordPiece, strip accents).
       keep_accents, normalize_quotes: the non-original SentencePiece preprocessing options.
       max_input_chars_per_word: WordPiece words longer than this become `[UNK]`.
+      vocabulary_asset: only in the config of a layer saved in a `.keras` archive: the file of
+        its assets that holds the vocabulary (`spiece.model` or `vocab.txt`), which
+        `load_assets` reads. The layer is built without a vocabulary and cannot run before that.
       **kwargs: `keras.layers.Layer` arguments (`name`, ...).
+
+    In a `.keras` archive the vocabulary is an asset (`save_assets` writes `spiece.model` or
+    `vocab.txt` into the layer's assets directory, `load_assets` reads it back), not base64 text
+    in `config.json`; archives written before, with the vocabulary in the config, still load.
+    `get_config()` outside archive saving keeps the vocabulary, so `from_config(get_config())`
+    gives a working copy.
 
     Raises:
       ValueError: for no or two vocabularies, a model that is not SentencePiece, a vocabulary
@@ -188,6 +208,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         keep_accents: bool = False,
         normalize_quotes: bool = False,
         max_input_chars_per_word: int = DEFAULT_MAX_INPUT_CHARS_PER_WORD,
+        vocabulary_asset: Optional[str] = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -195,7 +216,15 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         # Python strings are accepted as call arguments.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
-        if (sentencepiece_model is None) == (wordpiece_vocab is None):
+        if vocabulary_asset is not None:
+            # Restored from a `.keras` archive: the vocabulary comes from `load_assets`.
+            if sentencepiece_model is not None or wordpiece_vocab is not None:
+                raise ValueError("vocabulary_asset is for a config without a vocabulary; pass one or the other")
+            if vocabulary_asset not in VOCABULARY_ASSET_FILES:
+                raise ValueError(
+                    f"vocabulary_asset must be one of {', '.join(VOCABULARY_ASSET_FILES)}, got {vocabulary_asset!r}"
+                )
+        elif (sentencepiece_model is None) == (wordpiece_vocab is None):
             raise ValueError("pass exactly one of sentencepiece_model and wordpiece_vocab")
         if not isinstance(sequence_length, int) or sequence_length < 3:
             raise ValueError(f"sequence_length must be an int >= 3, got {sequence_length!r}")
@@ -208,9 +237,10 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         self.max_input_chars_per_word = int(max_input_chars_per_word)
         self._model_proto: Optional[bytes] = None
         self._wordpiece_tokens: Optional[Tuple[str, ...]] = None
+        self._pending_vocabulary_asset = vocabulary_asset
         if sentencepiece_model is not None:
             self._init_sentencepiece(_decode_model_proto(sentencepiece_model))
-        else:
+        elif wordpiece_vocab is not None:
             self._init_wordpiece(tuple(wordpiece_vocab))
         self.built = True
 
@@ -559,6 +589,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
 
     def call(self, inputs: Any) -> Dict[str, tf.Tensor]:
         """Tokenizes and packs; `inputs` is a `[batch]` string tensor or a pair `(a, b)` of them."""
+        self._check_vocabulary_loaded()
         if _is_pair(inputs):
             if len(inputs) != 2:
                 raise ValueError(f"a tuple input must be a pair (text_a, text_b), got {len(inputs)} items")
@@ -604,4 +635,62 @@ class AlbertTokenizerLayer(keras.layers.Layer):
                 "max_input_chars_per_word": self.max_input_chars_per_word,
             }
         )
+        if self._pending_vocabulary_asset is not None:
+            config["vocabulary_asset"] = self._pending_vocabulary_asset
+        elif _serializing_keras_archive():
+            # The archive gets the vocabulary as an asset (`save_assets`), not as config text.
+            config.update(sentencepiece_model=None, wordpiece_vocab=None, vocabulary_asset=self._vocabulary_file_name())
         return config
+
+    # `.keras` assets --------------------------------------------------------------------------
+
+    def _vocabulary_file_name(self) -> str:
+        return SENTENCEPIECE_ASSET_FILE if self.is_sentencepiece else WORDPIECE_ASSET_FILE
+
+    def _check_vocabulary_loaded(self) -> None:
+        if self._pending_vocabulary_asset is not None:
+            raise ValueError(
+                f"{self.name} has no vocabulary yet: its config says the vocabulary is the asset "
+                f"{self._pending_vocabulary_asset} of a .keras archive; load the archive with "
+                "keras.saving.load_model (which calls load_assets)"
+            )
+
+    def save_assets(self, dir_path: str) -> None:
+        """Writes the vocabulary into `dir_path` (Keras calls this when saving a `.keras` archive).
+
+        SentencePiece: the model's bytes as `spiece.model`; WordPiece: `vocab.txt`, one token a line.
+        """
+        self._check_vocabulary_loaded()
+        path = os.path.join(dir_path, self._vocabulary_file_name())
+        if self.is_sentencepiece:
+            with open(path, "wb") as f:
+                f.write(self._model_proto)
+        else:
+            with open(path, "w", encoding="utf-8", newline="\n") as f:
+                f.write("".join(token + "\n" for token in self._wordpiece_tokens))
+
+    def load_assets(self, dir_path: str) -> None:
+        """Reads the vocabulary that `save_assets` wrote (Keras calls this when loading an archive).
+
+        A layer whose config carried the vocabulary (archives written before the vocabulary was an
+        asset) already has it and reads nothing.
+
+        Raises:
+          ValueError: the vocabulary file is not in `dir_path`, or is not a valid vocabulary.
+        """
+        name = self._pending_vocabulary_asset
+        if name is None:
+            return
+        path = os.path.join(dir_path, name)
+        if not os.path.isfile(path):
+            raise ValueError(f"the .keras archive has no vocabulary asset {name} for the layer {self.name}")
+        if name == SENTENCEPIECE_ASSET_FILE:
+            with open(path, "rb") as f:
+                self._init_sentencepiece(f.read())
+        else:
+            with open(path, encoding="utf-8") as f:
+                tokens = f.read().split("\n")
+            if tokens and tokens[-1] == "":
+                tokens.pop()
+            self._init_wordpiece(tuple(tokens))
+        self._pending_vocabulary_asset = None

@@ -1,0 +1,1394 @@
+"""Raw-text Keras task models, the keras-hub way: strings in, answers out.
+
+Each model holds the three parts of a keras-hub task: the in-graph tokenizer
+(`AlbertTokenizerLayer`, `model.preprocessor`), the `AlbertEncoder` (`model.encoder`, keras-hub's
+backbone) and the task head, which is the token-level task model of `albert_tf.tasks`
+(`model.task_model`: an `AlbertClassifier`, `AlbertRegressor`, ...) so that its head, pooling and
+losses are the ones `albert-tf finetune` trains and `albert-tf export` serves. The Keras graph
+runs on token ids; `fit`, `evaluate` and `predict` take raw text and map the tokenizer over the
+data in `tf.data`, as keras-hub's tasks do with their preprocessors:
+
+* a `[batch]` string tensor, a list or array of `str`, or a pair `(texts_a, texts_b)` of them for
+  sentence-pair tasks, with `y` (and `sample_weight`) as arrays, batched by `batch_size`
+  (default 32) and shuffled for `fit` unless `shuffle=False`;
+* a `tf.data.Dataset` of texts (or pairs), unbatched with `y` given as an array (zipped, then
+  batched by `batch_size`), or yielding `(texts, labels)` itself, batched or not;
+* a dict of token features (`input_ids`, `input_mask`, `segment_ids`) bypasses the tokenizer.
+
+`AlbertMultipleChoice` takes `(contexts, choices)` the same ways. The tagger and the question
+answerer convert their labels in Python, as `albert-tf finetune` does (word alignment, SQuAD
+windows), so they take lists: texts, or `(questions, contexts)`; their `predict` returns entities
+and answers with character spans rather than arrays.
+
+`from_pretrained(path, ...)` builds a model from any checkpoint layout this package reads, with its
+tokenizer (see `resolve_pretrained`): an original TF1 release directory (`albert_config.json`,
+`model.ckpt-*`, `30k-clean.model`) or TF-Hub module (`variables/`, `assets/30k-clean.model`), a
+Hugging Face directory (`config.json`, `model.safetensors`, `spiece.model`), a keras-hub preset
+(`assets/tokenizer/vocabulary.spm`), or the output of `albert-tf pretrain` / `albert-tf finetune`
+(`spm.model` or `vocab.txt`, described by `tokenizer.json` / `task.json`). Only the encoder is
+taken from the checkpoint; the head starts from random weights, as keras-hub's `from_preset` does
+when `num_classes` is given.
+
+With `compile=True` the model is compiled with the package's fine-tuning recipe for its size
+(`albert_tf.training.recipes.recommended_recipe`): bias-corrected AdamW
+(`AdamWeightDecayOptimizer`, weight decay 0.01, global clipnorm 1.0) at the recipe's learning rate,
+held constant as keras-hub's tasks compile (the recipe's 10 % warmup and linear decay need the
+number of updates, which only the caller knows: pass `optimizer=create_optimizer("adamw", ...,
+bias_correction=True)` to `compile` for them), and the task's loss and metrics. The recipe also
+chooses the pooling of classifiers and regressors when `pooling=None`.
+
+In a `.keras` file the tokenizer's vocabulary is an asset of the archive (`AlbertTokenizerLayer`
+`save_assets` / `load_assets`), not text in `config.json`; `keras.saving.load_model` restores the
+model with identical predictions (import `albert_tf.tasks.text_models`, or the class from `albert_tf`,
+first: it registers the classes, as importing keras-hub does for its tasks).
+`model.export(export_base)` writes the TF Serving SavedModel with
+`albert_tf.export.export_saved_model`, the code behind `albert-tf export`, so that the signatures
+are the ones the command writes for the same task (classifier, regressor, SQuAD v1); tagging and
+multiple choice are exported as soon as that code serves their task models, and until then
+`export` raises a `ValueError` saying which models it can export.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
+from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
+from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+DEFAULT_BATCH_SIZE = 32
+SENTENCEPIECE = "sentencepiece"
+WORDPIECE = "wordpiece"
+
+# Where each layout keeps its tokenizer, in the order they are tried (see `find_tokenizer_file`).
+_KERAS_HUB_VOCABULARIES = (
+    (os.path.join("assets", "tokenizer", "vocabulary.spm"), SENTENCEPIECE),
+    (os.path.join("assets", "tokenizer", "vocabulary.txt"), WORDPIECE),
+)
+_NAMED_VOCABULARIES = (
+    ("spiece.model", SENTENCEPIECE),  # Hugging Face
+    ("30k-clean.model", SENTENCEPIECE),  # the original releases
+    ("spm.model", SENTENCEPIECE),  # albert-tf pretrain / train-tokenizer
+    ("vocab.txt", WORDPIECE),  # Chinese releases, albert-tf pretrain
+    ("vocab_chinese.txt", WORDPIECE),  # the original Chinese releases
+)
+_LOOKED_FOR = (
+    "task.json's tokenizer, tokenizer.json, assets/tokenizer/vocabulary.spm (keras-hub), spiece.model, "
+    "30k-clean.model, spm.model, *.model, vocab.txt, vocab_chinese.txt, assets/*.model (TF-Hub)"
+)
+# Sub-directories of a layout whose tokenizer sits one level up.
+_NESTED_DIRS = ("tf1", "checkpoints", "variables")
+
+
+class TokenizerNotFoundError(ValueError):
+    """No tokenizer file in a checkpoint layout; the message lists what was looked for and where."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainedFiles:
+    """What `resolve_pretrained` found for a checkpoint path.
+
+    Attributes:
+        weights: The path `albert_tf.checkpoints.init.init_encoder` reads the encoder from.
+        config: The encoder architecture.
+        tokenizer_kind: "sentencepiece" or "wordpiece".
+        tokenizer_file: The SentencePiece `.model` or WordPiece `vocab.txt`.
+        lower_case: Whether the tokenizer lower-cases the text.
+    """
+
+    weights: str
+    config: Any
+    tokenizer_kind: str
+    tokenizer_file: str
+    lower_case: bool
+
+
+def _read_json(path: str) -> Optional[Dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _described_tokenizer(directory: str, file_name: str) -> Optional[Tuple[str, str, Optional[bool]]]:
+    """The `{"type", "file", "lower_case"}` entry of `task.json` / `tokenizer.json` in `directory`."""
+    values = _read_json(os.path.join(directory, file_name))
+    if values is None:
+        return None
+    entry = values.get("tokenizer", values) if file_name == "task.json" else values
+    if not isinstance(entry, dict) or entry.get("type") not in (SENTENCEPIECE, WORDPIECE) or not entry.get("file"):
+        return None
+    path = os.path.join(directory, os.path.basename(str(entry["file"])))
+    if not os.path.isfile(path):
+        return None
+    lower_case = entry.get("lower_case")
+    return entry["type"], path, (bool(lower_case) if lower_case is not None else None)
+
+
+def _files_in(directory: str) -> Optional[Tuple[str, str, Optional[bool]]]:
+    for name, kind in _NAMED_VOCABULARIES[:3]:
+        if os.path.isfile(os.path.join(directory, name)):
+            return kind, os.path.join(directory, name), None
+    if os.path.isdir(directory):
+        models = sorted(n for n in os.listdir(directory) if n.endswith(".model"))
+        if models:
+            return SENTENCEPIECE, os.path.join(directory, models[0]), None
+    for name, kind in _NAMED_VOCABULARIES[3:]:
+        if os.path.isfile(os.path.join(directory, name)):
+            return kind, os.path.join(directory, name), None
+    return None
+
+
+def find_tokenizer_file(path: Union[str, os.PathLike]) -> Tuple[str, str, Optional[bool]]:
+    """The tokenizer stored with the checkpoint at `path`, in any layout `from_pretrained` reads.
+
+    Tried in order, in the directory of `path` (the path itself when it is one) and, for a
+    `tf1/`, `checkpoints/` or `variables/` sub-directory, in its parent: a fine-tuning output's
+    `task.json` entry; a keras-hub preset's `assets/tokenizer/vocabulary.spm` (or `.txt`); a
+    pretraining output's `tokenizer.json` entry; `spiece.model` (Hugging Face), `30k-clean.model`
+    (the original releases), `spm.model`, any other `*.model`, `vocab.txt`, `vocab_chinese.txt`;
+    a TF-Hub module's `assets/*.model` or `assets/vocab.txt`.
+
+    Returns:
+        `(kind, file, lower_case)`: "sentencepiece" or "wordpiece", the file, and the casing the
+        layout records (None where it records none).
+
+    Raises:
+        TokenizerNotFoundError: None of them is there.
+    """
+    path = os.fspath(path).rstrip("/\\") or os.sep
+    directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    directories = [directory]
+    if os.path.basename(directory) in _NESTED_DIRS:
+        directories.append(os.path.dirname(directory))
+    for candidate in directories:
+        found = _described_tokenizer(candidate, "task.json")
+        if found is None:
+            for relative, kind in _KERAS_HUB_VOCABULARIES:
+                if os.path.isfile(os.path.join(candidate, relative)):
+                    found = kind, os.path.join(candidate, relative), None
+                    break
+        found = found or _described_tokenizer(candidate, "tokenizer.json")
+        found = found or _files_in(candidate) or _files_in(os.path.join(candidate, "assets"))
+        if found is not None:
+            return found
+    raise TokenizerNotFoundError(
+        f"no tokenizer found for {path}: looked for {_LOOKED_FOR} in {' and '.join(directories)}; "
+        "pass tokenizer= (a SentencePiece .model or a WordPiece vocab.txt)"
+    )
+
+
+def _huggingface_lower_case(directory: str) -> Optional[bool]:
+    values = _read_json(os.path.join(directory, "tokenizer_config.json"))
+    if values is None or "do_lower_case" not in values:
+        return None
+    return bool(values["do_lower_case"])
+
+
+def _is_tfhub_module(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "variables", "variables.index")) and not any(
+        n.endswith(".index") for n in os.listdir(directory)
+    )
+
+
+def resolve_pretrained(
+    path: Union[str, os.PathLike],
+    *,
+    config=None,
+    tokenizer: Optional[Union[str, os.PathLike]] = None,
+    lower_case: Optional[bool] = None,
+) -> PretrainedFiles:
+    """Finds the weights, architecture and tokenizer of a checkpoint layout.
+
+    Args:
+        path: A checkpoint file, prefix or directory of any layout
+            `albert_tf.checkpoints.init.init_encoder` reads, or a TF-Hub module directory.
+        config: The architecture, for layouts that store none (a TF-Hub module): an
+            `AlbertConfig`, a preset name or an `albert_config.json`; overrides the stored one.
+        tokenizer: A SentencePiece `.model` or WordPiece `vocab.txt`, instead of the one stored
+            with the checkpoint.
+        lower_case: Lower-case the text; default the casing the layout records (`task.json`,
+            `tokenizer.json`, Hugging Face `tokenizer_config.json`), else True (ALBERT's English
+            and Chinese models are uncased).
+
+    Raises:
+        TokenizerNotFoundError: No tokenizer stored with the checkpoint, and none given.
+        ValueError: No architecture stored with the checkpoint, and none given.
+    """
+    from albert_tf.checkpoints.init import config_from_init
+    from albert_tf.config import AlbertConfig, load_config
+
+    path = os.fspath(path)
+    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+        raise ValueError(f"pretrained model not found: {path}")
+    weights = path
+    if os.path.isdir(path) and _is_tfhub_module(path):
+        weights = os.path.join(path, "variables")
+    if isinstance(config, AlbertConfig):
+        resolved = config
+    elif config is not None:
+        resolved = load_config(os.fspath(config))
+    else:
+        resolved = config_from_init(weights) or (config_from_init(path) if weights != path else None)
+        if resolved is None:
+            raise ValueError(
+                f"{path} stores no architecture (no albert_config.json, config.json or .keras config); pass config= "
+                "(an AlbertConfig, a preset such as base-v2, or an albert_config.json)"
+            )
+    if tokenizer is not None:
+        tokenizer = os.fspath(tokenizer)
+        if not os.path.isfile(tokenizer):
+            raise TokenizerNotFoundError(f"tokenizer file not found: {tokenizer}")
+        kind, file, recorded = (SENTENCEPIECE if not tokenizer.endswith(".txt") else WORDPIECE), tokenizer, None
+    else:
+        kind, file, recorded = find_tokenizer_file(path)
+        if recorded is None:
+            recorded = _huggingface_lower_case(os.path.dirname(file))
+    casing = lower_case if lower_case is not None else (recorded if recorded is not None else True)
+    return PretrainedFiles(weights, resolved, kind, file, bool(casing))
+
+
+def load_pretrained_backbone(
+    path: Union[str, os.PathLike],
+    *,
+    sequence_length: int = 128,
+    config=None,
+    tokenizer: Optional[Union[str, os.PathLike]] = None,
+    lower_case: Optional[bool] = None,
+    dtype=None,
+    allow_vocab_mismatch: bool = False,
+) -> Tuple[AlbertEncoder, AlbertTokenizerLayer, PretrainedFiles]:
+    """The pretrained encoder and its tokenizer layer, for the checkpoint at `path`.
+
+    Args:
+        path, config, tokenizer, lower_case: See `resolve_pretrained`.
+        sequence_length: Length of the packed inputs (at most the model's
+            `max_position_embeddings`).
+        dtype: The encoder's dtype policy (e.g. "mixed_bfloat16"); default Keras' global one.
+        allow_vocab_mismatch: Accept a tokenizer with fewer tokens than the encoder's
+            `vocab_size` (a larger one is always refused).
+
+    Returns:
+        `(encoder, preprocessor, files)`.
+
+    Raises:
+        TokenizerNotFoundError, ValueError: See `resolve_pretrained`; a tokenizer that does not fit
+        the encoder (`VocabSizeMismatch`), or a `sequence_length` beyond its positions.
+        CheckpointError: Weights that do not load into the architecture.
+    """
+    from albert_tf.checkpoints.init import init_encoder
+    from albert_tf.tokenization.tokenizers import check_vocab_size
+
+    files = resolve_pretrained(path, config=config, tokenizer=tokenizer, lower_case=lower_case)
+    _check_sequence_length(sequence_length, files.config.max_position_embeddings)
+    kwargs = dict(sequence_length=sequence_length, lower_case=files.lower_case, name="preprocessor")
+    if files.tokenizer_kind == SENTENCEPIECE:
+        preprocessor = AlbertTokenizerLayer.from_sentencepiece(files.tokenizer_file, **kwargs)
+    else:
+        preprocessor = AlbertTokenizerLayer.from_wordpiece(files.tokenizer_file, **kwargs)
+    check_vocab_size(
+        preprocessor.vocab_size, files.config.vocab_size, tokenizer_source=f"the tokenizer {files.tokenizer_file}",
+        model_source=f"the model of {os.fspath(path)}", allow_smaller=allow_vocab_mismatch,
+        allow_hint="pass allow_vocab_mismatch=True to use it anyway",
+    )
+    encoder = AlbertEncoder.from_albert_config(files.config, dtype=dtype, name="encoder")
+    init_encoder(encoder, files.weights)
+    return encoder, preprocessor, files
+
+
+def _check_sequence_length(sequence_length: int, max_positions: int) -> None:
+    if sequence_length > max_positions:
+        raise ValueError(
+            f"sequence_length {sequence_length} exceeds the model's max_position_embeddings {max_positions}"
+        )
+
+
+# --- raw inputs -> tf.data -------------------------------------------------------------------------
+
+
+def _is_text_pair(x) -> bool:
+    """A pair is a tuple (or 2-list) of two batches of texts; a list of `str` is one batch."""
+    if isinstance(x, tuple):
+        return len(x) == 2
+    return (
+        isinstance(x, list) and len(x) == 2 and all(not isinstance(v, (str, bytes)) and hasattr(v, "__len__") for v in x)
+    )
+
+
+def _string_tensor(texts, what: str = "texts") -> tf.Tensor:
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"{what} must be a batch of texts (a list of str), not one str: wrap it in a list")
+    if not isinstance(texts, tf.Tensor):
+        array = np.asarray(texts)
+        if array.dtype.kind not in "USO" or (
+            array.dtype.kind == "O" and not all(isinstance(t, (str, bytes)) for t in array.reshape(-1))
+        ):
+            raise TypeError(f"{what} must be strings, got {array.dtype.name} values")
+        texts = array.astype(object) if array.dtype.kind == "U" else array
+    tensor = tf.convert_to_tensor(texts)
+    if tensor.dtype != tf.string:
+        raise TypeError(f"{what} must be strings, got dtype {tensor.dtype.name}")
+    if tensor.shape.rank == 0 or tensor.shape[0] == 0:
+        raise ValueError(f"{what} must be a non-empty batch of texts, got shape {tensor.shape}")
+    return tensor
+
+
+def _is_string(value) -> bool:
+    return isinstance(value, (tf.Tensor, tf.TensorSpec)) and value.dtype == tf.string
+
+
+def _split_element(args):
+    """`(x, y, sample_weight)` of one dataset element given as `map`'s positional arguments.
+
+    A tuple of two string tensors is one input (a text pair, or contexts and choices), the
+    others follow Keras: `x`, `(x,)`, `(x, y)`, `(x, y, sample_weight)`.
+    """
+    if len(args) == 2 and all(_is_string(a) for a in args):
+        return (args[0], args[1]), None, None
+    x = args[0]
+    y = args[1] if len(args) > 1 else None
+    sample_weight = args[2] if len(args) > 2 else None
+    return x, y, sample_weight
+
+
+class AlbertTextTask(keras.Model):
+    """The raw-text template: tokenizer in `tf.data`, encoder + head in the Keras graph.
+
+    Subclasses build their token-level task model and the functional graph on the token ids, and
+    define `preprocess_texts` (raw input batch -> token features) when it is not the tokenizer
+    layer's, `compile`'s defaults (`default_loss`, `default_metrics`) and `export`.
+    Not instantiated directly.
+    """
+
+    # The `recommended_recipe` task kind this model fine-tunes with.
+    recipe_task = "classification"
+
+    # --- the shared machinery ---------------------------------------------------------------------
+
+    @property
+    def recipe(self):
+        """The `FinetuningRecipe` for this model's size (`recommended_recipe`): learning rate,
+        batch size, epochs and pooling that learn at this size."""
+        from albert_tf.training.recipes import recommended_recipe
+
+        return recommended_recipe(self.encoder.to_albert_config(), self.recipe_task)
+
+    def recommended_optimizer(self):
+        """A fresh bias-corrected `AdamWeightDecayOptimizer` at the recipe's learning rate (constant)."""
+        from albert_tf.training.optimizers import AdamWeightDecayOptimizer
+
+        recipe = self.recipe
+        return AdamWeightDecayOptimizer(
+            learning_rate=recipe.learning_rate,
+            weight_decay_rate=recipe.weight_decay,
+            bias_correction=recipe.bias_correction,
+            global_clipnorm=1.0,
+        )
+
+    def default_loss(self):
+        raise TypeError(f"{type(self).__name__} defines no default loss")
+
+    def default_metrics(self):
+        return []
+
+    def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
+        """Configures training; `"auto"` takes the package's recipe for this model.
+
+        Args:
+            optimizer: `"auto"`: `recommended_optimizer()`, bias-corrected AdamW at the recipe's
+                learning rate for the model's size; or any Keras optimizer.
+            loss: `"auto"`: the task's loss (see the class); or any Keras loss.
+            metrics: `"auto"`: the task's metrics (see the class); or a list of Keras metrics.
+            **kwargs: Other `keras.Model.compile` arguments.
+        """
+        if isinstance(optimizer, str) and optimizer == "auto":
+            optimizer = self.recommended_optimizer()
+        if isinstance(loss, str) and loss == "auto":
+            loss = self.default_loss()
+        if isinstance(metrics, str) and metrics == "auto":
+            metrics = self.default_metrics()
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def preprocess_texts(self, x):
+        """Token features for one batch of raw inputs (`tf.data` map function; graph mode)."""
+        return self.preprocessor(x)
+
+    def _preprocess_element(self, *args):
+        x, y, sample_weight = _split_element(args)
+        if not isinstance(x, dict):
+            x = self.preprocess_texts(x)
+        return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+
+    def _texts_to_tensors(self, x):
+        """Raw array-like inputs as string tensors (a pair as a tuple of two)."""
+        if _is_text_pair(x):
+            a, b = _string_tensor(x[0], "texts_a"), _string_tensor(x[1], "texts_b")
+            if a.shape[0] != b.shape[0]:
+                raise ValueError(f"texts_a and texts_b must be equally long, got {a.shape[0]} and {b.shape[0]}")
+            return a, b
+        return _string_tensor(x)
+
+    def make_dataset(self, x, y=None, sample_weight=None, *, batch_size=None, shuffle=False):
+        """The batched `tf.data.Dataset` of token features (and labels) for raw inputs `x`.
+
+        Args:
+            x: Texts (see the module docstring), a pair of them, a `tf.data.Dataset`, or a dict
+                of token features.
+            y: Labels, as an array (not with a dataset that yields them).
+            sample_weight: Per-example weights, as an array.
+            batch_size: Batch size for array inputs and unbatched datasets (default 32).
+            shuffle: Shuffle array inputs (once per epoch).
+
+        Raises:
+            ValueError: Inconsistent arguments (labels twice, a batch size for a batched
+                dataset, texts of different lengths).
+        """
+        if isinstance(x, tf.data.Dataset):
+            if sample_weight is not None:
+                raise ValueError("with a tf.data.Dataset, put the sample weights in its elements")
+            first = tf.nest.flatten(x.element_spec)[0]
+            unbatched = first.shape.rank == 0
+            if y is not None:
+                if not unbatched:
+                    raise ValueError(
+                        "y goes with an unbatched dataset of texts; a batched dataset must yield (texts, labels) itself"
+                    )
+                x = tf.data.Dataset.zip((x, tf.data.Dataset.from_tensor_slices(self._labels_array(y))))
+            if unbatched:
+                x = x.batch(batch_size or DEFAULT_BATCH_SIZE)
+            elif batch_size is not None:
+                raise ValueError("batch_size is for arrays and unbatched datasets; this dataset is batched")
+            dataset = x
+        else:
+            if isinstance(x, dict):
+                features = {k: np.asarray(v) for k, v in x.items()}
+            else:
+                features = self._texts_to_tensors(x)
+            labels = None if y is None else self._labels_array(y)
+            weights = None if sample_weight is None else np.asarray(sample_weight, dtype="float32")
+            data = keras.utils.pack_x_y_sample_weight(features, labels, weights)
+            dataset = tf.data.Dataset.from_tensor_slices(data)
+            count = int(tf.nest.flatten(features)[0].shape[0])
+            if shuffle:
+                dataset = dataset.shuffle(count, reshuffle_each_iteration=True)
+            dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
+        return dataset.map(self._preprocess_element, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def _labels_array(self, y):
+        return np.asarray(y)
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, *, sample_weight=None, validation_data=None,
+            shuffle=True, validation_split=None, **kwargs):
+        """`keras.Model.fit` on raw text (see the module docstring for the accepted inputs).
+
+        `validation_data` takes the same forms as `x`: `(texts, labels)`, `((texts_a, texts_b),
+        labels)` or a dataset. `validation_split` is not supported (pass `validation_data`).
+        """
+        if validation_split:
+            raise ValueError("validation_split is not supported for raw text; pass validation_data=(texts, labels)")
+        dataset = self.make_dataset(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle)
+        if validation_data is not None:
+            validation_data = self._validation_dataset(validation_data, batch_size)
+        # Array inputs were shuffled in `make_dataset`; Keras must not try again on the dataset.
+        return super().fit(dataset, epochs=epochs, validation_data=validation_data, shuffle=False, **kwargs)
+
+    def _validation_dataset(self, data, batch_size):
+        if isinstance(data, tf.data.Dataset):
+            return self.make_dataset(data, batch_size=None if tf.nest.flatten(data.element_spec)[0].shape.rank else batch_size)
+        if not isinstance(data, (tuple, list)) or len(data) not in (2, 3):
+            raise ValueError("validation_data must be (texts, labels), (texts, labels, sample_weight) or a dataset")
+        return self.make_dataset(*data, batch_size=batch_size)
+
+    def evaluate(self, x=None, y=None, batch_size=None, *, sample_weight=None, **kwargs):
+        """`keras.Model.evaluate` on raw text (the loss and the task's metrics)."""
+        return super().evaluate(self.make_dataset(x, y, sample_weight, batch_size=batch_size), **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """`keras.Model.predict` on raw text: the task's outputs as NumPy arrays."""
+        return super().predict(self.make_dataset(x, batch_size=batch_size), **kwargs)
+
+    # --- serialization --------------------------------------------------------------------------
+
+    def compile_from_config(self, config):
+        """Compiles with the compile config of a saved model (Keras calls this when loading), and
+        builds the optimizer so that its saved state loads."""
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def _base_config(self) -> Dict[str, Any]:
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in ("encoder", "preprocessor"):
+            if isinstance(config.get(key), dict):
+                config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)
+
+
+def _check_parts(encoder, preprocessor) -> None:
+    if not isinstance(encoder, AlbertEncoder):
+        raise TypeError(f"encoder must be an AlbertEncoder, got {type(encoder).__name__}")
+    if not isinstance(preprocessor, AlbertTokenizerLayer):
+        raise TypeError(f"preprocessor must be an AlbertTokenizerLayer, got {type(preprocessor).__name__}")
+    _check_sequence_length(preprocessor.sequence_length, encoder.max_position_embeddings)
+    if preprocessor._pending_vocabulary_asset is None and preprocessor.vocab_size > encoder.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {preprocessor.vocab_size} tokens but the encoder's vocab_size is {encoder.vocab_size}"
+        )
+
+
+def _token_inputs() -> Dict[str, keras.KerasTensor]:
+    return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS}
+
+
+def _resolve_pooling(pooling: Optional[str], encoder: AlbertEncoder, task: str) -> str:
+    from albert_tf.training.recipes import recommended_recipe
+
+    return pooling if pooling is not None else recommended_recipe(encoder.to_albert_config(), task).pooling
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertTextClassifier(AlbertTextTask):
+    """Text (or text-pair) classifier on raw strings: tokenizer -> `AlbertEncoder` -> `AlbertClassifier` head.
+
+    Input: a batch of texts, or a pair `(texts_a, texts_b)`; output: logits `[batch, num_classes]`.
+    The head is `AlbertClassifier`'s (dropout, dense on the `[CLS]` pooler or the token mean),
+    kept as `task_model`, which is what `export` serves.
+
+    Compiled by default (`compile=True`) with the recipe's bias-corrected AdamW, sparse
+    categorical cross-entropy on the logits and `accuracy` (`SparseCategoricalAccuracy`).
+
+    Args:
+        encoder: An `AlbertEncoder`.
+        preprocessor: The `AlbertTokenizerLayer` of the encoder's vocabulary.
+        num_classes: Number of classes (>= 2).
+        dropout: Dropout before the head.
+        pooling: "cls" (the encoder's pooler) or "mean" (the mean of the last layer over the real
+            tokens; the pooler is then frozen, as it gets no gradient).
+        compile: Compile with the defaults above.
+        **kwargs: `keras.Model` arguments (`name`, ...).
+
+    Example:
+
+    >>> model = AlbertTextClassifier.from_pretrained("albert_base", num_classes=2)  # doctest: +SKIP
+    >>> model.fit(x=["a good film", "a bad film"], y=[1, 0], batch_size=2, epochs=3)  # doctest: +SKIP
+    >>> model.predict(["good"]).argmax(-1)  # doctest: +SKIP
+    array([1])
+    >>> model.save("classifier.keras")  # doctest: +SKIP
+    >>> model.export("serving", model_name="sentiment")  # doctest: +SKIP
+    """
+
+    recipe_task = "classification"
+
+    def __init__(self, encoder, preprocessor, num_classes: int, dropout: float = 0.1, pooling: str = "cls",
+                 compile: bool = True, **kwargs):
+        _check_parts(encoder, preprocessor)
+        # === Layers ===
+        self.encoder = encoder
+        self.preprocessor = preprocessor
+        self.task_model = AlbertClassifier(encoder, num_labels=num_classes, dropout=dropout, pooling=pooling,
+                                           name="classifier")
+        if pooling == "mean":
+            # The head reads the token mean: the pooler gets no gradient.
+            encoder.pooler.trainable = False
+
+        # === Functional Model ===
+        inputs = _token_inputs()
+        outputs = self.task_model(inputs)["logits"]
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.pooling = pooling
+        if compile:
+            self.compile()
+
+    @classmethod
+    def from_pretrained(cls, path, num_classes: int, *, sequence_length: int = 128, pooling: Optional[str] = None,
+                        dropout: float = 0.1, compile: bool = True, config=None, tokenizer=None,
+                        lower_case: Optional[bool] = None, dtype=None, allow_vocab_mismatch: bool = False,
+                        name: str = "albert_text_classifier") -> "AlbertTextClassifier":
+        """A classifier on the pretrained encoder and tokenizer at `path` (any layout; see
+        `resolve_pretrained`), with a new head.
+
+        Args:
+            path: The checkpoint file, prefix or directory.
+            num_classes: Number of classes.
+            sequence_length: Length of the packed inputs.
+            pooling: "cls" or "mean"; default the recipe's for the model's size.
+            dropout: Dropout before the head.
+            compile: Compile with the recipe (see the class).
+            config, tokenizer, lower_case, dtype, allow_vocab_mismatch: See `load_pretrained_backbone`.
+            name: The model's name (also the served name `export` defaults to).
+        """
+        encoder, preprocessor, _ = load_pretrained_backbone(
+            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
+            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+        )
+        pooling = _resolve_pooling(pooling, encoder, cls.recipe_task)
+        return cls(encoder, preprocessor, num_classes, dropout=dropout, pooling=pooling, compile=compile, name=name)
+
+    def default_loss(self):
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def default_metrics(self):
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, *,
+               labels: Optional[Sequence[str]] = None, pair: bool = False, check: bool = True, **kwargs):
+        """Writes the TF Serving SavedModel `<export_base>/<model_name>/<version>/`, as `albert-tf export`.
+
+        Signatures: `serving_default` (raw `text`, and `text_b` with `pair=True`, in; `probabilities`,
+        `logits`, `label_id`, `label` out), `tokens` (token ids in) and `classify` (TF Serving's
+        Classify API); see `albert_tf.export.signatures`.
+
+        Args:
+            export_base: The TF Serving model base directory.
+            model_name: The served name (default the model's name).
+            version: The integer version (default the next free one).
+            labels: Class names in id order (default "0", "1", ...).
+            pair: The model takes text pairs (`text`, `text_b`).
+            check: Run the TF Serving compatibility check (ops and a fresh-process reload).
+            **kwargs: `export_saved_model` arguments (`batching`, `container_base`, `extra_assets`).
+
+        Returns:
+            The `ExportResult` (`result.path` is the version directory).
+        """
+        from albert_tf.export.saved_model import export_saved_model
+
+        return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
+                                  version, labels=labels, pair=pair, check=check, **kwargs)
+
+    def get_config(self):
+        config = self._base_config()
+        config.update({"num_classes": self.num_classes, "dropout": self.dropout, "pooling": self.pooling})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertTextRegressor(AlbertTextTask):
+    """Text (or text-pair) regression on raw strings: tokenizer -> `AlbertEncoder` -> `AlbertRegressor` head.
+
+    Input as `AlbertTextClassifier`; output: one float per text, `[batch]`. Compiled by default with
+    the recipe's bias-corrected AdamW, the mean squared error and the Pearson correlation
+    (`pearson`).
+
+    Args:
+        encoder: An `AlbertEncoder`.
+        preprocessor: The `AlbertTokenizerLayer` of the encoder's vocabulary.
+        dropout: Dropout before the head.
+        pooling: "cls" or "mean", as `AlbertTextClassifier`.
+        compile: Compile with the defaults above.
+        **kwargs: `keras.Model` arguments (`name`, ...).
+
+    Example:
+
+    >>> model = AlbertTextRegressor.from_pretrained("albert_base")  # doctest: +SKIP
+    >>> model.fit(x=(["a man sings"] * 2, ["a man is singing", "a cat sleeps"]), y=[4.8, 0.2])  # doctest: +SKIP
+    >>> model.predict((["a man sings"], ["someone sings"]))  # doctest: +SKIP
+    """
+
+    recipe_task = "regression"
+
+    def __init__(self, encoder, preprocessor, dropout: float = 0.1, pooling: str = "cls", compile: bool = True,
+                 **kwargs):
+        _check_parts(encoder, preprocessor)
+        # === Layers ===
+        self.encoder = encoder
+        self.preprocessor = preprocessor
+        self.task_model = AlbertRegressor(encoder, dropout=dropout, pooling=pooling, name="regressor")
+        if pooling == "mean":
+            encoder.pooler.trainable = False
+
+        # === Functional Model ===
+        inputs = _token_inputs()
+        outputs = self.task_model(inputs)["predictions"]
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.dropout = dropout
+        self.pooling = pooling
+        if compile:
+            self.compile()
+
+    @classmethod
+    def from_pretrained(cls, path, *, sequence_length: int = 128, pooling: Optional[str] = None,
+                        dropout: float = 0.1, compile: bool = True, config=None, tokenizer=None,
+                        lower_case: Optional[bool] = None, dtype=None, allow_vocab_mismatch: bool = False,
+                        name: str = "albert_text_regressor") -> "AlbertTextRegressor":
+        """A regressor on the pretrained encoder and tokenizer at `path`, with a new head
+        (arguments as `AlbertTextClassifier.from_pretrained`)."""
+        encoder, preprocessor, _ = load_pretrained_backbone(
+            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
+            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+        )
+        pooling = _resolve_pooling(pooling, encoder, cls.recipe_task)
+        return cls(encoder, preprocessor, dropout=dropout, pooling=pooling, compile=compile, name=name)
+
+    def default_loss(self):
+        return keras.losses.MeanSquaredError()
+
+    def default_metrics(self):
+        return [keras.metrics.PearsonCorrelation(name="pearson")]
+
+    def _labels_array(self, y):
+        return np.asarray(y, dtype="float32")
+
+    def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, *,
+               pair: bool = False, check: bool = True, **kwargs):
+        """Writes the TF Serving SavedModel, as `albert-tf export` does for a regressor: `serving_default`
+        and `tokens` return `score`, `regress` is TF Serving's Regress API. Arguments as
+        `AlbertTextClassifier.export` (without `labels`)."""
+        from albert_tf.export.saved_model import export_saved_model
+
+        return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
+                                  version, pair=pair, check=check, **kwargs)
+
+    def get_config(self):
+        config = self._base_config()
+        config.update({"dropout": self.dropout, "pooling": self.pooling})
+        return config
+
+
+# --- token tagging ----------------------------------------------------------------------------------
+
+TOKEN_UNITS = ("word", "char")
+
+
+def python_tokenizer(preprocessor: AlbertTokenizerLayer):
+    """The Python tokenizer (`albert_tf.tokenization.tokenizers`) of the layer's vocabulary and
+    settings: the same token ids, for the conversions that run in Python (tagging, SQuAD)."""
+    from albert_tf.tokenization.tokenizers import SentencePieceTokenizer, WordPieceTokenizer
+
+    preprocessor._check_vocabulary_loaded()
+    if preprocessor.is_sentencepiece:
+        return SentencePieceTokenizer(
+            model_proto=preprocessor._model_proto, lower_case=preprocessor.lower_case,
+            keep_accents=preprocessor.keep_accents, normalize_quotes=preprocessor.normalize_quotes,
+        )
+    vocab = {token: i for i, token in enumerate(preprocessor._wordpiece_tokens)}
+    return WordPieceTokenizer(vocab=vocab, lower_case=preprocessor.lower_case,
+                              max_input_chars_per_word=preprocessor.max_input_chars_per_word)
+
+
+def split_units(text: str, token_unit: str) -> List[Tuple[str, int, int]]:
+    """The tagging units of `text` with their character spans `(unit, start, end)` (end exclusive):
+    whitespace-separated words ("word") or the characters that are not whitespace ("char")."""
+    import re
+
+    if token_unit == "char":
+        return [(c, i, i + 1) for i, c in enumerate(text) if not c.isspace()]
+    return [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class MaskedTokenAccuracy(keras.metrics.Mean):
+    """Accuracy of per-token logits over the labelled tokens (labels >= 0; `IGNORE_LABEL` is -100)."""
+
+    def __init__(self, name: str = "token_accuracy", dtype=None):
+        super().__init__(name=name, dtype=dtype)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        from keras import ops
+
+        labels = ops.cast(y_true, "int32")
+        correct = ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), labels), "float32")
+        weights = ops.cast(ops.greater_equal(labels, 0), "float32")
+        if sample_weight is not None:
+            sample_weight = ops.cast(sample_weight, "float32")
+            if len(sample_weight.shape) == 1:  # per example: the same weight on each of its tokens
+                sample_weight = ops.expand_dims(sample_weight, -1)
+            weights = weights * sample_weight
+        return super().update_state(correct, sample_weight=weights)
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertTextTagger(AlbertTextTask):
+    """Token tagging (NER) on raw text: entities with their labels and character spans.
+
+    The text is split into tagging units, whitespace-separated words (`token_unit="word"`, e.g.
+    English CoNLL) or single characters (`"char"`, e.g. Chinese People's Daily), and encoded as
+    `albert-tf finetune --task` tagging does (`albert_tf.tasks.tagging.encode_sentences`: each
+    unit's tag on its first piece, the other pieces ignored); predictions are decoded per unit
+    (`decode_predictions`) and grouped into BIO entities (`albert_tf.metrics.get_entities`). The
+    head is `AlbertTokenClassifier` (`task_model`).
+
+    Inputs: a list of texts. Labels for `fit` / `evaluate`: per text, either one tag per unit
+    (`["B-PER", "I-PER", "O"]`) or its entities as `(start, end, label)` character spans (or
+    dicts with those keys), end exclusive, which tag every unit they overlap (`B-` on the first).
+    `predict` returns, per text, a list of `{"label", "start", "end", "text"}` dicts.
+
+    Character spans are exact in the original text but cover whole units: with words, punctuation
+    attached to a word (`"Paris,"`) is inside the span, as the tokenizer never sees the word
+    without it; units whose pieces fall beyond `sequence_length` are tagged `O` (split long texts
+    first). The tokenizer's own normalization (NFKD, lower-casing) does not move the spans, since
+    they are taken from the units, not from the pieces.
+
+    Compiled by default with the tagging recipe's bias-corrected AdamW, the cross-entropy over the
+    labelled pieces (`SparseCategoricalCrossentropy(ignore_class=-100)`) and `token_accuracy`.
+
+    Args:
+        encoder: An `AlbertEncoder`.
+        preprocessor: The `AlbertTokenizerLayer` of the encoder's vocabulary (its
+            `sequence_length` is the model's).
+        tags: The BIO tags in id order, "O" first (e.g. `["O", "B-PER", "I-PER"]`).
+        dropout: Dropout before the head.
+        token_unit: "word" or "char".
+        compile: Compile with the defaults above.
+        **kwargs: `keras.Model` arguments (`name`, ...).
+
+    Example:
+
+    >>> model = AlbertTextTagger.from_pretrained("albert_base", tags=["O", "B-PER", "I-PER"])  # doctest: +SKIP
+    >>> model.fit(["Ada Lovelace wrote"], [[(0, 12, "PER")]], epochs=3)  # doctest: +SKIP
+    >>> model.predict(["Ada Lovelace wrote"])  # doctest: +SKIP
+    [[{'label': 'PER', 'start': 0, 'end': 12, 'text': 'Ada Lovelace'}]]
+    """
+
+    recipe_task = "tagging"
+
+    def __init__(self, encoder, preprocessor, tags: Sequence[str], dropout: float = 0.1, token_unit: str = "word",
+                 compile: bool = True, **kwargs):
+        from albert_tf.data.tagging import TagVocab
+        from albert_tf.tasks.tagging import AlbertTokenClassifier
+
+        _check_parts(encoder, preprocessor)
+        if token_unit not in TOKEN_UNITS:
+            raise ValueError(f"token_unit must be one of {', '.join(TOKEN_UNITS)}, got {token_unit!r}")
+        tag_vocab = TagVocab(tags)
+        # === Layers ===
+        self.encoder = encoder
+        self.preprocessor = preprocessor
+        self.task_model = AlbertTokenClassifier(encoder, num_labels=len(tag_vocab), dropout=dropout,
+                                                name="token_classifier")
+
+        # === Functional Model ===
+        inputs = _token_inputs()
+        outputs = self.task_model(inputs)["logits"]
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.tags = list(tag_vocab.tags)
+        self.tag_vocab = tag_vocab
+        self.dropout = dropout
+        self.token_unit = token_unit
+        if compile:
+            self.compile()
+
+    @classmethod
+    def from_pretrained(cls, path, tags: Sequence[str], *, token_unit: str = "word", sequence_length: int = 128,
+                        dropout: float = 0.1, compile: bool = True, config=None, tokenizer=None,
+                        lower_case: Optional[bool] = None, dtype=None, allow_vocab_mismatch: bool = False,
+                        name: str = "albert_text_tagger") -> "AlbertTextTagger":
+        """A tagger on the pretrained encoder and tokenizer at `path`, with a new head (other
+        arguments as `AlbertTextClassifier.from_pretrained`)."""
+        encoder, preprocessor, _ = load_pretrained_backbone(
+            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
+            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+        )
+        return cls(encoder, preprocessor, tags, dropout=dropout, token_unit=token_unit, compile=compile, name=name)
+
+    def default_loss(self):
+        from albert_tf.tasks.tagging import IGNORE_LABEL
+
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=IGNORE_LABEL)
+
+    def default_metrics(self):
+        return [MaskedTokenAccuracy(name="token_accuracy")]
+
+    # --- text <-> units <-> pieces -------------------------------------------------------------------
+
+    def _unit_tags(self, units, labels, index: int) -> List[str]:
+        """One tag per unit from a text's labels: tags as they are, or entity spans as BIO."""
+        labels = list(labels)
+        if all(isinstance(label, str) for label in labels) and (labels or not units):
+            if len(labels) != len(units):
+                raise ValueError(f"text {index}: {len(labels)} tags for {len(units)} {self.token_unit} units")
+            return labels
+        tags = ["O"] * len(units)
+        for entity in labels:
+            if isinstance(entity, dict):
+                start, end, label = entity["start"], entity["end"], entity["label"]
+            else:
+                start, end, label = entity
+            covered = [i for i, (_, a, b) in enumerate(units) if a < end and b > start]
+            if not covered:
+                raise ValueError(f"text {index}: the entity ({start}, {end}, {label!r}) covers no {self.token_unit}")
+            for position, i in enumerate(covered):
+                tags[i] = ("B-" if position == 0 else "I-") + str(label)
+        return tags
+
+    def encode(self, texts, y=None):
+        """Encodes texts (and labels) as `encode_sentences` does for `albert-tf finetune`.
+
+        Returns:
+            `(features, units, encoded)`: the feature dict (with `labels` when `y` is given), the
+            units of each text (`split_units`) and the `EncodedSentences` (word positions).
+        """
+        from albert_tf.data.tagging import TaggedSentence
+        from albert_tf.tasks.tagging import encode_sentences
+
+        if isinstance(texts, (str, bytes)) or isinstance(texts, (tf.data.Dataset, dict, tuple)):
+            raise ValueError("the tagger takes a list of texts (str)")
+        texts = [t.decode("utf-8") if isinstance(t, bytes) else t for t in list(texts)]
+        if not texts or not all(isinstance(t, str) for t in texts):
+            raise ValueError("the tagger takes a non-empty list of texts (str)")
+        if y is not None and len(y) != len(texts):
+            raise ValueError(f"{len(y)} label lists for {len(texts)} texts")
+        units = [split_units(text, self.token_unit) for text in texts]
+        sentences = []
+        for i, text_units in enumerate(units):
+            tokens = tuple(u[0] for u in text_units) or ("",)
+            tags = tuple(self._unit_tags(text_units, y[i], i)) if y is not None else ("O",) * len(tokens)
+            sentences.append(TaggedSentence(tokens, tags or ("O",), "<text>", i))
+        encoded = encode_sentences(sentences, python_tokenizer(self.preprocessor),
+                                   seq_length=self.preprocessor.sequence_length, tag_vocab=self.tag_vocab,
+                                   with_labels=y is not None)
+        return encoded.features, units, encoded
+
+    def make_dataset(self, x, y=None, sample_weight=None, *, batch_size=None, shuffle=False):
+        """The batched dataset of encoded texts (`encode`) and their per-piece labels."""
+        features, _, _ = self.encode(x, y)
+        labels = features.pop("labels", None)
+        weights = None
+        if sample_weight is not None:
+            # Per token, as the loss is (Keras' masked loss does not broadcast per-example weights).
+            per_text = np.asarray(sample_weight, dtype="float32").reshape(-1, 1)
+            weights = np.broadcast_to(per_text, features["input_ids"].shape).copy()
+        dataset = tf.data.Dataset.from_tensor_slices(keras.utils.pack_x_y_sample_weight(features, labels, weights))
+        if shuffle:
+            dataset = dataset.shuffle(len(features["input_ids"]), reshuffle_each_iteration=True)
+        return dataset.batch(batch_size or DEFAULT_BATCH_SIZE).prefetch(tf.data.AUTOTUNE)
+
+    def _validation_dataset(self, data, batch_size):
+        if not isinstance(data, (tuple, list)) or len(data) not in (2, 3):
+            raise ValueError("validation_data must be (texts, labels) or (texts, labels, sample_weight)")
+        return self.make_dataset(*data, batch_size=batch_size)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """The entities of each text: a list (per text) of `{"label", "start", "end", "text"}`,
+        character offsets into the text, end exclusive."""
+        from albert_tf.metrics import get_entities
+        from albert_tf.tasks.tagging import decode_predictions
+
+        features, units, encoded = self.encode(x)
+        dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size or DEFAULT_BATCH_SIZE)
+        logits = keras.Model.predict(self, dataset, **kwargs)
+        tags = decode_predictions(logits, encoded.word_positions, self.tag_vocab)
+        results = []
+        for text, text_units, text_tags in zip(list(x), units, tags):
+            text = text.decode("utf-8") if isinstance(text, bytes) else text
+            entities = []
+            for label, first, last in get_entities(text_tags[: len(text_units)]):
+                start, end = text_units[first][1], text_units[last][2]
+                entities.append({"label": label, "start": start, "end": end, "text": text[start:end]})
+            results.append(entities)
+        return results
+
+    def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, **kwargs):
+        """Writes the TF Serving SavedModel (`albert_tf.export.tagging`: text in, entities with
+        character spans out, plus the `tokens` signature) through `export_saved_model`."""
+        kwargs.setdefault("task_settings", {"token_unit": self.token_unit})
+        return _export_if_supported(self, export_base, model_name, version, "token tagging", labels=self.tags,
+                                    **kwargs)
+
+    def get_config(self):
+        config = self._base_config()
+        config.update({"tags": list(self.tags), "dropout": self.dropout, "token_unit": self.token_unit})
+        return config
+
+
+EXPORTABLE = "AlbertTextClassifier, AlbertTextRegressor, AlbertTextTagger, AlbertMultipleChoice and AlbertQuestionAnswerer"
+
+
+def _export_if_supported(model, export_base, model_name, version, what: str, **kwargs):
+    """`export_saved_model` for a task model the export code may not serve yet."""
+    from albert_tf.export import signatures
+    from albert_tf.export.saved_model import export_saved_model
+
+    try:
+        signatures.model_kind(model.task_model)
+    except TypeError:
+        raise ValueError(
+            f"{what} cannot be exported yet: albert_tf.export has no serving signature for a "
+            f"{type(model.task_model).__name__}; the text models it exports are {EXPORTABLE}"
+        ) from None
+    return export_saved_model(model.task_model, model.preprocessor, os.fspath(export_base), model_name or model.name,
+                              version, **kwargs)
+
+
+# --- multiple choice ---------------------------------------------------------------------------------
+
+
+def _string_matrix(values, what: str) -> tf.Tensor:
+    if isinstance(values, tf.Tensor):
+        tensor = values
+    else:
+        try:
+            array = np.asarray(values)
+        except ValueError:
+            array = np.asarray(values, dtype=object)
+        if array.ndim != 2:
+            raise ValueError(f"{what} must be a [batch, choices] rectangle of texts (as many choices for every context)")
+        tensor = tf.convert_to_tensor(array.astype(object) if array.dtype.kind == "U" else array)
+    if tensor.dtype != tf.string:
+        raise TypeError(f"{what} must be strings, got dtype {tensor.dtype.name}")
+    if tensor.shape.rank != 2 or tensor.shape[1] < 2:
+        raise ValueError(f"{what} must be [batch, choices] texts with at least 2 choices, got shape {tensor.shape}")
+    return tensor
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertMultipleChoice(AlbertTextTask):
+    """Multiple choice on raw text: a context and its choices in, one score per choice out.
+
+    Input: a pair `(contexts, choices)`, `contexts` a batch of texts and `choices` as many
+    choices for each (a `[batch, choices]` list of lists or string tensor). Each choice is packed
+    with its context, `[CLS] context [SEP] choice [SEP]` (the tokenizer's pair packing: the longer
+    segment loses its end first), and the head is RACE's (`MultipleChoiceModel`: dense 1 on the
+    pooled output of each row, softmax over the choices). For RACE-style questions put the question
+    into each choice (`albert_tf.data.race.choice_texts` fills "_" with the option, else appends
+    it); note that the RACE conversion keeps the end of the question and option and cuts the
+    article, where the pair packing cuts the longer segment. Output: scores (logits)
+    `[batch, choices]`; labels are the index of the right choice.
+
+    Compiled by default with the recipe's bias-corrected AdamW, sparse categorical cross-entropy
+    over the choices and `accuracy`.
+
+    Args:
+        encoder: An `AlbertEncoder`.
+        preprocessor: The `AlbertTokenizerLayer` of the encoder's vocabulary.
+        dropout: Dropout before the head.
+        compile: Compile with the defaults above.
+        **kwargs: `keras.Model` arguments (`name`, ...).
+
+    Example:
+
+    >>> model = AlbertMultipleChoice.from_pretrained("albert_base")  # doctest: +SKIP
+    >>> model.fit((["The sky is blue."], [["blue", "green", "red"]]), [0], epochs=2)  # doctest: +SKIP
+    >>> model.predict((["Grass is green."], [["blue", "green", "red"]])).argmax(-1)  # doctest: +SKIP
+    array([1])
+    """
+
+    recipe_task = "classification"
+
+    def __init__(self, encoder, preprocessor, dropout: float = 0.1, compile: bool = True, **kwargs):
+        from albert_tf.tasks.multiple_choice import MultipleChoiceModel
+
+        _check_parts(encoder, preprocessor)
+        # === Layers ===
+        self.encoder = encoder
+        self.preprocessor = preprocessor
+        self.task_model = MultipleChoiceModel(encoder, dropout=dropout, name="multiple_choice")
+
+        # === Functional Model ===
+        inputs = {
+            name: keras.Input(shape=(None, preprocessor.sequence_length), dtype="int32", name=name)
+            for name in ENCODER_INPUTS
+        }
+        outputs = self.task_model(inputs)["logits"]
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.dropout = dropout
+        if compile:
+            self.compile()
+
+    @classmethod
+    def from_pretrained(cls, path, *, sequence_length: int = 128, dropout: float = 0.1, compile: bool = True,
+                        config=None, tokenizer=None, lower_case: Optional[bool] = None, dtype=None,
+                        allow_vocab_mismatch: bool = False,
+                        name: str = "albert_multiple_choice") -> "AlbertMultipleChoice":
+        """A multiple-choice model on the pretrained encoder and tokenizer at `path`, with a new
+        head (arguments as `AlbertTextClassifier.from_pretrained`)."""
+        encoder, preprocessor, _ = load_pretrained_backbone(
+            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
+            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+        )
+        return cls(encoder, preprocessor, dropout=dropout, compile=compile, name=name)
+
+    def default_loss(self):
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def default_metrics(self):
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    def _texts_to_tensors(self, x):
+        if not isinstance(x, (tuple, list)) or len(x) != 2:
+            raise ValueError("multiple choice takes a pair (contexts, choices)")
+        contexts, choices = _string_tensor(x[0], "contexts"), _string_matrix(x[1], "choices")
+        if contexts.shape[0] != choices.shape[0]:
+            raise ValueError(f"{contexts.shape[0]} contexts but {choices.shape[0]} rows of choices")
+        return contexts, choices
+
+    def preprocess_texts(self, x):
+        """`[batch, choices, sequence_length]` features: each choice packed with its context.
+
+        The packing is the export's (`albert_tf.export.multiple_choice`, RACE's rule: the choice
+        keeps its last `max_qa_length` pieces, the context is cut to fit), with an empty question,
+        so that the served model answers exactly what `predict` does.
+        """
+        from albert_tf.export.multiple_choice import MultipleChoiceGraph, multiple_choice_settings
+
+        contexts, choices = x
+        settings = multiple_choice_settings(None, self.preprocessor.sequence_length)
+        packer = MultipleChoiceGraph(None, self.preprocessor, settings)
+        return packer.features(contexts, tf.fill(tf.shape(contexts), ""), choices)
+
+    def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, **kwargs):
+        """Writes the TF Serving SavedModel (`albert_tf.export.multiple_choice`: `text`, `question`,
+        `choices` in, choice scores out, plus the `tokens` signature) through `export_saved_model`."""
+        return _export_if_supported(self, export_base, model_name, version, "multiple choice", **kwargs)
+
+    def get_config(self):
+        config = self._base_config()
+        config["dropout"] = self.dropout
+        return config
+
+
+# --- extractive question answering -----------------------------------------------------------------
+
+
+def _answer_of(answer, context: str, index: int) -> Tuple[str, int]:
+    if isinstance(answer, dict):
+        text, start = answer.get("text"), answer.get("answer_start", answer.get("start"))
+    else:
+        text, start = answer
+    if not isinstance(text, str) or not text or isinstance(start, bool) or not isinstance(start, (int, np.integer)):
+        raise ValueError(f"answer {index} must be (text, start) or {{'text', 'answer_start'}}, got {answer!r}")
+    if context[int(start): int(start) + len(text)] != text:
+        raise ValueError(f"answer {index}: {text!r} is not at character {start} of its context")
+    return text, int(start)
+
+
+def _decoded(values) -> List[str]:
+    if isinstance(values, (str, bytes)) or isinstance(values, (tf.data.Dataset, dict)):
+        raise ValueError("questions and contexts must be lists of texts")
+    out = [v.decode("utf-8") if isinstance(v, bytes) else v for v in list(values)]
+    if not out or not all(isinstance(v, str) for v in out):
+        raise ValueError("questions and contexts must be non-empty lists of texts (str)")
+    return out
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertQuestionAnswerer(AlbertTextTask):
+    """Extractive question answering on raw text: question + context in, the answer and its span out.
+
+    The head is the original SQuAD v1.1 one (`SquadV1Model`, `task_model`): start and end logits
+    for every piece. Training converts `(question, context, answer)` the original way
+    (`albert_tf.data.squad.convert_examples_to_features`: doc-stride windows, labels on the
+    answer's pieces, `[CLS]` for windows without it). `predict` runs the in-graph QA pipeline of
+    the export (`albert_tf.export.qa.QaGraph`: the same windows, the n-best search of
+    `albert_tf.tasks.squad_postprocessing`, answers mapped back to the original characters), so
+    it answers exactly what the exported SavedModel serves. SentencePiece vocabularies only (the
+    SQuAD conversion is SentencePiece's); unanswerable questions (SQuAD v2.0) are not modelled.
+
+    Inputs: a pair `(questions, contexts)` of equally long lists of texts. Labels for `fit` /
+    `evaluate`: one answer per question, `(text, start)` with `start` its character offset in
+    the context, or a dict `{"text", "answer_start"}` (SQuAD's fields). `predict` returns, per
+    question, `{"text", "start", "end", "score"}`: the answer and its character span in the
+    context (end exclusive; "" and -1 when no legal span was found).
+
+    Compiled by default with the recipe's bias-corrected AdamW, the mean of the start and end
+    cross-entropies (as the original) and the accuracy of each (reported as
+    `start_logits_accuracy` and `end_logits_accuracy`).
+
+    Args:
+        encoder: An `AlbertEncoder`.
+        preprocessor: The `AlbertTokenizerLayer` (SentencePiece) of the encoder's vocabulary;
+            its `sequence_length` is the window length.
+        dropout: Dropout before the head (0, as the original).
+        doc_stride: Context pieces between the starts of consecutive windows.
+        max_query_length: Question pieces kept.
+        n_best_size: Start and end candidates searched per window.
+        max_answer_length: Longest answer, in pieces.
+        compile: Compile with the defaults above.
+        **kwargs: `keras.Model` arguments (`name`, ...).
+
+    Example:
+
+    >>> model = AlbertQuestionAnswerer.from_pretrained("albert_base", sequence_length=384)  # doctest: +SKIP
+    >>> model.fit((["Who wrote it?"], ["Ada wrote it."]), [("Ada", 0)], epochs=2)  # doctest: +SKIP
+    >>> model.predict((["Who wrote it?"], ["Ada wrote it."]))  # doctest: +SKIP
+    [{'text': 'Ada', 'start': 0, 'end': 3, 'score': 7.2}]
+    """
+
+    recipe_task = "classification"
+
+    def __init__(self, encoder, preprocessor, dropout: float = 0.0, doc_stride: int = 128, max_query_length: int = 64,
+                 n_best_size: int = 20, max_answer_length: int = 30, compile: bool = True, **kwargs):
+        from albert_tf.export.qa import qa_settings
+        from albert_tf.tasks.squad import SquadV1Model
+
+        _check_parts(encoder, preprocessor)
+        settings = qa_settings(dict(doc_stride=doc_stride, max_query_length=max_query_length, n_best_size=n_best_size,
+                                    max_answer_length=max_answer_length), "v1")
+        if max_query_length + 3 >= preprocessor.sequence_length:
+            raise ValueError(
+                f"sequence_length {preprocessor.sequence_length} must exceed max_query_length + 3 ({max_query_length + 3})"
+            )
+        # === Layers ===
+        self.encoder = encoder
+        self.preprocessor = preprocessor
+        self.task_model = SquadV1Model(encoder, dropout=dropout, name="squad")
+        # The head reads the sequence output: the pooler gets no gradient.
+        encoder.pooler.trainable = False
+
+        # === Functional Model ===
+        inputs = _token_inputs()
+        outputs = self.task_model(inputs)
+        super().__init__(
+            inputs=inputs, outputs={"start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"]},
+            **kwargs,
+        )
+
+        # === Config ===
+        self.dropout = dropout
+        self.doc_stride = doc_stride
+        self.max_query_length = max_query_length
+        self.n_best_size = n_best_size
+        self.max_answer_length = max_answer_length
+        self.qa_settings = settings
+        if compile:
+            self.compile()
+
+    @classmethod
+    def from_pretrained(cls, path, *, sequence_length: int = 128, dropout: float = 0.0, doc_stride: int = 128,
+                        max_query_length: int = 64, n_best_size: int = 20, max_answer_length: int = 30,
+                        compile: bool = True, config=None, tokenizer=None, lower_case: Optional[bool] = None,
+                        dtype=None, allow_vocab_mismatch: bool = False,
+                        name: str = "albert_question_answerer") -> "AlbertQuestionAnswerer":
+        """A QA model on the pretrained encoder and tokenizer at `path`, with a new head (the QA
+        settings as the class; other arguments as `AlbertTextClassifier.from_pretrained`)."""
+        encoder, preprocessor, _ = load_pretrained_backbone(
+            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
+            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+        )
+        return cls(encoder, preprocessor, dropout=dropout, doc_stride=doc_stride, max_query_length=max_query_length,
+                   n_best_size=n_best_size, max_answer_length=max_answer_length, compile=compile, name=name)
+
+    def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
+        """As `AlbertTextTask.compile`; the default loss weighs start and end by 0.5 each."""
+        if isinstance(loss, str) and loss == "auto":
+            kwargs.setdefault("loss_weights", {"start_logits": 0.5, "end_logits": 0.5})
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def default_loss(self):
+        return {
+            "start_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            "end_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        }
+
+    def default_metrics(self):
+        return {
+            "start_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            "end_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        }
+
+    def _pairs(self, x) -> Tuple[List[str], List[str]]:
+        if not isinstance(x, (tuple, list)) or len(x) != 2:
+            raise ValueError("question answering takes a pair (questions, contexts)")
+        questions, contexts = _decoded(x[0]), _decoded(x[1])
+        if len(questions) != len(contexts):
+            raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
+        return questions, contexts
+
+    def encode(self, x, y=None):
+        """The SQuAD features of `(questions, contexts)` (and answers), converted as `albert-tf
+        finetune --task squad` does; returns `(arrays, features)` (`features_to_arrays`, and the
+        `SquadFeature`s with their `example_index`)."""
+        from albert_tf.data.squad import SquadExample, convert_examples_to_features, features_to_arrays
+
+        questions, contexts = self._pairs(x)
+        if y is not None and len(y) != len(questions):
+            raise ValueError(f"{len(y)} answers for {len(questions)} questions")
+        examples = []
+        for i, (question, context) in enumerate(zip(questions, contexts)):
+            text, start = _answer_of(y[i], context, i) if y is not None else (None, None)
+            examples.append(SquadExample(str(i), question, context, text, start, False, (text,) if text else ()))
+        settings = self.qa_settings
+        features, skipped = convert_examples_to_features(
+            examples, python_tokenizer(self.preprocessor), is_training=y is not None,
+            max_seq_length=self.preprocessor.sequence_length, doc_stride=settings["doc_stride"],
+            max_query_length=settings["max_query_length"],
+        )
+        if skipped:
+            raise ValueError(f"question {skipped[0].qas_id}: {skipped[0].reason}")
+        return features_to_arrays(features, is_training=y is not None), features
+
+    def make_dataset(self, x, y=None, sample_weight=None, *, batch_size=None, shuffle=False):
+        """The batched dataset of the windows of `(questions, contexts)` and their answer positions."""
+        arrays, features = self.encode(x, y)
+        inputs = {k: arrays[k] for k in ENCODER_INPUTS}
+        labels = None
+        if y is not None:
+            labels = {"start_logits": arrays["start_positions"], "end_logits": arrays["end_positions"]}
+        weights = None
+        if sample_weight is not None:
+            per_example = np.asarray(sample_weight, dtype="float32")
+            weights = per_example[[f.example_index for f in features]]
+        dataset = tf.data.Dataset.from_tensor_slices(keras.utils.pack_x_y_sample_weight(inputs, labels, weights))
+        if shuffle:
+            dataset = dataset.shuffle(len(features), reshuffle_each_iteration=True)
+        return dataset.batch(batch_size or DEFAULT_BATCH_SIZE).prefetch(tf.data.AUTOTUNE)
+
+    def _validation_dataset(self, data, batch_size):
+        if not isinstance(data, (tuple, list)) or len(data) not in (2, 3):
+            raise ValueError("validation_data must be ((questions, contexts), answers)")
+        return self.make_dataset(*data, batch_size=batch_size)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """The answer to each question: `{"text", "start", "end", "score"}` per question, the span
+        in characters of its context (end exclusive), found by the export's in-graph pipeline.
+        Keras `predict` arguments other than `batch_size` are not used."""
+        from albert_tf.export.qa import QaGraph
+
+        questions, contexts = self._pairs(x)
+        graph = QaGraph(self.task_model, self.preprocessor, self.qa_settings)
+        answer = tf.function(graph.__call__, reduce_retracing=True)
+        size = batch_size or DEFAULT_BATCH_SIZE
+        results = []
+        for begin in range(0, len(questions), size):
+            out = answer(tf.constant(questions[begin: begin + size]), tf.constant(contexts[begin: begin + size]))
+            for text, start, end, score in zip(out["answer_text"].numpy(), out["start_char"].numpy(),
+                                               out["end_char"].numpy(), out["score"].numpy()):
+                results.append({"text": text.decode("utf-8"), "start": int(start), "end": int(end), "score": float(score)})
+        return results
+
+    def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, *,
+               check: bool = True, **kwargs):
+        """Writes the TF Serving SavedModel as `albert-tf export` does for a SQuAD v1 model:
+        `serving_default` takes `question` and `context` and returns `answer_text`, `start_char`,
+        `end_char`, `score`, `has_answer`, `num_windows`; `tokens` the logits for token ids.
+        Arguments as `AlbertTextClassifier.export` (without `labels` and `pair`)."""
+        from albert_tf.export.saved_model import export_saved_model
+
+        return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
+                                  version, qa_settings=dict(self.qa_settings), check=check, **kwargs)
+
+    def get_config(self):
+        config = self._base_config()
+        config.update({
+            "dropout": self.dropout, "doc_stride": self.doc_stride, "max_query_length": self.max_query_length,
+            "n_best_size": self.n_best_size, "max_answer_length": self.max_answer_length,
+        })
+        return config
