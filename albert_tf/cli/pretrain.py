@@ -18,6 +18,13 @@ inside it) brings its ``metadata.json``: the sequence length and masked position
 (a flag that contradicts them is an error), and so does the tokenizer when the metadata names it
 (else ``--spm-model``/``--vocab-file``); the tokenizer is copied into the outputs.
 
+``--masking on-the-fly`` masks the records anew in every epoch inside tf.data
+(`albert_tf.data.on_the_fly`) instead of training on the masks they carry: unmasked records
+(``make-pretraining-data --masked-lm-prob 0``) or masked ones (their original ids are put back
+first). The n-gram and whole-word settings come from the data's ``metadata.json`` (the original
+ALBERT's without one), the rate too unless it is 0 there (then 0.15, or ``--masked-lm-prob``), and
+the special ids and vocabulary size from the data's tokenizer.
+
 Before anything is written every record file is read once (``--no-check-records`` skips this for
 very large data): a truncated or corrupted file is reported with its name, record and byte
 offset. A run that fails leaves no trace: a ``--model-dir`` it created is removed unless it holds
@@ -50,6 +57,7 @@ DEFAULT_CONFIG = "base-v2"
 # `albert_tf.training` imports TensorFlow, which `albert-tf --help` must not wait for.
 STRATEGY_NAMES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("float32", "mixed_bfloat16")
+MASKING_MODES = ("offline", "on-the-fly")
 
 
 def add_arguments(parser):
@@ -83,6 +91,16 @@ def add_arguments(parser):
     data.add_argument(
         "--check-records", action=argparse.BooleanOptionalAction, default=True,
         help="read every record once before training to find damaged files (default: on)",
+    )
+    data.add_argument(
+        "--masking", choices=MASKING_MODES, default="offline",
+        help="'offline': train on the masks the records carry; 'on-the-fly': fresh n-gram masks every epoch, "
+        "from unmasked (make-pretraining-data --masked-lm-prob 0) or masked records (default: offline)",
+    )
+    data.add_argument(
+        "--masked-lm-prob", type=float,
+        help="with --masking on-the-fly: the fraction of tokens masked (default: the data's metadata.json, "
+        "0.15 where it says 0)",
     )
     data.add_argument("--sentence-task", choices=("sop", "nsp"), default="sop", help="label meaning of the records")
     data.add_argument("--shuffle-buffer", type=int, default=10000, help="records held for shuffling")
@@ -184,7 +202,7 @@ def _default_sample_run(args) -> int:
     from albert_tf.config import AlbertConfig
     from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data, read_metadata
     from albert_tf.data.pretraining_instances import InstanceConfig
-    from albert_tf.data.tfrecords import list_files, make_pretraining_dataset
+    from albert_tf.data.tfrecords import list_files
     from albert_tf.tokenization import train_sentencepiece
     from albert_tf.training.pretraining import PretrainingError, PretrainingRunConfig, TokenizerFile, run_pretraining
 
@@ -197,6 +215,7 @@ def _default_sample_run(args) -> int:
         raise CommandError("the sample run makes its own records: --max-seq-length/--max-predictions-per-seq need --data")
     if args.spm_model or args.vocab_file:
         raise CommandError("the sample run trains its own vocabulary: --spm-model/--vocab-file need --data")
+    _check_masking_flags(args)
     inputs = os.path.join(SAMPLE_CORPUS, "*.txt")
     work = os.path.join(model_dir, "sample_data")
     os.makedirs(work, exist_ok=True)
@@ -251,15 +270,19 @@ def _default_sample_run(args) -> int:
         tokenizer=TokenizerFile("sentencepiece", spm_prefix + ".model", lower_case=True),
     )
     files = list_files(os.path.join(records, "*.tfrecord"))
-    print(f"[3/3] pretraining a tiny ALBERT (E=64, H=128, L=4, sharing all) for {steps} steps -> {model_dir}")
+    masking = None
+    if args.masking == "on-the-fly":
+        from albert_tf.data.on_the_fly import MaskingConfig
 
-    def dataset_fn():
-        return make_pretraining_dataset(
-            files, seq, predictions, config.batch_size, is_training=True, seed=config.seed
+        masking = MaskingConfig.from_tokenizer(
+            spm_prefix + ".model", InstanceConfig(seq, predictions), masked_lm_prob=args.masked_lm_prob
         )
+    print(f"[3/3] pretraining a tiny ALBERT (E=64, H=128, L=4, sharing all) for {steps} steps -> {model_dir}")
+    if masking is not None:
+        print(f"      {_describe_masking(masking)}")
 
     try:
-        result = run_pretraining(config, dataset_fn)
+        result = run_pretraining(config, _dataset_fn(files, config, masking, args.shuffle_buffer))
     except PretrainingError as e:
         raise CommandError(str(e)) from None
     _print_summary(result)
@@ -364,6 +387,115 @@ def _tokenizer(args, data):
             f"with {data.vocab_size}: it is not the data's tokenizer"
         )
     return TokenizerFile(kind, path, lower_case), loaded.vocab_size
+
+
+def _check_masking_flags(args) -> None:
+    from albert_tf.cli import CommandError
+
+    if args.masked_lm_prob is None:
+        return
+    if args.masking != "on-the-fly":
+        raise CommandError("--masked-lm-prob applies to --masking on-the-fly (offline records carry their masks)")
+    if not 0 < args.masked_lm_prob <= 1:
+        raise CommandError(f"--masked-lm-prob must be in (0, 1], got {args.masked_lm_prob:g}")
+
+
+def _metadata(data) -> dict:
+    """The data's ``metadata.json`` ({} without one); `find_pretraining_data` has checked it is an object."""
+    import tensorflow as tf
+
+    if not data.metadata_path:
+        return {}
+    with tf.io.gfile.GFile(data.metadata_path, "r") as f:
+        return json.load(f)
+
+
+def _record_has_masks(record: bytes) -> bool:
+    import tensorflow as tf
+
+    weights = tf.train.Example.FromString(record).features.feature["masked_lm_weights"].float_list.value
+    return any(w > 0 for w in weights)
+
+
+def _check_offline_records_are_masked(args, data, metadata, first) -> None:
+    """Offline masking of unmasked records (``--masked-lm-prob 0`` data) would train no masked LM."""
+    from albert_tf.cli import CommandError
+
+    if args.masking != "offline":
+        return
+    stated = (metadata.get("instance_config") or {}).get("masked_lm_prob")
+    if stated == 0:
+        raise CommandError(
+            f"{data.metadata_path} says the records are unmasked (masked_lm_prob 0): pass --masking on-the-fly"
+        )
+    path, record = first
+    if stated is None and not _record_has_masks(record):
+        raise CommandError(f"{path}: the records have no masked positions (unmasked data?): pass --masking on-the-fly")
+
+
+def _masking_config(args, data, metadata, lengths, tokenizer):
+    """The `MaskingConfig` of ``--masking on-the-fly``: the metadata's settings, the tokenizer's ids
+    (else the metadata's ``vocab`` entry)."""
+    from albert_tf.cli import CommandError
+    from albert_tf.data.on_the_fly import MaskingConfig
+
+    instance = dict(metadata.get("instance_config") or {})
+    instance.update(max_seq_length=lengths[0], max_predictions_per_seq=lengths[1])
+    stated = metadata.get("vocab") if isinstance(metadata.get("vocab"), dict) else {}
+    ids = ("cls_id", "sep_id", "mask_id")
+    try:
+        if tokenizer is not None:
+            masking = MaskingConfig.from_tokenizer(tokenizer, instance, masked_lm_prob=args.masked_lm_prob)
+        elif all(k in stated for k in ("vocab_size",) + ids):
+            masking = MaskingConfig.from_instance_config(instance, stated, args.masked_lm_prob)
+        else:
+            raise CommandError(
+                "--masking on-the-fly needs the data's vocabulary (the [CLS], [SEP] and [MASK] ids and its size): "
+                "pass --spm-model or --vocab-file"
+            )
+    except (ValueError, TypeError) as e:
+        raise CommandError(f"--masking on-the-fly: {e}") from None
+    differing = [f"{k} {getattr(masking, k)}" for k in ids if k in stated and stated[k] != getattr(masking, k)]
+    if tokenizer is not None and differing:
+        raise CommandError(
+            f"{tokenizer.path} has {', '.join(differing)}, but {data.metadata_path} says the records were made with "
+            f"{', '.join(f'{k} {stated[k]}' for k in ids if k in stated)}: it is not the data's tokenizer"
+        )
+    return masking
+
+
+def _describe_masking(masking) -> str:
+    order = "shorter favored" if masking.favor_shorter_ngram else "longer favored"
+    words = "whole words" if masking.do_whole_word_mask else "single pieces"
+    return (
+        f"masking on the fly: rate {masking.masked_lm_prob:g}, n-grams up to {masking.ngram} ({order}), {words}; "
+        f"[MASK] id {masking.mask_id}, random ids below {masking.vocab_size}"
+    )
+
+
+def _dataset_fn(files, config, masking, shuffle_buffer: int):
+    """`run_pretraining`'s ``dataset_fn``: the records' own masks, or fresh ones with `masking`."""
+
+    def dataset_fn():
+        if masking is None:
+            from albert_tf.data.tfrecords import make_pretraining_dataset
+
+            return make_pretraining_dataset(
+                files,
+                config.max_seq_length,
+                config.max_predictions_per_seq,
+                config.batch_size,
+                is_training=True,
+                seed=config.seed,
+                shuffle_buffer_size=shuffle_buffer,
+            )
+        from albert_tf.data.on_the_fly import make_on_the_fly_dataset
+
+        return make_on_the_fly_dataset(
+            files, config.batch_size, masking, seed=config.seed, shuffle_buffer_size=shuffle_buffer
+        )
+
+    return dataset_fn
 
 
 def _model_config(args):
@@ -506,16 +638,11 @@ def _run_on_data(args) -> int:
 
     from albert_tf.cli import CommandError
     from albert_tf.config import ConfigError
-    from albert_tf.data.tfrecords import (
-        PretrainingDataError,
-        find_pretraining_data,
-        first_record,
-        make_pretraining_dataset,
-        scan_record_files,
-    )
+    from albert_tf.data.tfrecords import PretrainingDataError, find_pretraining_data, first_record, scan_record_files
     from albert_tf.training.pretraining import PretrainingError, run_pretraining
     from albert_tf.training.strategies import StrategyError
 
+    _check_masking_flags(args)
     albert_config = _model_config(args)
     try:
         data = find_pretraining_data(args.data)
@@ -536,9 +663,12 @@ def _run_on_data(args) -> int:
         lengths = _lengths(args, data, first)
     except PretrainingError as e:
         raise CommandError(str(e)) from None
+    metadata = _metadata(data)
+    _check_offline_records_are_masked(args, data, metadata, first)
     found = _tokenizer(args, data)
     tokenizer, vocab_size = found if found else (None, data.vocab_size)
     config = _run_config(args, albert_config, lengths, tokenizer, vocab_size)
+    masking = _masking_config(args, data, metadata, lengths, tokenizer) if args.masking == "on-the-fly" else None
     files = data.files
     source = f" ({data.metadata_path})" if data.metadata_path else ""
     print(f"pretraining on {len(files)} file(s) matching {args.data!r}{source} -> {config.model_dir}")
@@ -547,22 +677,14 @@ def _run_on_data(args) -> int:
         f"{config.num_train_steps:,d} steps ({config.num_warmup_steps:,d} warmup), "
         f"{config.optimizer} lr {config.learning_rate:g}"
     )
+    if masking is not None:
+        print(_describe_masking(masking))
     if tokenizer is None:
         print(
             "note: no tokenizer is known for this data, so the outputs carry none; pass --spm-model or "
             "--vocab-file and `albert-tf finetune --init` will need no tokenizer flag"
         )
-
-    def dataset_fn():
-        return make_pretraining_dataset(
-            files,
-            config.max_seq_length,
-            config.max_predictions_per_seq,
-            config.batch_size,
-            is_training=True,
-            seed=config.seed,
-            shuffle_buffer_size=args.shuffle_buffer,
-        )
+    dataset_fn = _dataset_fn(files, config, masking, args.shuffle_buffer)
 
     try:
         with _no_trace_on_failure(config.model_dir, _is_chief_process(config.strategy)):

@@ -2,22 +2,29 @@
 
 The SOP pairing is done once (``make-pretraining-data --masked-lm-prob 0`` writes unmasked
 instances; records that already carry masks work too, their original ids are put back first).
-The masking then runs as TensorFlow ops inside ``Dataset.map``, so every epoch sees new masks:
+The masking then runs as TensorFlow ops inside ``Dataset.map``, so every epoch sees new masks.
+Nothing runs per record but reading, numbering and shuffling; the rest runs once per batch:
 
-* per record, a ``map`` draws its random numbers with stateless ops seeded by
-  ``stateless_fold_in([seed, epoch], index)`` (``index``: the record's position in that epoch's
-  read order), so a run is reproducible and independent of the parallelism and of the shuffle;
-* per batch, a second ``map`` applies the masking, vectorized over ``[batch, max_seq_length]``.
+* every record is numbered by its *key* ``epoch * 2**40 + index`` (``index``: its position in that
+  epoch's read order; ``enumerate`` does this without a map), before the shuffle;
+* per batch, one ``map`` parses the records (``parse_example``), puts masked ids back, draws the
+  random numbers of every row from its key (a counter-based hash: SplitMix64 keyed by the seed,
+  the input pipeline and the key) and masks, vectorized over ``[batch, max_seq_length]``. All of
+  it but the parsing is one XLA-compiled function (``jit_compile``), which fuses the masking
+  rounds' small ops into a few loops.
+
+So a run is reproducible, independent of the parallelism and of the shuffle, and a resumed run
+masks every record exactly as an uninterrupted one (the key holds the epoch).
 
 The masking is the algorithm of :func:`albert_tf.data.pretraining_instances.create_masked_lm_predictions`
 (the original ALBERT's) in a form without per-token Python: the original walks whole-word
 candidates in a random order, draws n with p(n) proportional to 1/n, shrinks the n-gram until it
 fits the budget and skips it when it overlaps; a candidate it skips is never revisited. Here every
-word gets a random 64-bit priority and an n up front, and each round accepts, in every row at
-once, the highest-priority candidate after the last accepted one that fits and does not overlap.
-The state only changes when a candidate is accepted, so this accepts exactly the candidates the
-sequential walk would for the same priorities and draws, in at most ``max_predictions_per_seq``
-rounds. Replacements are 80% ``[MASK]``, 10% a random id in ``[0, vocab_size)``, 10% kept.
+word gets a random priority and an n up front, and each round accepts, in every row at once, the
+highest-priority candidate after the last accepted one that fits and does not overlap. The state
+only changes when a candidate is accepted, so this accepts exactly the candidates the sequential
+walk would for the same priorities and draws, in at most ``max_predictions_per_seq`` rounds.
+Replacements are 80% ``[MASK]``, 10% kept, 10% a random id in ``[0, vocab_size)``.
 """
 
 from __future__ import annotations
@@ -25,20 +32,32 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Dict, Optional, Sequence, Union
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 import tensorflow as tf
 
 from albert_tf.data.pretraining_instances import InstanceConfig, VocabInfo
 from albert_tf.data.tfrecords import list_files, parse_examples
 
+# The original ALBERT's rate; used where the data's own is 0 (instances written unmasked).
+DEFAULT_MASKED_LM_PROB = 0.15
+# A record's key is epoch * 2**KEY_INDEX_BITS + its index in the epoch (up to ~10**12 records).
+KEY_INDEX_BITS = 40
+
 _INT64_MAX = tf.int64.max
-_INT64_MIN = tf.int64.min
+_UINT64 = (1 << 64) - 1
+# SplitMix64 (Steele, Lea, Flood 2014): the golden-ratio increment and the finalizer's multipliers.
+_GOLDEN = 0x9E3779B97F4A7C15
+_MIX1 = 0xBF58476D1CE4E5B9
+_MIX2 = 0x94D049BB133111EB
 
 
 @dataclasses.dataclass(frozen=True)
 class MaskingConfig:
     """The masking settings and vocabulary ids the on-the-fly masker needs.
+
+    Build it with `from_tokenizer` (ids from the vocabulary) or `from_output_dir` (a
+    ``make-pretraining-data`` output) rather than by hand.
 
     Attributes:
         max_seq_length, max_predictions_per_seq: the record shapes.
@@ -53,7 +72,7 @@ class MaskingConfig:
     cls_id: int
     sep_id: int
     mask_id: int
-    masked_lm_prob: float = 0.15
+    masked_lm_prob: float = DEFAULT_MASKED_LM_PROB
     ngram: int = 3
     favor_shorter_ngram: bool = True
     do_whole_word_mask: bool = True
@@ -63,55 +82,96 @@ class MaskingConfig:
             raise ValueError(f"masked_lm_prob must be in (0, 1] for masking on the fly, got {self.masked_lm_prob}")
         if self.ngram < 1:
             raise ValueError(f"ngram must be at least 1, got {self.ngram}")
-        if self.vocab_size < 1:
-            raise ValueError(f"vocab_size must be positive, got {self.vocab_size}")
+        if not 0 < self.vocab_size < 1 << 32:
+            raise ValueError(f"vocab_size must be in [1, 2**32), got {self.vocab_size}")
+        for name in ("cls_id", "sep_id", "mask_id"):
+            if not 0 <= getattr(self, name) < self.vocab_size:
+                raise ValueError(f"{name} {getattr(self, name)} is outside the vocabulary [0, {self.vocab_size})")
+        if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+            raise ValueError(
+                f"max_predictions_per_seq must be in [1, max_seq_length={self.max_seq_length}], "
+                f"got {self.max_predictions_per_seq}"
+            )
 
     @classmethod
     def from_instance_config(
-        cls, instance: InstanceConfig, vocab: VocabInfo, masked_lm_prob: Optional[float] = None
+        cls,
+        instance: Union[InstanceConfig, Mapping[str, Any]],
+        vocab: Union[VocabInfo, Mapping[str, int]],
+        masked_lm_prob: Optional[float] = None,
     ) -> "MaskingConfig":
-        """The masking of `instance` (or `masked_lm_prob` when its own is 0, as for unmasked data)."""
+        """The masking of `instance` with the ids of `vocab`.
+
+        Args:
+            instance: an `InstanceConfig`, or the ``instance_config`` entry of a ``metadata.json``
+                (missing keys take `InstanceConfig`'s defaults).
+            vocab: a `VocabInfo`, or the ``vocab`` entry of a ``metadata.json``.
+            masked_lm_prob: overrides the instance's rate; by default the instance's, or
+                `DEFAULT_MASKED_LM_PROB` where that is 0 (instances written unmasked).
+        """
+        settings = _instance_settings(instance)
+        if masked_lm_prob is None:
+            masked_lm_prob = settings["masked_lm_prob"] or DEFAULT_MASKED_LM_PROB
+        ids = vocab if isinstance(vocab, Mapping) else dataclasses.asdict(vocab)
         return cls(
-            max_seq_length=instance.max_seq_length,
-            max_predictions_per_seq=instance.max_predictions_per_seq,
-            vocab_size=vocab.vocab_size,
-            cls_id=vocab.cls_id,
-            sep_id=vocab.sep_id,
-            mask_id=vocab.mask_id,
-            masked_lm_prob=instance.masked_lm_prob if masked_lm_prob is None else masked_lm_prob,
-            ngram=instance.ngram,
-            favor_shorter_ngram=instance.favor_shorter_ngram,
-            do_whole_word_mask=instance.do_whole_word_mask,
+            max_seq_length=settings["max_seq_length"],
+            max_predictions_per_seq=settings["max_predictions_per_seq"],
+            vocab_size=int(ids["vocab_size"]),
+            cls_id=int(ids["cls_id"]),
+            sep_id=int(ids["sep_id"]),
+            mask_id=int(ids["mask_id"]),
+            masked_lm_prob=masked_lm_prob,
+            ngram=settings["ngram"],
+            favor_shorter_ngram=settings["favor_shorter_ngram"],
+            do_whole_word_mask=settings["do_whole_word_mask"],
         )
 
     @classmethod
+    def from_tokenizer(
+        cls,
+        tokenizer,
+        instance: Union[InstanceConfig, Mapping[str, Any], None] = None,
+        *,
+        max_seq_length: Optional[int] = None,
+        max_predictions_per_seq: Optional[int] = None,
+        masked_lm_prob: Optional[float] = None,
+    ) -> "MaskingConfig":
+        """The masking of `instance` with the special ids and vocabulary size of `tokenizer`.
+
+        Args:
+            tokenizer: a tokenizer with a ``vocab`` (`albert_tf.tokenization`'s, or
+                tf-models-official's); a `TokenizerFile`; or a path: a SentencePiece ``.model``,
+                else a WordPiece ``vocab.txt``.
+            instance: an `InstanceConfig` or a ``metadata.json``'s ``instance_config``: lengths
+                and masking settings; None: `InstanceConfig`'s defaults (the original flags).
+            max_seq_length, max_predictions_per_seq: override the instance's lengths.
+            masked_lm_prob: overrides the instance's rate (see `from_instance_config`).
+
+        Raises:
+            ValueError: the vocabulary lacks ``[CLS]``, ``[SEP]`` or ``[MASK]``, or a setting is out
+                of range.
+        """
+        settings = _instance_settings(instance)
+        if max_seq_length is not None:
+            settings["max_seq_length"] = max_seq_length
+        if max_predictions_per_seq is not None:
+            settings["max_predictions_per_seq"] = max_predictions_per_seq
+        vocab = VocabInfo.from_tokenizer(_load_tokenizer(tokenizer))
+        return cls.from_instance_config(settings, vocab, masked_lm_prob)
+
+    @classmethod
     def from_output_dir(cls, output_dir: str, masked_lm_prob: Optional[float] = None) -> "MaskingConfig":
-        """The settings recorded in the ``metadata.json`` of a ``make-pretraining-data`` output.
+        """The settings and ids recorded in the ``metadata.json`` of a ``make-pretraining-data`` output.
 
         Args:
             output_dir: the directory written by the Beam pipeline.
-            masked_lm_prob: overrides the recorded probability (needed when it is 0, unmasked data).
+            masked_lm_prob: overrides the recorded rate (by default the recorded one, or
+                `DEFAULT_MASKED_LM_PROB` for unmasked data).
         """
         path = os.path.join(output_dir, "metadata.json")
         with tf.io.gfile.GFile(path, "r") as f:
             metadata = json.load(f)
-        instance = metadata["instance_config"]
-        vocab = metadata["vocab"]
-        prob = instance["masked_lm_prob"] if masked_lm_prob is None else masked_lm_prob
-        if prob == 0:
-            raise ValueError(f"{path} records masked_lm_prob=0 (unmasked data); pass the masked_lm_prob to use")
-        return cls(
-            max_seq_length=instance["max_seq_length"],
-            max_predictions_per_seq=instance["max_predictions_per_seq"],
-            vocab_size=vocab["vocab_size"],
-            cls_id=vocab["cls_id"],
-            sep_id=vocab["sep_id"],
-            mask_id=vocab["mask_id"],
-            masked_lm_prob=prob,
-            ngram=instance["ngram"],
-            favor_shorter_ngram=instance["favor_shorter_ngram"],
-            do_whole_word_mask=instance["do_whole_word_mask"],
-        )
+        return cls.from_instance_config(metadata["instance_config"], metadata["vocab"], masked_lm_prob)
 
     def ngram_thresholds(self):
         """Cumulative p(n) for n = 1 .. ngram - 1: n is 1 + the number of thresholds a uniform passes."""
@@ -126,48 +186,115 @@ class MaskingConfig:
         return out
 
 
-def random_draws(config: MaskingConfig, seed) -> Dict[str, tf.Tensor]:
-    """The random numbers that mask one record, from a stateless seed of shape [2].
+def _instance_settings(instance) -> Dict[str, Any]:
+    """The `InstanceConfig` fields of an `InstanceConfig`, a mapping (defaults filled in) or None."""
+    if instance is None:
+        instance = InstanceConfig()
+    if isinstance(instance, InstanceConfig):
+        return dataclasses.asdict(instance)
+    defaults = dataclasses.asdict(InstanceConfig())
+    return {k: instance.get(k, default) for k, default in defaults.items()}
 
-    One ``stateless_uniform`` call makes 64 random bits per position and stream (one op instead of
-    several keeps this per-record map cheap); the uniforms take the top 24 bits of theirs, the
-    random ids the top 32 (scaled to ``vocab_size``, so no modulo bias).
+
+def _load_tokenizer(tokenizer):
+    """A tokenizer object from a tokenizer, a `TokenizerFile` (``kind``, ``path``) or a path."""
+    if isinstance(tokenizer, (str, os.PathLike)):
+        path = os.fspath(tokenizer)
+        kind = "sentencepiece" if path.endswith(".model") else "wordpiece"
+    elif hasattr(tokenizer, "kind") and hasattr(tokenizer, "path"):
+        kind, path = tokenizer.kind, tokenizer.path
+    else:
+        return tokenizer
+    from albert_tf.tokenization.tokenizers import SentencePieceTokenizer, WordPieceTokenizer
+
+    return SentencePieceTokenizer(path) if kind == "sentencepiece" else WordPieceTokenizer(path)
+
+
+# --- random numbers -----------------------------------------------------------------------------
+
+
+def _mix64_int(z: int) -> int:
+    """SplitMix64's finalizer on a Python int (for the per-run constant)."""
+    z &= _UINT64
+    z = ((z ^ (z >> 30)) * _MIX1) & _UINT64
+    z = ((z ^ (z >> 27)) * _MIX2) & _UINT64
+    return z ^ (z >> 31)
+
+
+def _mix64(z: tf.Tensor) -> tf.Tensor:
+    """SplitMix64's finalizer on a uint64 tensor (multiplications wrap modulo 2**64)."""
+    z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, tf.constant(30, tf.uint64))) * tf.constant(_MIX1, tf.uint64)
+    z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, tf.constant(27, tf.uint64))) * tf.constant(_MIX2, tf.uint64)
+    return tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, tf.constant(31, tf.uint64)))
+
+
+def stream_base(seed: int, shard: int = 0) -> int:
+    """The 64-bit state every record's stream is derived from: the seed and the input pipeline."""
+    return _mix64_int(_mix64_int((seed + 1) * _GOLDEN) + (shard + 1) * _GOLDEN)
+
+
+def record_keys(epoch, index) -> tf.Tensor:
+    """``epoch * 2**40 + index``: the int64 key whose stream masks a record."""
+    return tf.cast(epoch, tf.int64) * (1 << KEY_INDEX_BITS) + tf.cast(index, tf.int64)
+
+
+def batch_draws(config: MaskingConfig, keys, seed: int, shard: int = 0) -> Dict[str, tf.Tensor]:
+    """The random numbers that mask a batch of records, from their keys.
+
+    Row ``r`` is a SplitMix64 stream: its state is ``mix(base + key_r * γ)`` (``base`` from
+    `stream_base`), its ``j``-th value ``mix(state + j * γ)``; positions use values ``2p + 1`` and
+    ``2p + 2``. The first gives the priority (top 40 bits) and the n-gram uniform (low 24), the
+    second the replacement uniform (top 24 bits) and the random id (low 32, scaled to
+    ``vocab_size``, so no modulo bias). Every row's numbers depend only on its key.
+
+    Args:
+        config: the masking settings (``max_seq_length``, ``vocab_size``).
+        keys: int64 ``[batch]`` record keys (`record_keys`).
+        seed: the masking seed.
+        shard: the input pipeline (folded into the base state).
 
     Returns:
-        ``priority`` (int64, the candidate order), ``ngram_u``, ``replace_u``, ``keep_u``
-        (float32 uniforms in [0, 1)) and ``random_ids`` (int32 in ``[0, vocab_size)``), each of
-        shape ``[max_seq_length]``.
+        ``priority`` (int64 in ``[0, 2**40)``), ``ngram_u``, ``replace_u`` (float32 in [0, 1)) and
+        ``random_ids`` (int32 in ``[0, vocab_size)``), each ``[batch, max_seq_length]``.
     """
     length = config.max_seq_length
-    bits = tf.random.stateless_uniform([5, length], seed=seed, minval=None, maxval=None, dtype=tf.int64)
-    top24 = tf.bitwise.right_shift(bits[1:4], 40) & 0xFFFFFF
-    uniforms = tf.cast(top24, tf.float32) * (1.0 / (1 << 24))
-    top32 = tf.bitwise.right_shift(bits[4], 32) & 0xFFFFFFFF
-    random_ids = tf.bitwise.right_shift(top32 * config.vocab_size, 32)
+    keys = tf.bitcast(tf.cast(keys, tf.int64), tf.uint64)
+    states = _mix64(tf.constant(stream_base(seed, shard), tf.uint64) + keys * tf.constant(_GOLDEN, tf.uint64))
+    counters = tf.range(1, 2 * length + 1, dtype=tf.int64)
+    steps = tf.bitcast(counters, tf.uint64) * tf.constant(_GOLDEN, tf.uint64)
+    values = tf.reshape(_mix64(states[:, tf.newaxis] + steps[tf.newaxis, :]), [-1, length, 2])
+    first, second = values[:, :, 0], values[:, :, 1]
+    low24 = tf.constant(0xFFFFFF, tf.uint64)
+    scale = 1.0 / (1 << 24)
+    low32 = tf.bitwise.bitwise_and(second, tf.constant(0xFFFFFFFF, tf.uint64))
+    random_ids = tf.bitwise.right_shift(low32 * tf.constant(config.vocab_size, tf.uint64), tf.constant(32, tf.uint64))
     return {
-        "priority": bits[0],
-        "ngram_u": uniforms[0],
-        "replace_u": uniforms[1],
-        "keep_u": uniforms[2],
+        "priority": tf.cast(tf.bitwise.right_shift(first, tf.constant(24, tf.uint64)), tf.int64),
+        "ngram_u": tf.cast(tf.bitwise.bitwise_and(first, low24), tf.float32) * scale,
+        "replace_u": tf.cast(tf.bitwise.right_shift(second, tf.constant(40, tf.uint64)), tf.float32) * scale,
         "random_ids": tf.cast(random_ids, tf.int32),
     }
 
 
-def record_seed(seed: int, epoch, index, shard=0):
-    """The stateless seed of one record: ``fold_in(fold_in([seed, epoch], index), shard)``."""
-    base = tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
-    folded = tf.random.experimental.stateless_fold_in(base, tf.cast(index, tf.int64))
-    return tf.random.experimental.stateless_fold_in(folded, tf.cast(shard, tf.int64))
+# --- masking ------------------------------------------------------------------------------------
 
 
 def restore_original_ids(features: Dict[str, tf.Tensor]) -> tf.Tensor:
-    """``input_ids`` [B, L] with the masked positions set back to their ``masked_lm_ids``."""
+    """``input_ids`` [B, L] with the masked positions set back to their ``masked_lm_ids``.
+
+    One scatter of every prediction slot into the flattened ids; padding slots (weight 0) go to
+    an extra element that is dropped, so the shapes are static and it compiles with XLA.
+    """
     input_ids = features["input_ids"]
-    real = tf.where(features["masked_lm_weights"] > 0)  # [N, 2]: (row, slot)
-    positions = tf.gather_nd(features["masked_lm_positions"], real)
-    originals = tf.gather_nd(features["masked_lm_ids"], real)
-    indices = tf.stack([tf.cast(real[:, 0], tf.int32), positions], axis=1)
-    return tf.tensor_scatter_nd_update(input_ids, indices, originals)
+    batch, length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
+    positions = tf.cast(features["masked_lm_positions"], tf.int32)
+    rows = tf.range(batch, dtype=tf.int32)[:, tf.newaxis] * length
+    target = tf.where(features["masked_lm_weights"] > 0, rows + positions, batch * length)
+    flat = tf.concat([tf.reshape(input_ids, [-1]), tf.zeros([1], input_ids.dtype)], axis=0)
+    flat = tf.tensor_scatter_nd_update(
+        flat, tf.reshape(target, [-1, 1]), tf.reshape(tf.cast(features["masked_lm_ids"], input_ids.dtype), [-1])
+    )
+    return tf.reshape(flat[:-1], [batch, length])
 
 
 def _exclusive_prefix(values: tf.Tensor, extra: int) -> tf.Tensor:
@@ -188,7 +315,7 @@ def mask_batch(
     Args:
         features: int32 ``input_ids`` (unmasked), ``input_mask``, ``token_boundary`` of shape
             ``[B, max_seq_length]`` (other entries are passed through).
-        draws: `random_draws` of each row, stacked to ``[B, max_seq_length]``.
+        draws: `batch_draws` of the rows (``priority``, ``ngram_u``, ``replace_u``, ``random_ids``).
         config: the masking settings.
         with_ngram_counts: also return ``masked_lm_ngram_counts`` ``[B, ngram]``: how many masked
             n-grams of each length (in words) every row got, for monitoring the masking.
@@ -204,8 +331,9 @@ def mask_batch(
     batch = tf.shape(ids)[0]
     positions = tf.range(length, dtype=tf.int32)[tf.newaxis, :]
 
+    real = features["input_mask"] > 0
     special = tf.logical_or(tf.equal(ids, config.cls_id), tf.equal(ids, config.sep_id))
-    is_cand = tf.logical_and(features["input_mask"] > 0, tf.logical_not(special))
+    is_cand = tf.logical_and(real, tf.logical_not(special))
     cand_int = tf.cast(is_cand, tf.int32)
     if config.do_whole_word_mask:
         # The first candidate piece opens a word even when it is a continuation piece.
@@ -213,8 +341,9 @@ def mask_batch(
         starts = tf.logical_and(is_cand, tf.logical_or(features["token_boundary"] > 0, first))
     else:
         starts = is_cand
-    word_of_piece = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1  # valid where is_cand
-    num_words = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1, keepdims=True)  # [B, 1]
+    words_so_far = tf.cumsum(tf.cast(starts, tf.int32), axis=1)
+    word_of_piece = words_so_far - 1  # valid where is_cand
+    num_words = words_so_far[:, -1:]  # [B, 1]
 
     # Pieces per word: a segment sum over (row, word) pairs.
     row = tf.range(batch, dtype=tf.int32)[:, tf.newaxis] * length
@@ -223,9 +352,11 @@ def mask_batch(
         tf.reshape(cand_int, [-1]), tf.reshape(segment, [-1]), batch * length + 1
     )[:-1]
     word_len = tf.reshape(word_len, [batch, length])
-    # pieces_before[:, k]: pieces in words < k.
+    # span[:, k, m - 1]: pieces in words k .. k + m - 1 (growing with m while words remain).
     pieces_before = _exclusive_prefix(word_len, max_n)
-    span_len = [pieces_before[:, m : m + length] - pieces_before[:, :length] for m in range(1, max_n + 1)]
+    span = tf.stack(
+        [pieces_before[:, m : m + length] - pieces_before[:, :length] for m in range(1, max_n + 1)], axis=-1
+    )
 
     words = positions  # word index k, laid out like positions
     word_valid = words < num_words
@@ -233,75 +364,100 @@ def mask_batch(
     for threshold in config.ngram_thresholds():
         ngram_n += tf.cast(draws["ngram_u"] >= threshold, tf.int32)
     ngram_n = tf.minimum(ngram_n, num_words - words)  # clipped at the last word
+    # allowed[:, k, m - 1]: an n-gram of m words is within the one drawn at word k.
+    allowed = tf.range(1, max_n + 1)[tf.newaxis, tf.newaxis, :] <= ngram_n[:, :, tf.newaxis]
 
-    num_tokens = tf.reduce_sum(tf.cast(features["input_mask"] > 0, tf.float64), axis=1)
+    num_tokens = tf.reduce_sum(tf.cast(real, tf.float64), axis=1)
     budget = tf.cast(tf.round(num_tokens * config.masked_lm_prob), tf.int32)  # half to even, as Python
     budget = tf.minimum(max_pred, tf.maximum(1, budget))[:, tf.newaxis]  # [B, 1]
     priority = draws["priority"]
+    no_covered = tf.fill(tf.shape(ids), tf.constant(length + max_n, tf.int32))
 
-    def round_fn(covered, count, last, active, ngram_counts):
+    def round_fn(covered, next_covered, count, last, active, ngram_counts):
         room = budget - count  # [B, 1]
-        covered_before = _exclusive_prefix(tf.cast(covered, tf.int32), max_n)
-        fit = tf.zeros_like(ids)
-        for m in range(1, max_n + 1):
-            fit += tf.cast(tf.logical_and(m <= ngram_n, span_len[m - 1] <= room), tf.int32)
-        # The shrunk n-gram: the longest that fits (span lengths grow with m).
-        chosen_len = tf.zeros_like(ids)
-        overlap = tf.zeros_like(ids, dtype=tf.bool)
-        for m in range(1, max_n + 1):
-            is_m = tf.equal(fit, m)
-            chosen_len = tf.where(is_m, span_len[m - 1], chosen_len)
-            overlaps_m = covered_before[:, m : m + length] - covered_before[:, :length] > 0
-            overlap = tf.logical_or(overlap, tf.logical_and(is_m, overlaps_m))
-        candidate = word_valid & (priority > last) & (fit > 0) & tf.logical_not(overlap) & active
+        # The shrunk n-gram: the longest allowed one that fits (span lengths grow with m).
+        fits = tf.logical_and(allowed, span <= room[:, :, tf.newaxis])
+        fit = tf.reduce_sum(tf.cast(fits, tf.int32), axis=2)
+        # next_covered[:, k]: the first covered word >= k, so [k, k + fit) overlaps iff it is below k + fit.
+        candidate = word_valid & (priority > last) & (fit > 0) & (next_covered >= words + fit) & active
         key = tf.where(candidate, priority, _INT64_MAX)
         pick = tf.argmin(key, axis=1, output_type=tf.int32)[:, tf.newaxis]  # [B, 1]
-        found = tf.reduce_any(candidate, axis=1, keepdims=True)
+        best = tf.reduce_min(key, axis=1, keepdims=True)
+        found = best < _INT64_MAX
         picked_m = tf.gather(fit, pick, batch_dims=1)
-        picked_len = tf.gather(chosen_len, pick, batch_dims=1)
-        newly = (words >= pick) & (words < pick + picked_m) & found
-        covered = tf.logical_or(covered, newly)
+        picked_spans = tf.gather(span, pick[:, 0], batch_dims=1)  # [B, max_n]
+        picked_len = tf.gather(picked_spans, tf.maximum(picked_m - 1, 0), batch_dims=1)
+        before_end = (words < pick + picked_m) & found
+        covered = tf.logical_or(covered, before_end & (words >= pick))
+        next_covered = tf.where(before_end, tf.minimum(next_covered, tf.maximum(words, pick)), next_covered)
         count = count + tf.where(found, picked_len, 0)
-        last = tf.where(found, tf.gather(priority, pick, batch_dims=1), last)
+        last = tf.where(found, best, last)
         active = tf.logical_and(found, count < budget)
-        ngram_counts += tf.one_hot(picked_m[:, 0] - 1, max_n, dtype=tf.int32) * tf.cast(found, tf.int32)
-        return covered, count, last, active, ngram_counts
+        if with_ngram_counts:
+            ngram_counts += tf.one_hot(picked_m[:, 0] - 1, max_n, dtype=tf.int32) * tf.cast(found, tf.int32)
+        return covered, next_covered, count, last, active, ngram_counts
 
     state = (
         tf.zeros_like(ids, dtype=tf.bool),
+        no_covered,
         tf.zeros([batch, 1], tf.int32),
-        tf.fill([batch, 1], tf.constant(_INT64_MIN, tf.int64)),
+        tf.fill([batch, 1], tf.constant(-1, tf.int64)),  # priorities are >= 0
         tf.ones([batch, 1], tf.bool),
         tf.zeros([batch, max_n], tf.int32),
     )
-    covered, _, _, _, ngram_counts = tf.while_loop(
-        lambda covered, count, last, active, ngram_counts: tf.reduce_any(active),
+    covered, _, _, _, _, ngram_counts = tf.while_loop(
+        lambda covered, next_covered, count, last, active, ngram_counts: tf.reduce_any(active),
         round_fn,
         state,
         maximum_iterations=max_pred,
     )
 
     covered_piece = tf.logical_and(is_cand, tf.gather(covered, tf.maximum(word_of_piece, 0), batch_dims=1))
+    u = draws["replace_u"]
     replaced = tf.where(
-        draws["replace_u"] < 0.8,
+        u < 0.8,
         tf.fill(tf.shape(ids), tf.constant(config.mask_id, ids.dtype)),
-        tf.where(draws["keep_u"] < 0.5, ids, tf.cast(draws["random_ids"], ids.dtype)),
+        tf.where(u < 0.9, ids, tf.cast(draws["random_ids"], ids.dtype)),
     )
     masked_ids = tf.where(covered_piece, replaced, ids)
 
-    # Ascending masked positions: top_k of (length - position) over covered pieces.
-    order_key = tf.where(covered_piece, length - positions, 0)
+    # Ascending masked positions: top_k of (length - position) over covered pieces. In float32
+    # (exact up to 2**24), for which XLA's CPU top_k is a fast kernel rather than a sort.
+    order_key = tf.where(covered_piece, tf.cast(length - positions, tf.float32), 0.0)
     top_values, top_positions = tf.math.top_k(order_key, k=max_pred, sorted=True)
-    real = top_values > 0
-    out_positions = tf.where(real, top_positions, 0)
+    real_slot = top_values > 0
+    out_positions = tf.where(real_slot, top_positions, 0)
     out = dict(features)
     out["input_ids"] = masked_ids
     out["masked_lm_positions"] = out_positions
-    out["masked_lm_ids"] = tf.where(real, tf.gather(ids, out_positions, batch_dims=1), 0)
-    out["masked_lm_weights"] = tf.cast(real, tf.float32)
+    out["masked_lm_ids"] = tf.where(real_slot, tf.gather(ids, out_positions, batch_dims=1), 0)
+    out["masked_lm_weights"] = tf.cast(real_slot, tf.float32)
     if with_ngram_counts:
         out["masked_lm_ngram_counts"] = ngram_counts
     return out
+
+
+def masking_function(
+    config: MaskingConfig, seed: int, shard: int = 0, *, with_ngram_counts: bool = False, jit_compile: bool = True
+):
+    """``fn(keys, features)``: restores the original ids, draws and masks one parsed batch.
+
+    Args:
+        config: the masking settings.
+        seed, shard: as for `batch_draws`.
+        with_ngram_counts: see `mask_batch`.
+        jit_compile: compile with XLA (the same masks, several times faster on a CPU).
+
+    Returns:
+        A ``tf.function`` taking int64 ``keys`` ``[B]`` and the dict `parse_examples` returns.
+    """
+
+    def restore_draw_mask(keys, features):
+        features = dict(features)
+        features["input_ids"] = restore_original_ids(features)
+        return mask_batch(features, batch_draws(config, keys, seed, shard), config, with_ngram_counts)
+
+    return tf.function(restore_draw_mask, jit_compile=jit_compile, autograph=False)
 
 
 def make_on_the_fly_dataset(
@@ -319,6 +475,7 @@ def make_on_the_fly_dataset(
     input_context=None,
     num_parallel_calls: int = tf.data.AUTOTUNE,
     with_ngram_counts: bool = False,
+    jit_compile: bool = True,
 ) -> tf.data.Dataset:
     """A batched dataset of freshly masked ALBERT pretraining features.
 
@@ -336,9 +493,11 @@ def make_on_the_fly_dataset(
         drop_remainder: drop a last partial batch; defaults to `is_training`.
         cycle_length: files read in parallel.
         input_context: a ``tf.distribute.InputContext``: files are sharded by input pipeline, and
-            the pipeline id is folded into the seeds.
-        num_parallel_calls: parallelism of the two maps.
+            the pipeline id is folded into the random streams.
+        num_parallel_calls: parallelism of the per-batch map.
         with_ngram_counts: add ``masked_lm_ngram_counts`` (see `mask_batch`).
+        jit_compile: run the masking as one XLA function (`masking_function`); the masks are the
+            same either way.
 
     Returns:
         A dataset of the dicts `tfrecords.make_pretraining_dataset` yields (int32 ids, float32 weights).
@@ -376,7 +535,8 @@ def make_on_the_fly_dataset(
                 num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=True,
             )
-        return epoch_ds.enumerate().map(lambda index, record: (epoch, index, record))
+        # (key, record) pairs: `enumerate` zips a counter in, cheaper than a map per record.
+        return epoch_ds.enumerate(start=record_keys(epoch, 0))
 
     if num_epochs is None:
         epochs = tf.data.Dataset.counter(start_epoch, dtype=tf.int64)
@@ -385,16 +545,11 @@ def make_on_the_fly_dataset(
     dataset = epochs.flat_map(epoch_records)
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
-
-    def draw(epoch, index, record):
-        return record, random_draws(config, record_seed(seed, epoch, index, shard))
-
-    def parse_and_mask(records, draws):
-        features = parse_examples(records, config.max_seq_length, config.max_predictions_per_seq)
-        features["input_ids"] = restore_original_ids(features)
-        return mask_batch(features, draws, config, with_ngram_counts)
-
-    dataset = dataset.map(draw, num_parallel_calls=num_parallel_calls)
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    dataset = dataset.map(parse_and_mask, num_parallel_calls=num_parallel_calls)
+    mask = masking_function(config, seed, shard, with_ngram_counts=with_ngram_counts, jit_compile=jit_compile)
+
+    def parse_and_mask(keys, serialized):
+        return mask(keys, parse_examples(serialized, config.max_seq_length, config.max_predictions_per_seq))
+
+    dataset = dataset.map(parse_and_mask, num_parallel_calls=num_parallel_calls, deterministic=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
