@@ -16,7 +16,8 @@ Instances/s are end to end (reading text to files written, imports excluded) for
 reference's instance count differs because it makes BERT's NSP pairs (random B half the time,
 putting unused sentences back), not SOP pairs. Peak RSS is the job process's (the reference's
 includes TensorFlow), plus the largest worker's for ``beam x2``. Prints a table; run as
-``python benchmarks/pretraining_data.py`` (about 3-5 minutes on 2 cores).
+``python benchmarks/pretraining_data.py`` (about 3-5 minutes on 2 cores). Scaling over corpus sizes
+and workers, Dask included, is ``benchmarks/pretraining_data_scaling.py``.
 """
 
 from __future__ import annotations

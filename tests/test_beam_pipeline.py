@@ -341,3 +341,98 @@ def test_cli(setup, tmp_path, capsys):
     with pytest.raises(CommandError, match="max_seq_length"):
         _cli(["--input", files[0], "--output-dir", str(tmp_path / "z"), "--spm-model", model, "--max-seq-length", "3"])
     assert sorted(os.listdir(tmp_path)) == ["bad.txt", "cli"]
+
+
+# --- golden records: the output of the pipeline before its fast path, byte for byte ---------------
+
+SAMPLE = Path(B.__file__).resolve().parents[1] / "resources" / "sample" / "sotu"
+_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+class _GoldenTokenizer:
+    """A tokenizer that depends on nothing but this file: lower-cased whitespace words, the 600 most
+    frequent as one piece, the others cut into 3-letter pieces ("##" continuations)."""
+
+    def __init__(self, words):
+        self._common = frozenset(words[:600])
+        pieces = {p for w in words for p in self._split(w)}
+        self.vocab = {p: i for i, p in enumerate(_SPECIALS + sorted(pieces))}
+
+    def _split(self, word):
+        if word in self._common:
+            return [word]
+        return [word[:3]] + ["##" + word[i : i + 3] for i in range(3, len(word), 3)]
+
+    def tokenize(self, text):
+        return [p for w in text.lower().split() for p in self._split(w)]
+
+    def convert_tokens_to_ids(self, tokens):
+        return [self.vocab.get(t, 1) for t in tokens]
+
+
+def _golden_words():
+    import collections
+
+    counts = collections.Counter(w for f in sorted(SAMPLE.glob("*.txt")) for w in f.read_text("utf-8").lower().split())
+    return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+# sha256 of the sorted records, computed by the pipeline as it was before the fast path (commit
+# fca79ce: reference functions, per-record Beam elements); the fast path must not change a byte.
+GOLDEN = {
+    "default128": (
+        dict(instance=P.InstanceConfig(max_seq_length=128, max_predictions_per_seq=20), dupe_factor=2, seed=3),
+        "8b9d8c31dffc15d5aa57149351d0952f5f0c90e6b2c7c3c32fb769d1bd28022e",
+        {"documents": 12, "files": 12, "instances": 1650, "random_next_instances": 4},
+    ),
+    "variant64": (
+        dict(
+            instance=P.InstanceConfig(
+                max_seq_length=64,
+                max_predictions_per_seq=10,
+                masked_lm_prob=0.2,
+                short_seq_prob=0.3,
+                ngram=2,
+                do_whole_word_mask=False,
+                random_next_sentence=True,
+            ),
+            dupe_factor=3,
+            seed=99,
+        ),
+        "a6ff158d6f45df480833fbdaeba7bc4085e3316c979ce5350798dc50ba1ba8cc",
+        {"documents": 12, "files": 12, "instances": 7279, "random_next_instances": 4785},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_records_equal_the_golden_records(name, tmp_path):
+    import hashlib
+
+    settings, digest, counters = GOLDEN[name]
+    config = B.PipelineConfig(
+        tokenizer=functools.partial(_GoldenTokenizer, _golden_words()),
+        piece_style="wordpiece",
+        input_format="paragraphs",
+        num_shards=3,
+        **settings,
+    )
+    summary = B.make_pretraining_data(str(SAMPLE), str(tmp_path / "out"), config)
+    records = _records(summary.files)
+    assert hashlib.sha256(b"".join(records)).hexdigest() == digest
+    assert summary.counters == counters and len(summary.files) == 3
+
+
+def test_framed_records_are_tfrecords(tmp_path):
+    from apache_beam.io.tfrecordio import _TFRecordUtil
+
+    from albert_tf.data.tfrecords import frame_record
+
+    values = [b"", b"x", bytes(range(256)) * 40]
+    path = tmp_path / "framed.tfrecord"
+    path.write_bytes(b"".join(frame_record(v) for v in values))
+    assert _records([path]) == sorted(values)
+    for value in values:
+        with open(tmp_path / "beam.tfrecord", "wb") as f:
+            _TFRecordUtil.write_record(f, value)
+        assert (tmp_path / "beam.tfrecord").read_bytes() == frame_record(value)

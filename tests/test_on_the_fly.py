@@ -138,16 +138,32 @@ def test_restore_original_ids(corpus):
         np.testing.assert_array_equal(restored[r, untouched], masked[r, untouched])
 
 
+def _in_instance_order(files, path):
+    """The records of `files` in one file, sorted by their unmasked content: two Beam runs write
+    the same instances, but in an order (and shard assignment) of the runner's choosing."""
+    raw = list(tf.data.TFRecordDataset(files).as_numpy_iterator())
+    parsed = _parsed(files)
+    ids = O.restore_original_ids({k: tf.constant(v) for k, v in parsed.items()}).numpy()
+    keys = [ids[i].tobytes() + parsed["segment_ids"][i].tobytes() + parsed["next_sentence_labels"][i].tobytes()
+            for i in range(len(raw))]
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i in sorted(range(len(raw)), key=keys.__getitem__):
+            writer.write(raw[i])
+    return [str(path)]
+
+
 def test_unmasked_and_masked_records_get_the_same_masks(corpus, config):
     """`--masked-lm-prob 0` records are the masked ones' instances without masks; either is masked alike."""
-    masked, unmasked = _parsed(corpus["masked"].files), _parsed(corpus["unmasked"].files)
+    masked_files = _in_instance_order(corpus["masked"].files, corpus["dir"] / "masked_in_order.tfrecord")
+    unmasked_files = _in_instance_order(corpus["unmasked"].files, corpus["dir"] / "unmasked_in_order.tfrecord")
+    masked, unmasked = _parsed(masked_files), _parsed(unmasked_files)
     assert (unmasked["masked_lm_weights"] == 0).all()
     np.testing.assert_array_equal(
         O.restore_original_ids({k: tf.constant(v) for k, v in masked.items()}).numpy(), unmasked["input_ids"]
     )
     make = functools.partial(O.make_on_the_fly_dataset, batch_size=64, config=config, seed=4, is_training=False)
-    from_masked = _batches(make(corpus["masked"].files), 5)
-    from_unmasked = _batches(make(corpus["unmasked"].files), 5)
+    from_masked = _batches(make(masked_files), 5)
+    from_unmasked = _batches(make(unmasked_files), 5)
     for k in from_masked:
         np.testing.assert_array_equal(from_masked[k], from_unmasked[k], err_msg=k)
 

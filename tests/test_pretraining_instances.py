@@ -282,3 +282,167 @@ def test_config_validation():
         P.InstanceConfig(ngram=0)
     with pytest.raises(ValueError, match="empty"):
         list(P.create_training_instances([], CONFIG, None, seed=0))
+
+
+# --- the fast path (InstanceEncoder, batched SentencePiece) gives the reference's bytes -------------
+
+
+def _fast_records(docs, config, vocab, seed, dupe_factor):
+    """Every record of the corpus by `InstanceEncoder`, random-next pairs finished as the pipeline does."""
+    encoder = P.InstanceEncoder(config, vocab)
+    prepared = [encoder.prepare(d) for d in docs]
+    records = []
+    for dupe in range(dupe_factor):
+        for index, document in enumerate(prepared):
+            requests = []
+            records += encoder.document_records(document, index, dupe, len(docs), seed, requests)
+            for k, a_lo, a_hi, request in requests:
+                lo, hi = P.random_next_span(docs[request.document_index].offsets, request)
+                segment_b = encoder.segment(docs[request.document_index].ids[lo:hi])
+                rng = P.finishing_rng(seed, index, dupe, k)
+                records.append(encoder.encode(document, a_lo, a_hi, segment_b, 0, hi - lo, True, rng))
+    return sorted(records)
+
+
+def _reference_records(docs, config, vocab, seed, dupe_factor):
+    from albert_tf.data.tfrecords import serialize_instance
+
+    instances = P.create_training_instances(docs, config, vocab, seed=seed, dupe_factor=dupe_factor)
+    return sorted(serialize_instance(i, config.max_seq_length, config.max_predictions_per_seq) for i in instances)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        CONFIG,
+        P.InstanceConfig(max_seq_length=512, max_predictions_per_seq=20),
+        P.InstanceConfig(max_seq_length=64, max_predictions_per_seq=8, do_whole_word_mask=False, ngram=2),
+        P.InstanceConfig(max_seq_length=128, masked_lm_prob=0.0),
+        P.InstanceConfig(max_seq_length=96, random_next_sentence=True, favor_shorter_ngram=False, short_seq_prob=0.5),
+        P.InstanceConfig(max_seq_length=5, max_predictions_per_seq=1),
+    ],
+    ids=["128", "512", "no-whole-word", "unmasked", "random-next", "tiny"],
+)
+def test_instance_encoder_writes_the_reference_records(corpus, config):
+    _, docs, vocab = corpus
+    expected = _reference_records(docs, config, vocab, seed=5, dupe_factor=2)
+    assert _fast_records(docs, config, vocab, seed=5, dupe_factor=2) == expected
+    assert len(expected) > 40
+
+
+def test_instance_encoder_takes_the_reference_path_for_special_ids_inside_segments(corpus):
+    # A tokenizer may give [CLS]/[SEP] ids inside the text; the word rules then differ, and the
+    # encoder hands such instances to the reference functions.
+    _, docs, vocab = corpus
+    rng = random.Random(0)
+    odd = []
+    for document in docs:
+        ids = document.ids.copy()
+        ids[rng.sample(range(len(ids)), 30)] = vocab.sep_id
+        ids[rng.sample(range(len(ids)), 30)] = vocab.cls_id
+        odd.append(P.TokenizedDocument(ids, document.offsets))
+    assert _fast_records(odd, CONFIG, vocab, 2, 2) == _reference_records(odd, CONFIG, vocab, 2, 2)
+
+
+def _letters(i):
+    out = ""
+    while True:
+        i, r = divmod(i, 26)
+        out += chr(97 + r)
+        if not i:
+            return out
+
+
+def test_instance_encoder_with_ids_beyond_the_varint_table():
+    # Every third piece continues a word (letters only, no "\u2581").
+    pieces = ["[CLS]", "[SEP]", "[MASK]"] + [f"\u2581{_letters(i)}" if i % 3 else _letters(i) for i in range(70000)]
+    vocab = P.VocabInfo.from_pieces(pieces, "sentencepiece")
+    config = P.InstanceConfig(max_seq_length=64, max_predictions_per_seq=10)
+    rng = np.random.default_rng(0)
+    docs = [P.TokenizedDocument.from_sentences([rng.integers(3, 70003, size=n).tolist() for n in (9, 14, 30, 5, 22)])]
+    docs.append(P.TokenizedDocument.from_sentences([rng.integers(65000, 70003, size=n).tolist() for n in (40, 3, 17)]))
+    expected = _reference_records(docs, config, vocab, seed=1, dupe_factor=5)
+    assert _fast_records(docs, config, vocab, seed=1, dupe_factor=5) == expected
+    assert 0 < sum(vocab.start_table) < len(pieces)
+
+
+def test_truncation_bounds_take_the_draws_of_truncate_seq_pair():
+    draws = random.Random(0)
+    for _ in range(3000):
+        len_a, len_b, limit = draws.randint(0, 40), draws.randint(0, 40), draws.randint(2, 60)
+        seed = draws.randint(0, 10**9)
+        rng_a, rng_b = random.Random(seed), random.Random(seed)
+        a, b = list(range(len_a)), list(range(100, 100 + len_b))
+        a0, a1, b0, b1 = P.truncation_bounds(len_a, len_b, limit, rng_b)
+        assert P.truncate_seq_pair(a, b, limit, rng_a) == (a[a0:a1], b[b0:b1])
+        assert rng_a.random() == rng_b.random()  # the same number of draws
+
+
+def test_randbelow_draws_what_randrange_draws():
+    a, b = random.Random(3), random.Random(3)
+    below = P._randbelow(b)
+    assert [a.randrange(n) for n in (1, 2, 7, 30000, 2**40)] == [below(n) for n in (1, 2, 7, 30000, 2**40)]
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_model(tmp_path_factory):
+    files = sorted(SOTU.glob("199*.txt"))[:4]
+    if not files:
+        pytest.skip(f"shared data not found at {SOTU}")
+    import sentencepiece as spm
+
+    sentences = [s for f in files for d in read_documents(str(f), "paragraphs") for s in d.sentences]
+    prefix = tmp_path_factory.mktemp("spm-batch") / "sp"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_prefix=str(prefix),
+        vocab_size=1500,
+        model_type="unigram",
+        pad_id=0,
+        unk_id=1,
+        bos_id=-1,
+        eos_id=-1,
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        minloglevel=2,
+        num_threads=1,
+    )
+    return f"{prefix}.model", files
+
+
+def test_sentencepiece_batches_give_the_ids_of_tokenize(sentencepiece_model):
+    from albert_tf.data.documents import Document
+    from albert_tf.tokenization.tokenizers import SentencePieceTokenizer
+
+    model, files = sentencepiece_model
+    tokenizer = SentencePieceTokenizer(model)
+    batched = P.DocumentTokenizer(tokenizer)
+    assert batched._sentencepiece is tokenizer  # the batch path is taken
+    documents = [d for f in files for d in read_documents(str(f), "paragraphs")]
+    documents.append(
+        Document(
+            (
+                "In 1990, 1,000,000 people; 12,34, 5, 6,7,8,",  # digit-comma pieces, split as the original
+                "na\u00efve caf\u00e9 \u2603 \ufb01ne \u00c5 \u201cquoted\u201d \u2026 \u4e2d\u6587 \u0627\u0644",
+                "\u0301\u0302",  # nothing left after preprocessing: no ids
+                "[CLS] [SEP] [MASK] <unk> <pad>",
+            ),
+            "extra",
+            1,
+        )
+    )
+
+    def one_by_one(document):
+        lookup = {p: i for i, p in tokenizer.inv_vocab.items()}
+        return [[lookup.get(p, tokenizer.unk_id) for p in tokenizer.tokenize(s)] for s in document.sentences]
+
+    for document, tokenized in zip(documents, batched.tokenize_documents(documents)):
+        expected = P.TokenizedDocument.from_sentences(one_by_one(document))
+        assert tokenized.ids.tolist() == expected.ids.tolist()
+        assert tokenized.offsets.tolist() == expected.offsets.tolist()
+    assert P.DocumentTokenizer(tokenizer)(documents[-1]).ids.tolist() == expected.ids.tolist()
+
+    class Custom(SentencePieceTokenizer):
+        def tokenize(self, text):
+            return super().tokenize(text.upper())
+
+    assert P.DocumentTokenizer(Custom(model))._sentencepiece is None  # an override keeps its own path

@@ -1,17 +1,24 @@
 """`albert-tf make-pretraining-data`: ALBERT pretraining TFRecords (SOP + n-gram MLM) with Apache Beam.
 
 Runs `albert_tf.data.beam_pipeline` locally (Beam's FnApiRunner; ``--num-workers N`` for worker
-processes) or on Dataflow/Flink/Spark with ``--runner`` and Beam options after ``--``, e.g.::
+processes), on Dask (``--runner dask``: Beam's DaskRunner on a LocalCluster of ``--num-workers``
+processes, default one per CPU, started and stopped by the command, or on a running scheduler
+given by ``--dask-address``) or on Dataflow/Flink/Spark with ``--runner`` and Beam options after
+``--``, e.g.::
 
     albert-tf make-pretraining-data --input 'corpus/*.txt' --output-dir data/ \\
-        --spm-model 30k-clean.model --dupe-factor 5 --num-workers 2
+        --spm-model 30k-clean.model --dupe-factor 5 --runner dask --num-workers 2
+    albert-tf make-pretraining-data --input /shared/corpus --output-dir /shared/data \\
+        --spm-model /shared/30k-clean.model --runner dask --dask-address tcp://scheduler:8786
     albert-tf make-pretraining-data --input 'gs://b/corpus/*' --output-dir gs://b/data \\
         --spm-model gs://b/30k-clean.model --runner DataflowRunner -- --project=p --region=us-central1 \\
         --temp_location=gs://b/tmp --extra_package=dist/albert_tf-0.1.0-py3-none-any.whl
 
 Remote workers need this package: build a wheel (``python -m build``) and pass it with
-``--extra_package``, or use a custom worker container. Each run writes into a temporary directory
-beside ``--output-dir`` and moves the shards into place only when the whole pipeline succeeded.
+``--extra_package``, or use a custom worker container; the workers of a remote Dask scheduler
+need it installed, and must see the inputs, the tokenizer and ``--output-dir``'s parent at the same
+paths (a shared filesystem or ``gs://``). Each run writes into a temporary directory beside
+``--output-dir`` and moves the shards into place only when the whole pipeline succeeded.
 
 The input is read as ``albert-tf train-tokenizer`` reads it: a directory stands for the ``*.txt``
 files directly in it, control characters are cleaned out as the original BERT text cleaning does
@@ -74,9 +81,19 @@ def add_arguments(parser):
     )
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--num-shards", type=int, default=0, help="output files (0: the runner decides)")
-    parser.add_argument("--runner", default="DirectRunner", help="Beam runner (DirectRunner, DataflowRunner, ...)")
     parser.add_argument(
-        "--num-workers", type=int, default=1, help="DirectRunner worker processes (sets --direct_running_mode)"
+        "--runner", default="DirectRunner", help="Beam runner: DirectRunner (local), dask, DataflowRunner, FlinkRunner, ..."
+    )
+    parser.add_argument(
+        "--num-workers",
+        type=int,
+        default=None,
+        help="worker processes: of the DirectRunner (default 1, in-process) or of the Dask LocalCluster "
+        "(default: one per CPU)",
+    )
+    parser.add_argument(
+        "--dask-address",
+        help="with --runner dask: a running Dask scheduler (tcp://host:8786) instead of a LocalCluster",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace the files of an earlier run in --output-dir")
     parser.add_argument("beam_args", nargs=argparse.REMAINDER, help="after '--': further Beam pipeline options")
@@ -84,7 +101,13 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from albert_tf.cli import CommandError
-    from albert_tf.data.beam_pipeline import PipelineConfig, PipelineError, TokenizerSpec, make_pretraining_data
+    from albert_tf.data.beam_pipeline import (
+        PipelineConfig,
+        PipelineError,
+        TokenizerSpec,
+        is_dask_runner,
+        make_pretraining_data,
+    )
     from albert_tf.data.documents import MalformedInputError
     from albert_tf.data.pretraining_instances import InstanceConfig
     from albert_tf.tokenization import _files
@@ -92,14 +115,17 @@ def run(args) -> int:
     beam_args = list(args.beam_args or [])
     if beam_args and beam_args[0] == "--":
         beam_args = beam_args[1:]
-    if args.num_workers < 1:
+    dask = is_dask_runner(args.runner)
+    if args.num_workers is not None and args.num_workers < 1:
         raise CommandError(f"--num-workers must be at least 1, got {args.num_workers}")
-    if args.num_workers > 1:
-        if args.runner != "DirectRunner":
-            raise CommandError(
-                "--num-workers applies to the DirectRunner; give other runners their own options after --"
-            )
-        beam_args += ["--direct_running_mode=multi_processing", f"--direct_num_workers={args.num_workers}"]
+    if args.num_workers is not None and args.num_workers > 1 and not dask and args.runner != "DirectRunner":
+        raise CommandError(
+            "--num-workers applies to the DirectRunner and dask; give other runners their own options after --"
+        )
+    if args.dask_address and not dask:
+        raise CommandError("--dask-address needs --runner dask")
+    if args.dask_address and args.num_workers is not None:
+        raise CommandError("--num-workers sizes a local Dask cluster; a running one at --dask-address has its own")
     try:
         spec = TokenizerSpec(spm_model=args.spm_model, vocab_file=args.vocab_file, lower_case=args.lower_case)
         config = PipelineConfig(
@@ -131,6 +157,8 @@ def run(args) -> int:
             runner=args.runner,
             pipeline_args=beam_args,
             overwrite=args.overwrite,
+            num_workers=args.num_workers,
+            dask_address=args.dask_address,
         )
     except MalformedInputError as e:
         raise CommandError(f"{e} (--on-error skip leaves such files out)") from None

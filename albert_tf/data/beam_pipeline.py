@@ -1,48 +1,76 @@
 """The Apache Beam pipeline that writes ALBERT pretraining TFRecords (SOP + n-gram masked LM).
 
 The same pipeline runs locally on Beam's FnApiRunner (``--runner DirectRunner``: in-memory or
-with worker processes) and on Dataflow, Flink or Spark through ordinary pipeline options. Stages:
+with worker processes), on a Dask cluster (``runner="dask"``: Beam's DaskRunner, on a
+``LocalCluster`` of worker processes that the run starts and stops, or on a running scheduler given
+by ``--dask_client_address tcp://host:8786``), and on Dataflow, Flink or Spark through ordinary
+pipeline options. Stages:
 
 1. ``ReadDocuments``: each input file (one element per file) is parsed into documents
    (:mod:`albert_tf.data.documents`), control characters cleaned out as the original BERT text
-   cleaning does (counted: ``cleaned_characters``, ``cleaned_files``). An unreadable file (invalid
-   UTF-8, binary, empty) fails the run with the file and line, or with ``on_error="skip"`` is left
-   out and reported (``skipped_files``, names in ``metadata.json``).
-2. ``Tokenize``: documents are batched (``beam.BatchElements``) and tokenized by a tokenizer that
-   each worker loads once in ``DoFn.setup``; documents that tokenize to nothing are dropped, as the
-   original drops empty documents.
-3. ``Number``: every document gets its index among all documents: input files in sorted path
-   order, documents in file order (a small per-file count side input makes this order-free).
-4. ``Pair``: for every dupe ``d`` in ``range(dupe_factor)`` the document is cut into segment pairs
-   and finished (truncated, masked, serialized) with the seeds documented in
-   :mod:`albert_tf.data.pretraining_instances`: ``derive_seed(seed, PAIRING, index, d)`` and
-   ``derive_seed(seed, FINISHING, index, d, k)``. A single-sentence chunk needs segment B from a
-   random other document of the whole corpus, exactly as the original; such pairs go to
-5. ``RandomNext``: a ``CoGroupByKey`` of those requests with the documents they name, which takes B
-   there and finishes the instance with the same seeds.
-6. ``Write``: ``WriteToTFRecord`` shards into a temporary directory beside the output; only when the
-   run succeeds are the shards moved into the output directory, with ``metadata.json`` (the
-   settings, vocabulary ids and counts) written last. A failed run leaves no output.
+   cleaning does (counted: ``cleaned_characters``, ``cleaned_files``), and tokenized in batches of
+   up to ``max_tokenize_batch`` documents (one SentencePiece batch call per batch) by a tokenizer
+   that each worker process loads once. A batch travels as one element (a "chunk"); documents
+   that tokenize to nothing are dropped, as the original drops empty documents. An unreadable file
+   (invalid UTF-8, binary, empty) fails the run with the file and line, or with
+   ``on_error="skip"`` is left out and reported (``skipped_files``, names in ``metadata.json``).
+2. ``Number``: every document gets its index among all documents: input files in sorted path
+   order, documents in file order. The kept documents per chunk are gathered in one place and the
+   chunks joined (``CoGroupByKey``) with their first index and the total.
+3. ``RandomNext``: a single-sentence chunk needs segment B from a random other document of the
+   whole corpus, exactly as the original. Every document copy is paired once to find those pairs
+   (cheap: nothing is finished), and a ``CoGroupByKey`` of these requests with the documents they
+   name takes each B there.
+4. ``Pair``: a ``CoGroupByKey`` brings every chunk its first index and the B segments of its
+   random-next pairs; then for every dupe ``d`` in ``range(dupe_factor)`` each document is cut
+   into segment pairs and every instance finished (truncated, masked, serialized) with the seeds
+   documented in :mod:`albert_tf.data.pretraining_instances`: ``derive_seed(seed, PAIRING, index,
+   d)`` and ``derive_seed(seed, FINISHING, index, d, k)``, by its fast path
+   (:class:`~albert_tf.data.pretraining_instances.InstanceEncoder`: the bytes of the reference
+   functions, for a fraction of the work). All records come from this one step, so they stream
+   into the sink (a ``Flatten`` of two record streams would make the local runner hold them all).
+5. ``Write``: records leave ``Pair`` framed as TFRecords already, about a megabyte per element. On
+   Beam's own runners a file sink writes them into a temporary directory beside the output (shards
+   as ``num_shards`` says); on Dask each task appends its records to a piece file of its own, named
+   after the documents it processed (a task run again rewrites the same file), and the pieces
+   become the shards (or are concatenated into ``num_shards``). Only when the run succeeds are the
+   shards moved into the output directory, with ``metadata.json`` (the settings, vocabulary ids
+   and counts) written last. A failed run leaves no output.
 
 Because every random draw depends only on (seed, document index, dupe, instance), the set of
 records is the same for any runner, worker count, bundle split or shard count, and equals what
 :func:`albert_tf.data.pretraining_instances.create_training_instances` yields in memory. (Their
-order across shards is the runner's.) Memory per worker is one document plus its random-next
-requests; on the local runner the tokenized corpus is held compactly (int32 ids) between stages,
-never the ``dupe_factor`` copies of instances, which stream to the shard files.
+order across shards is the runner's.) Memory per worker is one chunk of documents and the B
+segments of its random-next pairs; on the local runner the tokenized corpus is held compactly
+(int32 ids) between stages, never the ``dupe_factor`` copies of instances, which stream to the
+shard files (with ``num_shards`` 0; a fixed shard count makes Beam group all records first).
+
+On Dask, ``dask_address`` (or ``--dask_client_address tcp://host:8786`` among the pipeline
+options) names a running scheduler; without one the run starts a ``LocalCluster`` of
+``num_workers`` processes and stops it when done, failed or not (a script that does so needs the
+usual ``if __name__ == "__main__":`` guard: the workers are started by ``spawn``). What Beam's
+DaskRunner (2.77) does not do, and how the pipeline stays within it: it has no metrics (the counts
+travel as elements into the pipeline's last step and come back with its result); it gives every
+output of a multi-output ``ParDo`` all elements (no step has more than one output); it drops what
+``finish_bundle`` emits (``BatchElements`` loses each partition's last batch, ``WriteToTFRecord``
+its files: batching happens inside the steps, and the tasks write their records themselves); it
+recomputes a side input's whole upstream inside every task that reads one (numbering is a join,
+not a side input); it computes only the pipeline's last step (everything flows into it); and
+``Reshuffle`` is a no-op, parallelism being the number of partitions (default: one per worker,
+the files dealt out by size; ``--dask_npartitions`` sets another number).
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import dataclasses
 import json
 import logging
 import os
+import pickle
 import re
 import uuid
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 
 class _DropMessage(logging.Filter):
@@ -63,13 +91,16 @@ _APITOOLS_FILTER = _DropMessage("apitools not found")
 logging.getLogger().addFilter(_APITOOLS_FILTER)
 try:
     import apache_beam as beam
+    from apache_beam.io import filebasedsink
+    from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.metrics import Metrics
     from apache_beam.options.pipeline_options import PipelineOptions
 finally:
     logging.getLogger().removeFilter(_APITOOLS_FILTER)
 
-from albert_tf.data import pretraining_instances as instances_lib  # noqa: E402 - after Beam, see above
+from albert_tf.data import documents as documents_lib  # noqa: E402 - after Beam, see above
+from albert_tf.data import pretraining_instances as instances_lib  # noqa: E402
 from albert_tf.data.documents import (  # noqa: E402
     INPUT_FORMATS,
     MalformedInputError,
@@ -77,7 +108,7 @@ from albert_tf.data.documents import (  # noqa: E402
     read_documents,
 )
 from albert_tf.data.pretraining_instances import InstanceConfig, TokenizedDocument, VocabInfo  # noqa: E402
-from albert_tf.data.tfrecords import feature_shapes, serialize_instance  # noqa: E402
+from albert_tf.data.tfrecords import feature_shapes, frame_record  # noqa: E402
 from albert_tf.tokenization import _files  # noqa: E402
 from albert_tf.tokenization._files import CleaningStats  # noqa: E402
 
@@ -88,6 +119,12 @@ SHARD_PREFIX = "part"
 SHARD_SUFFIX = ".tfrecord"
 METRICS_NAMESPACE = "albert_tf.pretraining_data"
 FORMAT_NAME = "albert-pretraining-tfrecord"
+DASK_RUNNERS = ("dask", "DaskRunner")
+PIECES_DIR = "pieces"
+
+# Records are shipped and written in elements of about this many bytes (many records each), so
+# that the runner's per-element cost is paid once per megabyte, not once per record.
+_BLOB_BYTES = 1 << 20
 
 
 class PipelineError(RuntimeError):
@@ -96,7 +133,7 @@ class PipelineError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class TokenizerSpec:
-    """A picklable recipe for the tokenizer, loaded on each Beam worker in ``DoFn.setup``.
+    """A picklable recipe for the tokenizer, loaded once per Beam worker process.
 
     Exactly one of `spm_model` (ALBERT's SentencePiece model) and `vocab_file` (a WordPiece
     ``vocab.txt``, as the Chinese ALBERT models use) is given.
@@ -135,7 +172,8 @@ class PipelineConfig:
         seed: the run seed; see the module docstring for what it seeds.
         input_format: ``"sentences"`` or ``"paragraphs"`` (see :mod:`albert_tf.data.documents`).
         num_shards: output files; 0 lets the runner choose.
-        max_tokenize_batch: the largest batch of documents per tokenizer call.
+        max_tokenize_batch: the most documents per tokenizer call, and per element of the
+            tokenized corpus.
         on_error: an unreadable input file (invalid UTF-8, binary, empty): ``"raise"`` fails the
             run naming file and line; ``"skip"`` leaves the whole file out and reports it (each
             file is then read twice, once to check it).
@@ -163,185 +201,316 @@ class PipelineConfig:
         _files.check_on_error(self.on_error)
 
 
-def _counter(name: str):
-    return Metrics.counter(METRICS_NAMESPACE, name)
-
-
-# String-set metrics that bring file names back to the driver (JSON lists, see `_ReadDocuments`);
-# Beam keeps up to a million characters of each, thousands of names.
+# String-set metrics that bring file names back to the driver (JSON lists, see `_Stats`); Beam
+# keeps up to a million characters of each, thousands of names.
 SKIPPED_FILES = "skipped_files"
 CLEANED_FILES = "cleaned_files"
 
 
-class _ReadDocuments(beam.DoFn):
-    """(file index, path) -> ((file index, document index), Document) for every document.
+@dataclasses.dataclass
+class _Stats:
+    """Counts and file names of part of a run, as an element (Dask) or reported as Beam metrics.
 
-    Counts the cleaned characters; with on_error="skip" an unreadable file yields nothing and
-    goes into the ``skipped_files`` string set as ``[path, problem]``.
+    Attributes:
+        counters: name -> count (files, documents, instances, ...); only non-zero ones.
+        cleaned: ``(path, characters)`` of each file the text cleaning changed.
+        skipped: ``(path, problem)`` of each unreadable file left out.
     """
 
-    def __init__(self, input_format: str, on_error: str = "raise"):
-        self._input_format = input_format
-        self._on_error = on_error
-        self._documents = _counter("documents")
-        self._single = _counter("single_sentence_documents")
-        self._files = _counter("files")
-        self._cleaned_characters = _counter("cleaned_characters")
-        self._cleaned_files = _counter("cleaned_files")
-        self._skipped = _counter(SKIPPED_FILES)
-        self._cleaned_names = Metrics.string_set(METRICS_NAMESPACE, CLEANED_FILES)
-        self._skipped_names = Metrics.string_set(METRICS_NAMESPACE, SKIPPED_FILES)
+    counters: Dict[str, int] = dataclasses.field(default_factory=dict)
+    cleaned: List[Tuple[str, int]] = dataclasses.field(default_factory=list)
+    skipped: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def inc(self, name: str, value: int = 1) -> None:
+        if value:
+            self.counters[name] = self.counters.get(name, 0) + value
+
+    def add(self, other: "_Stats") -> None:
+        for name, value in other.counters.items():
+            self.inc(name, value)
+        self.cleaned.extend(other.cleaned)
+        self.skipped.extend(other.skipped)
+
+    def report(self) -> None:
+        """Adds these counts to the Beam metrics of the running step."""
+        for name, value in self.counters.items():
+            Metrics.counter(METRICS_NAMESPACE, name).inc(value)
+        for path, count in self.cleaned:
+            Metrics.string_set(METRICS_NAMESPACE, CLEANED_FILES).add(json.dumps([path, count]))
+        for path, problem in self.skipped:
+            Metrics.string_set(METRICS_NAMESPACE, SKIPPED_FILES).add(json.dumps([path, problem]))
+
+
+@dataclasses.dataclass
+class _Chunk:
+    """Consecutive kept documents of one file, tokenized, and the counts of reading them."""
+
+    documents: List[TokenizedDocument]
+    stats: _Stats
+
+
+# One tokenizer per worker process, whatever the number of bundles (DaskRunner sets up every
+# DoFn once per partition), keyed by the pickled recipe.
+_TOKENIZERS: Dict[bytes, "instances_lib.DocumentTokenizer"] = {}
+
+
+def _document_tokenizer(factory: Callable[[], object]) -> "instances_lib.DocumentTokenizer":
+    try:
+        key = pickle.dumps(factory)
+    except Exception:  # noqa: BLE001 - an unpicklable factory is simply not cached
+        return instances_lib.DocumentTokenizer(factory())
+    if key not in _TOKENIZERS:
+        _TOKENIZERS[key] = instances_lib.DocumentTokenizer(factory())
+    return _TOKENIZERS[key]
+
+
+class _ReadDocuments(beam.DoFn):
+    """(file index, path) -> ((file index, chunk), `_Chunk`): the file's documents, tokenized.
+
+    Every file yields at least one chunk, the last one carrying the file's counts (an empty one
+    for a skipped file), so that every count reaches the end of the pipeline with the documents.
+    """
+
+    def __init__(self, config: PipelineConfig):
+        self._input_format = config.input_format
+        self._on_error = config.on_error
+        self._factory = config.tokenizer
+        self._batch = config.max_tokenize_batch
+        self._tokenizer = None
+
+    def setup(self):
+        self._tokenizer = _document_tokenizer(self._factory)
+
+    def _chunk(self, documents, stats: _Stats) -> _Chunk:
+        tokenized = self._tokenizer.tokenize_documents(documents) if documents else []
+        kept = [d for d in tokenized if len(d)]
+        stats.inc("documents_without_tokens", len(tokenized) - len(kept))
+        return _Chunk(kept, stats)
 
     def process(self, element):
         file_index, path = element
         cleaning = CleaningStats()
-        emitted = 0
+        stats = _Stats()
+        batch = []
+        chunk = 0
         try:
             if self._on_error == "skip":
                 # A file is skipped whole: check it before its first document goes out.
                 check_readable(path, opener=FileSystems.open)
-            documents = read_documents(path, self._input_format, opener=FileSystems.open, cleaning=cleaning)
-            for doc_index, document in enumerate(documents):
-                self._documents.inc()
+            for document in read_documents(path, self._input_format, opener=FileSystems.open, cleaning=cleaning):
+                stats.inc("documents")
                 if len(document.sentences) == 1:
-                    self._single.inc()
-                emitted += 1
-                yield (file_index, doc_index), document
+                    stats.inc("single_sentence_documents")
+                batch.append(document)
+                if len(batch) >= self._batch:
+                    yield (file_index, chunk), self._chunk(batch, stats)
+                    batch, stats, chunk = [], _Stats(), chunk + 1
         except MalformedInputError as e:
             # Only an error before any output can skip the file (an empty file, or one that
             # changed since the check); otherwise the run has already used part of it.
-            if self._on_error == "raise" or emitted:
+            if self._on_error == "raise" or chunk:
                 raise
             logger.info("skipping %s", e)
-            self._skipped.inc()
-            self._skipped_names.add(json.dumps([path, str(e)]))
+            skipped = _Stats(skipped=[(path, str(e))])
+            skipped.inc(SKIPPED_FILES)
+            yield (file_index, 0), _Chunk([], skipped)
             return
-        self._files.inc()
+        stats.inc("files")
         if cleaning.characters:
-            self._cleaned_characters.inc(cleaning.characters)
-            self._cleaned_files.inc()
-            self._cleaned_names.add(json.dumps([path, cleaning.characters]))
+            stats.inc("cleaned_characters", cleaning.characters)
+            stats.inc(CLEANED_FILES)
+            stats.cleaned.append((path, cleaning.characters))
+        yield (file_index, chunk), self._chunk(batch, stats)
 
 
-class _Tokenize(beam.DoFn):
-    """Batches of ((file, doc), Document) -> ((file, doc), TokenizedDocument); empty ones tagged 'dropped'."""
-
-    DROPPED = "dropped"
-
-    def __init__(self, tokenizer_factory: Callable[[], object]):
-        self._factory = tokenizer_factory
-        self._tokenize = None
-        self._dropped = _counter("documents_without_tokens")
-
-    def setup(self):
-        self._tokenize = instances_lib.DocumentTokenizer(self._factory())
-
-    def process(self, batch):
-        for key, document in batch:
-            tokenized = self._tokenize(document)
-            if len(tokenized) == 0:
-                self._dropped.inc()
-                yield beam.pvalue.TaggedOutput(self.DROPPED, key)
-            else:
-                yield key, tokenized
+def _offsets(element):
+    """(_, [(chunk key, kept documents)]) -> (chunk key, (index of its first document, total))."""
+    _, sizes = element
+    sizes = sorted(sizes)
+    total = sum(count for _, count in sizes)
+    offset = 0
+    for key, count in sizes:
+        yield key, (offset, total)
+        offset += count
 
 
-class _Numbering(beam.CombineFn):
-    """(file, doc, kept) for every parsed document -> how to number the kept ones.
+def _only(values, what: str):
+    values = list(values)
+    if len(values) != 1:
+        raise AssertionError(f"{what}: expected one value, got {len(values)}; numbering is broken")
+    return values[0]
 
-    The result is ``{"offsets": {file: index of its first kept document}, "dropped": {file:
-    sorted doc indices without tokens}, "total": kept documents}``; small (per file), so it travels
-    as a side input.
+
+def _numbered(element):
+    """The join of a chunk with its offset -> (chunk key, chunk, first index, total documents)."""
+    key, grouped = element
+    return (key, _only(grouped["chunk"], f"chunk {key}"), *_only(grouped["offset"], f"offset of chunk {key}"))
+
+
+def _indexed_documents(element):
+    """(chunk key, chunk, first index, total) -> (index, document) for the random-next join."""
+    _, chunk, offset, _ = element
+    for i, document in enumerate(chunk.documents):
+        yield offset + i, document
+
+
+class _RandomNextRequests(beam.DoFn):
+    """(chunk key, chunk, first index, total) -> (random document, (chunk key, index, dupe, k, request)).
+
+    The pairing of every document copy, only to find the pairs whose segment B comes from another
+    document (cheap: no instance is finished here); `_Pair` pairs them again, identically.
     """
 
-    def create_accumulator(self):
-        return {}
+    def __init__(self, config: PipelineConfig):
+        self._config = config
 
-    def add_input(self, accumulator, element):
-        file_index, doc_index, kept = element
-        counts = accumulator.setdefault(file_index, [0, []])
-        if kept:
-            counts[0] += 1
-        else:
-            counts[1].append(doc_index)
-        return accumulator
-
-    def merge_accumulators(self, accumulators):
-        merged = {}
-        for accumulator in accumulators:
-            for file_index, (kept, dropped) in accumulator.items():
-                counts = merged.setdefault(file_index, [0, []])
-                counts[0] += kept
-                counts[1].extend(dropped)
-        return merged
-
-    def extract_output(self, accumulator):
-        offsets, total = {}, 0
-        for file_index in sorted(accumulator):
-            offsets[file_index] = total
-            total += accumulator[file_index][0]
-        dropped = {f: sorted(d) for f, (_, d) in accumulator.items() if d}
-        return {"offsets": offsets, "dropped": dropped, "total": total}
+    def process(self, element):
+        key, chunk, offset, total = element
+        config = self._config
+        for i, document in enumerate(chunk.documents):
+            index = offset + i
+            sentence_offsets = document.offsets.tolist()
+            for dupe in range(config.dupe_factor):
+                rng = instances_lib.pairing_rng(config.seed, index, dupe)
+                spans = instances_lib.pair_spans(sentence_offsets, index, total, config.instance, rng)
+                for k, (_, _, _, _, _, request) in enumerate(spans):
+                    if request is not None:
+                        yield request.document_index, (key, index, dupe, k, request)
 
 
-def _document_index(element, numbering):
-    """((file, doc), document) -> (index among all kept documents, document)."""
-    (file_index, doc_index), document = element
-    skipped = bisect.bisect_left(numbering["dropped"].get(file_index, ()), doc_index)
-    return numbering["offsets"][file_index] + doc_index - skipped, document
+def _resolve_random_next(element):
+    """(index, {'document': [doc], 'requests': [...]}) -> (chunk key of the pair, ((index, dupe, k), B ids))."""
+    index, grouped = element
+    requests = list(grouped["requests"])
+    if not requests:
+        return
+    document: TokenizedDocument = _only(grouped["document"], f"document index {index}")
+    for key, source, dupe, k, request in requests:
+        lo, hi = instances_lib.random_next_span(document.offsets, request)
+        yield key, ((source, dupe, k), document.ids[lo:hi].copy())
+
+
+class _RecordOutput:
+    """Where `_Pair`'s records go, framed as TFRecords.
+
+    On Beam's runners they leave as elements of about a megabyte (`take` after `add`) for the file
+    sink. On Dask (`piece_dir` set) the DoFn writes them itself, to one piece file per bundle,
+    named after the smallest key of the bundle: a task that runs again writes the same file.
+    """
+
+    def __init__(self, piece_dir: Optional[str]):
+        self._piece_dir = piece_dir
+        self._parts: List[bytes] = []
+        self._size = 0
+        self._file = None
+        self._temp = None
+        self._smallest_key = None
+
+    def add(self, records: Iterable[bytes], key: Tuple[int, ...]) -> None:
+        framed = [frame_record(r) for r in records]
+        if not framed:
+            return
+        if self._piece_dir is None:
+            self._parts.extend(framed)
+            self._size += sum(len(r) for r in framed)
+            return
+        if self._smallest_key is None or key < self._smallest_key:
+            self._smallest_key = key
+        if self._file is None:
+            self._temp = FileSystems.join(self._piece_dir, f".{uuid.uuid4().hex}.tmp")
+            self._file = FileSystems.create(self._temp, mime_type="application/octet-stream")
+        self._file.write(b"".join(framed))
+
+    def take(self, final: bool = False) -> List[bytes]:
+        """The blobs due for the sink: a full one, or at `final` whatever is left."""
+        if not self._parts or (self._size < _BLOB_BYTES and not final):
+            return []
+        blob = b"".join(self._parts)
+        self._parts, self._size = [], 0
+        return [blob]
+
+    def close(self) -> None:
+        """Finishes the bundle's piece file (Dask)."""
+        if self._file is None:
+            return
+        self._file.close()
+        name = "-".join(f"{k:06d}" for k in self._smallest_key)
+        FileSystems.rename([self._temp], [FileSystems.join(self._piece_dir, f"piece-{name}{SHARD_SUFFIX}")])
+        self._file = self._temp = self._smallest_key = None
 
 
 class _Pair(beam.DoFn):
-    """(index, document) -> serialized instances; random-next pairs tagged 'requests' for the join."""
+    """(chunk key, {'chunk', 'offset', 'random_next'}) -> the chunk's records, framed, many per element.
 
-    REQUESTS = "requests"
+    Pairs every copy of every document and finishes each instance (truncation, masking,
+    serialization) by the fast path, taking segment B of random-next pairs from the join. On
+    Dask the records go to the task's piece file instead, and the counts leave as a `_Stats`.
+    """
 
-    def __init__(self, config: PipelineConfig, vocab: VocabInfo):
-        self._instance = config.instance
-        self._seed = config.seed
-        self._dupe_factor = config.dupe_factor
+    def __init__(self, config: PipelineConfig, vocab: VocabInfo, piece_dir: Optional[str]):
+        self._config = config
         self._vocab = vocab
-        self._instances = _counter("instances")
+        self._piece_dir = piece_dir
+        self._encoder = None
+        self._output = None
 
-    def process(self, element, num_documents: int):
-        index, document = element
-        cfg, seed, vocab = self._instance, self._seed, self._vocab
-        for dupe in range(self._dupe_factor):
-            for k, pair in enumerate(instances_lib.document_pairs(document, index, dupe, num_documents, cfg, seed)):
-                if pair.random_next is not None:
-                    target = pair.random_next.document_index
-                    yield beam.pvalue.TaggedOutput(self.REQUESTS, (target, (index, dupe, k, pair)))
-                    continue
-                rng = instances_lib.finishing_rng(seed, index, dupe, k)
-                instance = instances_lib.finish_instance(pair, cfg, vocab, rng)
-                self._instances.inc()
-                yield serialize_instance(instance, cfg.max_seq_length, cfg.max_predictions_per_seq)
+    def setup(self):
+        self._encoder = instances_lib.InstanceEncoder(self._config.instance, self._vocab)
 
+    def start_bundle(self):
+        self._output = _RecordOutput(self._piece_dir)
 
-class _FinishRandomNext(beam.DoFn):
-    """(index, {'document': [doc], 'requests': [...]}) -> serialized random-next instances."""
-
-    def __init__(self, config: PipelineConfig, vocab: VocabInfo):
-        self._instance = config.instance
-        self._seed = config.seed
-        self._vocab = vocab
-        self._instances = _counter("instances")
-        self._random_next = _counter("random_next_instances")
+    def finish_bundle(self):
+        self._output.close()
 
     def process(self, element):
-        index, grouped = element
-        documents = list(grouped["document"])
-        if len(documents) != 1:
-            raise AssertionError(f"document index {index} has {len(documents)} documents; numbering is broken")
-        document: TokenizedDocument = documents[0]
-        cfg, seed, vocab = self._instance, self._seed, self._vocab
-        for source_index, dupe, k, pair in grouped["requests"]:
-            tokens_b = instances_lib.resolve_random_next(document, pair.random_next)
-            rng = instances_lib.finishing_rng(seed, source_index, dupe, k)
-            instance = instances_lib.finish_instance(pair, cfg, vocab, rng, tokens_b)
-            self._instances.inc()
-            self._random_next.inc()
-            yield serialize_instance(instance, cfg.max_seq_length, cfg.max_predictions_per_seq)
+        key, grouped = element
+        chunk: _Chunk = _only(grouped["chunk"], f"chunk {key}")
+        offset, total = _only(grouped["offset"], f"offset of chunk {key}")
+        segments_b = dict(grouped["random_next"])
+        encoder, config, output = self._encoder, self._config, self._output
+        stats = _Stats()
+        stats.add(chunk.stats)
+        requests: List[Tuple[int, int, int, instances_lib.RandomNextRequest]] = []
+        for i, document in enumerate(chunk.documents):
+            index = offset + i
+            prepared = encoder.prepare(document)
+            for dupe in range(config.dupe_factor):
+                records = encoder.document_records(prepared, index, dupe, total, config.seed, requests)
+                for k, a_lo, a_hi, _ in requests:
+                    ids_b = segments_b.pop((index, dupe, k))
+                    rng = encoder.finishing_rng(config.seed, index, dupe, k)
+                    records.append(encoder.encode(prepared, a_lo, a_hi, encoder.segment(ids_b), 0, len(ids_b), True, rng))
+                stats.inc("instances", len(records))
+                stats.inc("random_next_instances", len(requests))
+                requests.clear()
+                output.add(records, (index,))
+                yield from output.take()
+        if segments_b:
+            raise AssertionError(f"chunk {key}: {len(segments_b)} random-next segments without their pair")
+        yield from output.take(final=True)
+        if self._piece_dir is None:
+            stats.report()
+        else:
+            yield stats
+
+
+class _FramedRecordSink(filebasedsink.FileBasedSink):
+    """A file sink for elements of TFRecords framed already: they are written as they are."""
+
+    def __init__(self, file_path_prefix: str, num_shards: int):
+        super().__init__(
+            file_path_prefix=file_path_prefix,
+            coder=beam.coders.BytesCoder(),
+            file_name_suffix=SHARD_SUFFIX,
+            num_shards=num_shards,
+            shard_name_template="-SSSSS-of-NNNNN",
+            mime_type="application/octet-stream",
+            compression_type=CompressionTypes.UNCOMPRESSED,
+        )
+
+    def write_encoded_record(self, file_handle, value):
+        file_handle.write(value)
 
 
 def build_pipeline(
@@ -350,61 +519,64 @@ def build_pipeline(
     output_prefix: str,
     config: PipelineConfig,
     vocab: VocabInfo,
+    *,
+    piece_dir: Optional[str] = None,
+    file_order: Optional[Sequence[int]] = None,
 ):
-    """Adds the transforms to `pipeline`: read, tokenize, number, pair, join, write.
+    """Adds the transforms to `pipeline`: read and tokenize, number, resolve random-next pairs, pair, write.
 
     Args:
         pipeline: the pipeline to extend.
         input_files: the input files, in the order that numbers documents (sorted paths).
-        output_prefix: the shard path prefix (``.../part``).
+        output_prefix: the shard path prefix (``.../part``) of Beam's file sink.
         config: the pipeline settings.
         vocab: the vocabulary info (special ids, word starts), computed once at construction.
+        piece_dir: for DaskRunner: the directory the tasks write their piece files into; the
+            pipeline then ends in the `_Stats` of the run instead of a file sink.
+        file_order: the order in which the files enter the pipeline (indices into `input_files`;
+            default: theirs). It changes no record: every file keeps its index.
 
     Returns:
-        The ``WriteToTFRecord`` result (the written file names).
+        Beam's runners: the file sink's result (the written file names). Dask: the counts, the
+        `_Stats` elements that the last step returns.
     """
     files = (
         pipeline
-        | "InputFiles" >> beam.Create(list(enumerate(input_files)))
+        | "InputFiles" >> beam.Create([(i, input_files[i]) for i in (file_order or range(len(input_files)))])
         # One file per element, spread over workers before the expensive reads.
         | "SpreadFiles" >> beam.Reshuffle()
     )
-    documents = files | "ReadDocuments" >> beam.ParDo(_ReadDocuments(config.input_format, config.on_error))
-    tokenized = (
-        documents
-        | "BatchDocuments" >> beam.BatchElements(min_batch_size=1, max_batch_size=config.max_tokenize_batch)
-        | "Tokenize" >> beam.ParDo(_Tokenize(config.tokenizer)).with_outputs(_Tokenize.DROPPED, main="kept")
+    chunks = files | "ReadDocuments" >> beam.ParDo(_ReadDocuments(config))
+    offsets = (
+        chunks
+        | "ChunkSizes" >> beam.Map(lambda kv: (0, (kv[0], len(kv[1].documents))))
+        | "GatherSizes" >> beam.GroupByKey()
+        | "Offsets" >> beam.FlatMap(_offsets)
     )
-    kept = tokenized.kept
-    numbering = (
-        (
-            kept | "KeptKey" >> beam.Map(lambda kv: (kv[0][0], kv[0][1], True)),
-            tokenized[_Tokenize.DROPPED] | "DroppedKey" >> beam.Map(lambda key: (key[0], key[1], False)),
-        )
-        | "AllDocuments" >> beam.Flatten()
-        | "Numbering" >> beam.CombineGlobally(_Numbering())
+    numbered = (
+        {"chunk": chunks, "offset": offsets}
+        | "JoinOffsets" >> beam.CoGroupByKey()
+        | "Number" >> beam.Map(_numbered)
     )
-    num_documents = numbering | "NumDocuments" >> beam.Map(lambda n: n["total"])
-    numbered = kept | "Number" >> beam.Map(_document_index, numbering=beam.pvalue.AsSingleton(numbering))
-    paired = numbered | "Pair" >> beam.ParDo(
-        _Pair(config, vocab), num_documents=beam.pvalue.AsSingleton(num_documents)
-    ).with_outputs(_Pair.REQUESTS, main="instances")
     random_next = (
-        {"document": numbered, "requests": paired[_Pair.REQUESTS]}
+        {
+            "document": numbered | "IndexDocuments" >> beam.FlatMap(_indexed_documents),
+            "requests": numbered | "RandomNextRequests" >> beam.ParDo(_RandomNextRequests(config)),
+        }
         | "JoinRandomNext" >> beam.CoGroupByKey()
-        | "RandomNext" >> beam.ParDo(_FinishRandomNext(config, vocab))
+        | "RandomNext" >> beam.FlatMap(_resolve_random_next)
     )
-    return (
-        (paired.instances, random_next)
-        | "AllInstances" >> beam.Flatten()
-        | "Write"
-        >> beam.io.WriteToTFRecord(
-            output_prefix,
-            file_name_suffix=SHARD_SUFFIX,
-            num_shards=config.num_shards,
-            shard_name_template="-SSSSS-of-NNNNN",
-        )
+    # One step finishes every instance, so that its records stream straight into the sink
+    # (a Flatten of two record streams would make the local runner hold them all).
+    paired = (
+        {"chunk": chunks, "offset": offsets, "random_next": random_next}
+        | "JoinSegments" >> beam.CoGroupByKey()
+        | "Pair" >> beam.ParDo(_Pair(config, vocab, piece_dir))
     )
+    if piece_dir is not None:
+        # The last step is the only one DaskRunner computes: the counts flow into it.
+        return paired | "Stats" >> beam.Filter(lambda e: isinstance(e, _Stats))
+    return paired | "Write" >> beam.io.Write(_FramedRecordSink(output_prefix, config.num_shards))
 
 
 def _directory_pattern(path: str) -> Optional[str]:
@@ -456,6 +628,211 @@ def _make_runner(runner: Optional[Union[str, object]]):
 
         return fn_runner.FnApiRunner()
     return runner
+
+
+def is_dask_runner(runner: Optional[Union[str, object]]) -> bool:
+    """Whether `runner` names Beam's DaskRunner (``"dask"`` or ``"DaskRunner"``) or is one."""
+    if isinstance(runner, str):
+        return runner in DASK_RUNNERS
+    from apache_beam.runners.dask.dask_runner import DaskRunner
+
+    return isinstance(runner, DaskRunner)
+
+
+@contextlib.contextmanager
+def dask_cluster(address: Optional[str] = None, num_workers: Optional[int] = None, scheduler_file: Optional[str] = None):
+    """The Dask scheduler to run on: `address` (or `scheduler_file`) if given, else a new LocalCluster.
+
+    The LocalCluster has `num_workers` worker processes (default: one per CPU) of one thread each
+    and is shut down on exit, also when the run fails.
+
+    Yields:
+        ``(scheduler address, number of workers)``.
+    """
+    import dask
+    from dask.distributed import Client, LocalCluster
+
+    # Dask logs every connection and worker start at INFO; only its errors concern a data run.
+    dask_logger = logging.getLogger("distributed")
+    level = dask_logger.level
+    dask_logger.setLevel(max(logging.ERROR, level))
+    try:
+        if address or scheduler_file:
+            with Client(address, scheduler_file=scheduler_file) as client:
+                workers = len(client.scheduler_info().get("workers", {}))
+                address = client.scheduler.address
+            yield address, workers
+            return
+        workers = num_workers or os.cpu_count() or 1
+        # The worker processes read their log level from the environment when they import Dask
+        # (Beam's import gives them a root handler that would print every INFO record). Not even
+        # errors: a failing task's error comes back to this process, which reports it (an input
+        # error as one line, anything else logged with its traceback).
+        quiet = {"DASK_LOGGING__DISTRIBUTED": os.environ.get("DASK_LOGGING__DISTRIBUTED", "critical")}
+        # Nor the statistical profiler, which samples every task's stack 100 times a second for a
+        # dashboard this cluster does not have (the nannies pass this process's settings on).
+        with _environment(quiet), dask.config.set({"distributed.worker.profile.enabled": False}):
+            # One thread per process: the work is pure Python, so threads would only take turns on the GIL.
+            cluster = LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                # No dashboard; the scheduler's small HTTP server on any free local port, not 8787.
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                silence_logs=logging.ERROR,
+                # Each worker imports this module (and with it Beam, quietly) while the cluster starts.
+                preload=[__name__],
+            )
+        try:
+            yield cluster.scheduler_address, workers
+        finally:
+            _stop_workers(cluster)
+            cluster.close()
+    finally:
+        dask_logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _environment(values: Dict[str, str]):
+    """Sets environment variables for the duration (for child processes started meanwhile)."""
+    old = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in old.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def dask_setup(worker) -> None:
+    """Dask's hook for a preloaded module: readies a new worker process for its first task.
+
+    The Unicode tables of the text cleaning and of SentencePiece's preprocessing are built on
+    first use (a good fraction of a second); here they are built while the cluster starts.
+    """
+    from albert_tf.tokenization.text import preprocess_text
+
+    preprocess_text("Warm up.")
+    # Two sentences: a single-sentence document would be logged as suspicious input.
+    list(documents_lib.iter_documents([b"Warm up. Then run.\n"], "warm-up", "paragraphs"))
+
+
+def _stop_workers(cluster) -> None:
+    """Stops a LocalCluster's worker processes at once.
+
+    A process that has imported Beam takes seconds to exit by itself (the finalizers of its
+    gRPC and Cloud Storage modules), and the nanny waits 4 s before killing it. By now the run's
+    files are written and closed (or the run failed and its output is being deleted), so the
+    processes are stopped without that wait.
+    """
+    import asyncio
+
+    async def stop():
+        await asyncio.gather(*(w.close(timeout=0.25) for w in list(cluster.workers.values())), return_exceptions=True)
+
+    with contextlib.suppress(Exception):
+        cluster.sync(stop)
+
+
+def _run_on_dask(pipeline: beam.Pipeline) -> List["_Stats"]:
+    """Runs a pipeline built for Dask and returns the `_Stats` its last step computed."""
+    import dask
+
+    # Bags shuffle by tasks whatever the setting says; naming it spares the driver the import of
+    # dask.dataframe (seconds) that finding the default costs. The pipeline goes to the runner as
+    # built, without Beam's round trip through its proto form (a check of picklability that
+    # shipping the steps to Dask makes anyway).
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
+        result = pipeline.run(test_runner_api=False)
+    try:
+        result.wait_until_finish()
+        gathered = result.client.gather(result.futures)
+    except BaseException:
+        # Tasks of a failed run must not go on writing into the directory about to be deleted.
+        with contextlib.suppress(Exception):
+            result.cancel()
+        raise
+    finally:
+        result.client.close()
+    return [stats for part in gathered for stats in part]
+
+
+def _partitions(workers: int) -> int:
+    """DaskRunner's partitions (its tasks per step) for a cluster of `workers`: one per worker.
+
+    Every join multiplies them (a join of inputs of p and q partitions has p + q, shuffled in
+    (p + q)**2 tasks): one per worker keeps the scheduler's work small next to the pipeline's, and
+    the pairing step, behind a join of three inputs, still gets six per worker.
+    """
+    return max(2, workers)
+
+
+def _dask_args(args: List[str], address: str, partition_size: Optional[int]) -> List[str]:
+    """`args` with the scheduler address, and `partition_size` unless they set the partitioning."""
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+
+    options = PipelineOptions(args).view_as(DaskOptions)
+    args = [a for a in args if not a.startswith(("--dask_client_address", "--dask_scheduler_file"))]
+    args.append(f"--dask_client_address={address}")
+    if partition_size and options.npartitions is None and options.partition_size is None:
+        args.append(f"--dask_partition_size={partition_size}")
+    return args
+
+
+def _balanced_order(sizes: Sequence[int], partitions: int) -> Tuple[List[int], int]:
+    """An order of the files whose consecutive runs of `partition_size` have similar byte totals.
+
+    DaskRunner cuts the input list into partitions by count; the biggest files are dealt out first,
+    each to the partition with the fewest bytes that has room.
+
+    Returns:
+        ``(order, partition_size)``: file indices, and how many files each partition takes.
+    """
+    size = -(-len(sizes) // partitions)
+    count = -(-len(sizes) // size)
+    bins: List[List[int]] = [[] for _ in range(count)]
+    totals = [0] * count
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        open_bins = [b for b in range(count) if len(bins[b]) < size]
+        target = min(open_bins, key=lambda b: (totals[b], b))
+        bins[target].append(i)
+        totals[target] += sizes[i]
+    return [i for b in bins for i in sorted(b)], size
+
+
+def _shards_from_pieces(piece_dir: str, temp_dir: str, num_shards: int) -> List[str]:
+    """The Dask tasks' piece files as ``part-SSSSS-of-NNNNN.tfrecord`` shards in `temp_dir`.
+
+    Without `num_shards` every piece is a shard; otherwise the pieces are concatenated (TFRecord
+    files are concatenations of framed records) into that many shards of similar size.
+    """
+    matched = FileSystems.match([FileSystems.join(piece_dir, "*" + SHARD_SUFFIX)])[0].metadata_list
+    pieces = sorted((m for m in matched if not os.path.basename(m.path).startswith(".")), key=lambda m: m.path)
+    count = num_shards or len(pieces)
+    names = [_join(temp_dir, f"{SHARD_PREFIX}-{i:05d}-of-{count:05d}{SHARD_SUFFIX}") for i in range(count)]
+    if not num_shards:
+        FileSystems.rename([m.path for m in pieces], names)
+        return names
+    groups: List[List[str]] = [[] for _ in range(count)]
+    sizes = [0] * count
+    for piece in sorted(pieces, key=lambda m: (-m.size_in_bytes, m.path)):
+        smallest = sizes.index(min(sizes))
+        groups[smallest].append(piece.path)
+        sizes[smallest] += piece.size_in_bytes
+    for name, group in zip(names, groups):
+        with FileSystems.create(name, mime_type="application/octet-stream") as out:
+            for path in sorted(group):
+                with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                    while True:
+                        block = f.read(_BLOB_BYTES)
+                        if not block:
+                            break
+                        out.write(block)
+    return names
 
 
 def _find_input_error(error: BaseException) -> Optional[str]:
@@ -586,6 +963,8 @@ def make_pretraining_data(
     runner: Optional[Union[str, object]] = "DirectRunner",
     pipeline_args: Optional[Sequence[str]] = None,
     overwrite: bool = False,
+    num_workers: Optional[int] = None,
+    dask_address: Optional[str] = None,
 ) -> RunSummary:
     """Runs the pipeline and moves its output into `output_dir` only when it succeeds.
 
@@ -594,12 +973,20 @@ def make_pretraining_data(
         output_dir: the directory for ``part-SSSSS-of-NNNNN.tfrecord`` shards and ``metadata.json``.
             It must not exist or be empty, unless `overwrite`.
         config: the pipeline settings.
-        runner: ``"DirectRunner"`` (the local FnApiRunner; pass ``--direct_running_mode`` and
-            ``--direct_num_workers`` in `pipeline_args` for worker processes), another runner name
-            (``"DataflowRunner"``, ``"FlinkRunner"``, ...) or a runner object.
-        pipeline_args: further Beam pipeline options, e.g. ``["--project=...", "--region=..."]``.
+        runner: ``"DirectRunner"`` (the local FnApiRunner; `num_workers` > 1 runs worker
+            processes), ``"dask"`` / ``"DaskRunner"`` (Beam's DaskRunner: on the scheduler at
+            `dask_address` or ``--dask_client_address`` in `pipeline_args`, else on a LocalCluster
+            of `num_workers` processes, default one per CPU, started and shut down here), another
+            runner name (``"DataflowRunner"``, ``"FlinkRunner"``, ...) or a runner object.
+        pipeline_args: further Beam pipeline options, e.g. ``["--project=...", "--region=..."]``,
+            ``["--dask_npartitions=16"]``.
         overwrite: replace the shards and metadata of an earlier run in `output_dir` (a directory
             holding any other file is never touched).
+        num_workers: worker processes of the DirectRunner or of the Dask LocalCluster (a running
+            scheduler has its own).
+        dask_address: a running Dask scheduler, e.g. ``tcp://host:8786``. Its workers must be able
+            to import this package and to read the inputs and write `output_dir`'s parent (a
+            shared filesystem or ``gs://``).
 
     Returns:
         The output directory, the shard files and the pipeline counters.
@@ -610,6 +997,7 @@ def make_pretraining_data(
             line), unless ``config.on_error`` is ``"skip"``.
         PipelineError: the output directory is not empty, the input yields no instance (every file
             skipped, say), or the run failed.
+        ValueError: `num_workers` below 1 or for another runner, `dask_address` for another runner.
     """
     input_files = expand_inputs(input_patterns)
     output_dir = output_dir.rstrip("/") or output_dir
@@ -622,20 +1010,37 @@ def make_pretraining_data(
             f"output directory {output_dir} has files this pipeline did not write "
             f"({os.path.basename(foreign[0])}, ...); refusing to overwrite it"
         )
+    if num_workers is not None and num_workers < 1:
+        raise ValueError(f"num_workers must be at least 1, got {num_workers}")
+    dask = is_dask_runner(runner)
+    if dask_address and not dask:
+        raise ValueError(f"dask_address is for runner='dask', not {runner!r}")
+    args = list(pipeline_args or [])
+    if not dask and num_workers and num_workers > 1:
+        if runner not in (None, "DirectRunner", "FnApiRunner"):
+            raise ValueError(f"num_workers applies to the DirectRunner and Dask, not {runner!r}")
+        args += ["--direct_running_mode=multi_processing", f"--direct_num_workers={num_workers}"]
 
     tokenizer = config.tokenizer()
     vocab = VocabInfo.from_tokenizer(tokenizer, config.piece_style)
     temp_dir = f"{output_dir}.tmp-{uuid.uuid4().hex[:12]}"
     FileSystems.mkdirs(temp_dir)
     try:
-        options = PipelineOptions(list(pipeline_args or []))
-        with_runner = _make_runner(runner)
-        pipeline = beam.Pipeline(runner=with_runner, options=options)
-        build_pipeline(pipeline, input_files, _join(temp_dir, SHARD_PREFIX), config, vocab)
         try:
             with _quiet_input_errors():
-                result = pipeline.run()
-                result.wait_until_finish()
+                if dask:
+                    stats = _run_dask(input_files, temp_dir, config, vocab, args, num_workers, dask_address)
+                    counters = dict(sorted(stats.counters.items()))
+                    skipped = sorted(stats.skipped)
+                    cleaned = dict(sorted(stats.cleaned))
+                else:
+                    pipeline = beam.Pipeline(runner=_make_runner(runner), options=PipelineOptions(args))
+                    build_pipeline(pipeline, input_files, _join(temp_dir, SHARD_PREFIX), config, vocab)
+                    result = pipeline.run()
+                    result.wait_until_finish()
+                    counters = dict(sorted(_counters(result).items()))
+                    skipped = [(path, problem) for path, problem in _string_set(result, SKIPPED_FILES)]
+                    cleaned = {path: count for path, count in _string_set(result, CLEANED_FILES)}
         except Exception as e:  # noqa: BLE001 - Beam wraps worker errors in assorted types
             message = _input_error_message(e)
             if message is not None:
@@ -645,10 +1050,10 @@ def make_pretraining_data(
                     source, _, number = source.rpartition(":")
                     line = int(number)
                 raise MalformedInputError(source, line, reason) from None
+            if dask:
+                # Beam's own runners log a failing worker's traceback; Dask's workers are quiet.
+                logger.error("a Dask task failed", exc_info=e)
             raise PipelineError(f"the pipeline failed: {e}") from e
-        counters = _counters(result)
-        skipped = [(path, problem) for path, problem in _string_set(result, SKIPPED_FILES)]
-        cleaned = {path: count for path, count in _string_set(result, CLEANED_FILES)}
         shards = [p for p in _list_dir(temp_dir) if os.path.basename(p).startswith(SHARD_PREFIX)]
         if skipped and counters.get("files", 0) == 0:
             raise PipelineError(f"no readable input file; {_files.describe_skipped(skipped)}")
@@ -686,6 +1091,39 @@ def make_pretraining_data(
     finally:
         if FileSystems.exists(temp_dir):
             FileSystems.delete([temp_dir])
+
+
+def _run_dask(
+    input_files: List[str],
+    temp_dir: str,
+    config: PipelineConfig,
+    vocab: VocabInfo,
+    args: List[str],
+    num_workers: Optional[int],
+    dask_address: Optional[str],
+) -> "_Stats":
+    """Runs the pipeline on Dask into `temp_dir`'s shards; returns the run's counts."""
+    from apache_beam.runners.dask.dask_runner import DaskOptions, DaskRunner
+
+    options = PipelineOptions(args).view_as(DaskOptions)
+    address = dask_address or options.address
+    piece_dir = _join(temp_dir, PIECES_DIR)
+    FileSystems.mkdirs(piece_dir)
+    sizes = [m.size_in_bytes for result in FileSystems.match(input_files) for m in result.metadata_list]
+    with dask_cluster(address, num_workers, None if address else options.scheduler_file) as (scheduler, workers):
+        order, partition_size = _balanced_order(sizes, _partitions(workers))
+        pipeline = beam.Pipeline(runner=DaskRunner(), options=PipelineOptions(_dask_args(args, scheduler, partition_size)))
+        build_pipeline(
+            pipeline, input_files, _join(temp_dir, SHARD_PREFIX), config, vocab, piece_dir=piece_dir, file_order=order
+        )
+        parts = _run_on_dask(pipeline)
+    # Counted from what the tasks returned: DaskRunner has no metrics.
+    stats = _Stats()
+    for part in parts:
+        stats.add(part)
+    _shards_from_pieces(piece_dir, temp_dir, config.num_shards)
+    FileSystems.delete([piece_dir])
+    return stats
 
 
 def _move_into_place(temp_dir: str, output_dir: str, shards: List[str], existing: List[str]) -> None:

@@ -82,7 +82,7 @@ def derive_seed(seed: int, *parts: int) -> int:
 
     Stable across Python processes and versions (unlike ``hash``), so Beam workers agree.
     """
-    digest = hashlib.blake2b(",".join(str(int(x)) for x in (seed,) + parts).encode("ascii"), digest_size=8)
+    digest = hashlib.blake2b(",".join(map(str, map(int, (seed, *parts)))).encode("ascii"), digest_size=8)
     return int.from_bytes(digest.digest(), "little")
 
 
@@ -227,7 +227,8 @@ class TokenizedDocument:
         offsets = np.zeros(len(kept) + 1, dtype=np.int64)
         if kept:
             np.cumsum([len(s) for s in kept], out=offsets[1:])
-            ids = np.concatenate([np.asarray(s, dtype=np.int32) for s in kept])
+            # One pass over the ids, not an array per sentence: documents have thousands of sentences.
+            ids = np.fromiter(itertools.chain.from_iterable(kept), dtype=np.int32, count=int(offsets[-1]))
         else:
             ids = np.zeros(0, dtype=np.int32)
         return cls(ids, offsets, source, line)
@@ -248,22 +249,73 @@ class DocumentTokenizer:
     ``albert_tf.tokenization.SentencePieceTokenizer`` have. Pieces are mapped through a dict built
     once from the vocabulary (much faster than per-token ``convert_tokens_to_ids``); a piece not in
     it falls back to the tokenizer's own conversion.
+
+    An `albert_tf.tokenization.SentencePieceTokenizer` is driven through SentencePiece's batch API
+    instead (:meth:`tokenize_documents`): all sentences of a batch are encoded to ids in one call;
+    only the rare sentence with a digit-comma piece such as ``▁1990,`` goes through ``tokenize``,
+    whose split of that piece the ids alone do not give. The ids are the same either way (tests
+    compare them on the whole SOTU corpus).
     """
 
     def __init__(self, tokenizer):
         self._tokenizer = tokenizer
-        self._piece_to_id: Dict[str, int] = {p: i for i, p in enumerate(vocab_pieces(tokenizer))}
+        pieces = vocab_pieces(tokenizer)
+        self._piece_to_id: Dict[str, int] = {p: i for i, p in enumerate(pieces)}
+        self._sentencepiece = _plain_sentencepiece(tokenizer)
+        if self._sentencepiece is not None:
+            from albert_tf.tokenization.text import _is_digit_comma_piece
+
+            self._digit_comma_ids = frozenset(i for i, p in enumerate(pieces) if _is_digit_comma_piece(p))
 
     def __call__(self, document: Document) -> TokenizedDocument:
-        lookup = self._piece_to_id
-        sentences = []
-        for sentence in document.sentences:
-            pieces = self._tokenizer.tokenize(sentence)
-            try:
-                sentences.append([lookup[p] for p in pieces])
-            except KeyError:
-                sentences.append([int(i) for i in self._tokenizer.convert_tokens_to_ids(pieces)])
-        return TokenizedDocument.from_sentences(sentences, document.source, document.line)
+        return self.tokenize_documents([document])[0]
+
+    def tokenize_documents(self, documents: Sequence[Document]) -> List[TokenizedDocument]:
+        """Tokenizes documents together (one SentencePiece batch call for all their sentences)."""
+        sentences = [s for d in documents for s in d.sentences]
+        if self._sentencepiece is not None:
+            ids = self._encode_sentencepiece(sentences)
+        else:
+            ids = [self._encode_one(s) for s in sentences]
+        out, start = [], 0
+        for document in documents:
+            end = start + len(document.sentences)
+            out.append(TokenizedDocument.from_sentences(ids[start:end], document.source, document.line))
+            start = end
+        return out
+
+    def _encode_one(self, sentence: str) -> List[int]:
+        pieces = self._tokenizer.tokenize(sentence)
+        try:
+            lookup = self._piece_to_id
+            return [lookup[p] for p in pieces]
+        except KeyError:
+            return [int(i) for i in self._tokenizer.convert_tokens_to_ids(pieces)]
+
+    def _encode_sentencepiece(self, sentences: List[str]) -> List[List[int]]:
+        tokenizer = self._sentencepiece
+        texts = [tokenizer.preprocess(s) for s in sentences]
+        # One thread: parallelism comes from the pipeline's workers, not from inside one of them.
+        encoded = tokenizer.sp_model.encode(texts, out_type=int, num_threads=1)
+        digit_comma = self._digit_comma_ids
+        if digit_comma:
+            for i, ids in enumerate(encoded):
+                if not digit_comma.isdisjoint(ids):
+                    encoded[i] = self._encode_one(sentences[i])
+        return encoded
+
+
+def _plain_sentencepiece(tokenizer):
+    """`tokenizer` when it is an `albert_tf` SentencePieceTokenizer whose tokenization is not overridden."""
+    from albert_tf.tokenization.tokenizers import SentencePieceTokenizer
+
+    if not isinstance(tokenizer, SentencePieceTokenizer):
+        return None
+    kind = type(tokenizer)
+    for name in ("tokenize", "preprocess", "convert_tokens_to_ids"):
+        if getattr(kind, name) is not getattr(SentencePieceTokenizer, name):
+            return None
+    return tokenizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,14 +388,38 @@ def pair_segments(
     Returns:
         The pairs in document order; single-sentence chunks carry a `RandomNextRequest`.
     """
+    ids = document.ids
+    pairs = []
+    for a_lo, a_hi, b_lo, b_hi, is_random_next, request in pair_spans(
+        document.offsets.tolist(), document_index, num_documents, config, rng
+    ):
+        tokens_b = None if request is not None else ids[b_lo:b_hi].tolist()
+        pairs.append(SegmentPair(ids[a_lo:a_hi].tolist(), tokens_b, is_random_next, request))
+    return pairs
+
+
+def pair_spans(
+    offsets: Sequence[int],
+    document_index: int,
+    num_documents: int,
+    config: InstanceConfig,
+    rng: random.Random,
+) -> List[Tuple[int, int, int, int, bool, Optional[RandomNextRequest]]]:
+    """`pair_segments` on token offsets: ``(a_lo, a_hi, b_lo, b_hi, is_random_next, request)`` per pair.
+
+    Segment A is ``ids[a_lo:a_hi]``, B ``ids[b_lo:b_hi]`` (both -1 for a random-next request).
+
+    Args:
+        offsets: the document's sentence offsets (``TokenizedDocument.offsets`` as a list).
+        document_index, num_documents, config, rng: as for `pair_segments`.
+    """
     max_num_tokens = config.max_seq_length - 3
     target_seq_length = max_num_tokens
     if rng.random() < config.short_seq_prob:
         target_seq_length = rng.randint(2, max_num_tokens)
 
-    offsets = document.offsets.tolist()
-    num_sentences = len(document)
-    pairs: List[SegmentPair] = []
+    num_sentences = len(offsets) - 1
+    pairs = []
     chunk_start = 0
     i = 0
     while i < num_sentences:
@@ -353,23 +429,21 @@ def pair_segments(
             a_end = 1
             if chunk_size >= 2:
                 a_end = rng.randint(1, chunk_size - 1)
-            tokens_a = document.span(chunk_start, chunk_start + a_end)
+            a_lo, a_hi = offsets[chunk_start], offsets[chunk_start + a_end]
             if chunk_size == 1 or (config.random_next_sentence and rng.random() < 0.5):
-                target_b_length = target_seq_length - len(tokens_a)
+                target_b_length = target_seq_length - (a_hi - a_lo)
                 for _ in range(10):
                     random_index = rng.randint(0, num_documents - 1)
                     if random_index != document_index:
                         break
                 request = RandomNextRequest(random_index, rng.random(), int(target_b_length))
-                pairs.append(SegmentPair(tokens_a, None, True, request))
+                pairs.append((a_lo, a_hi, -1, -1, True, request))
                 # The B sentences of this chunk were not used: put them back.
                 i -= chunk_size - a_end
             elif not config.random_next_sentence and rng.random() < 0.5:
-                tokens_b = document.span(chunk_start + a_end, i + 1)
-                pairs.append(SegmentPair(tokens_b, tokens_a, True))
+                pairs.append((a_hi, offsets[i + 1], a_lo, a_hi, True, None))
             else:
-                tokens_b = document.span(chunk_start + a_end, i + 1)
-                pairs.append(SegmentPair(tokens_a, tokens_b, False))
+                pairs.append((a_lo, a_hi, a_hi, offsets[i + 1], False, None))
             chunk_start = i + 1
         i += 1
     return pairs
@@ -377,15 +451,20 @@ def pair_segments(
 
 def resolve_random_next(random_document: TokenizedDocument, request: RandomNextRequest) -> List[int]:
     """Segment B of a random-next pair: sentences from the random start until long enough."""
-    num_sentences = len(random_document)
+    lo, hi = random_next_span(random_document.offsets, request)
+    return random_document.ids[lo:hi].tolist()
+
+
+def random_next_span(offsets: np.ndarray, request: RandomNextRequest) -> Tuple[int, int]:
+    """`resolve_random_next` as token bounds ``(lo, hi)`` in the random document."""
+    num_sentences = len(offsets) - 1
     if num_sentences == 0:
         raise ValueError("a random-next segment cannot come from an empty document")
     start = min(int(request.start_fraction * num_sentences), num_sentences - 1)
-    offsets = random_document.offsets
     # The first sentence end at or past the target, but always at least one sentence.
     end = int(np.searchsorted(offsets, offsets[start] + request.target_b_length, side="left"))
     end = min(max(end, start + 1), num_sentences)
-    return random_document.span(start, end)
+    return int(offsets[start]), int(offsets[end])
 
 
 def truncate_seq_pair(tokens_a: List[int], tokens_b: List[int], max_num_tokens: int, rng: random.Random):
@@ -623,8 +702,13 @@ def document_pairs(
     document: TokenizedDocument, document_index: int, dupe: int, num_documents: int, config: InstanceConfig, seed: int
 ) -> List[SegmentPair]:
     """The segment pairs of copy `dupe` of a document, on its derived pairing stream."""
-    rng = random.Random(derive_seed(seed, PAIRING, document_index, dupe))
+    rng = pairing_rng(seed, document_index, dupe)
     return pair_segments(document, document_index, num_documents, config, rng)
+
+
+def pairing_rng(seed: int, document_index: int, dupe: int) -> random.Random:
+    """The derived stream that pairs copy `dupe` of a document."""
+    return random.Random(derive_seed(seed, PAIRING, document_index, dupe))
 
 
 def finishing_rng(seed: int, document_index: int, dupe: int, k: int) -> random.Random:
@@ -660,3 +744,316 @@ def create_training_instances(
                 if pair.random_next is not None:
                     tokens_b = resolve_random_next(documents[pair.random_next.document_index], pair.random_next)
                 yield finish_instance(pair, config, vocab, finishing_rng(seed, index, dupe, k), tokens_b)
+
+
+# --- the fast path: the same records, straight from token spans -----------------------------------
+
+
+def truncation_bounds(len_a: int, len_b: int, max_num_tokens: int, rng: random.Random) -> Tuple[int, int, int, int]:
+    """`truncate_seq_pair` on lengths: the kept ``(a0, a1, b0, b1)``, with the same draws.
+
+    Which segment loses a token at each step depends only on the lengths (the longer one, B on a
+    tie), never on the draws: first the longer one down to the other's length, then B and A in
+    turn. So all draws are taken at once and only their front/back votes are counted per segment.
+    """
+    excess = len_a + len_b - max_num_tokens
+    if excess <= 0:
+        return 0, len_a, 0, len_b
+    draw = rng.random
+    draws = [draw() for _ in range(excess)]
+    if len_a > len_b:
+        first = min(len_a - len_b, excess)
+        a_draws = draws[:first] + draws[first + 1 :: 2]
+        b_draws = draws[first::2]
+    else:
+        first = min(len_b - len_a, excess)
+        b_draws = draws[:first] + draws[first::2]
+        a_draws = draws[first + 1 :: 2]
+    a_front = len([x for x in a_draws if x < 0.5])
+    b_front = len([x for x in b_draws if x < 0.5])
+    return a_front, len_a - (len(a_draws) - a_front), b_front, len_b - (len(b_draws) - b_front)
+
+
+def _randbelow(rng: random.Random):
+    """``rng.randrange`` for one positive bound, without its argument checks.
+
+    ``randrange(n)`` is ``_randbelow(n)`` for ``n > 0`` on every CPython this package supports
+    (3.11); tests check that both draw the same numbers.
+    """
+    return getattr(rng, "_randbelow", rng.randrange)
+
+
+class PreparedDocument:
+    """A document as `InstanceEncoder` reads it: per token its id, word-start flag and varint bytes.
+
+    Attributes:
+        ids: the ids (int32 array); ``id_list`` the same as a list.
+        offsets: sentence offsets, a list.
+        flags: one byte per token, 1 where the piece starts a word (``VocabInfo.start_table``).
+        varints: the ids as packed varints; ``starts[i]`` is where token ``i``'s bytes begin.
+        plain: no ``[CLS]``/``[SEP]`` id inside (else instances take the reference path).
+    """
+
+    __slots__ = ("ids", "id_list", "offsets", "flags", "varints", "starts", "plain")
+
+    def __init__(self, ids, id_list, offsets, flags, varints, starts, plain):
+        self.ids = ids
+        self.id_list = id_list
+        self.offsets = offsets
+        self.flags = flags
+        self.varints = varints
+        self.starts = starts
+        self.plain = plain
+
+
+class InstanceEncoder:
+    """Pairs, truncates, masks and serializes instances on token spans: the pipeline's fast path.
+
+    The records are byte for byte those of `pair_segments`, `finish_instance` and
+    `tfrecords.serialize_instance` with the same seeds (every random draw is the same draw, in the
+    same order; tests compare the two paths). What differs is the work per instance: a document
+    is prepared once (`prepare`: word-start flags, packed varints) and every instance of it is then
+    a few byte slices plus the masked positions, instead of lists of its 128-512 ids built,
+    scanned and encoded again for each one.
+
+    Args:
+        config: lengths and masking settings.
+        vocab: special ids, word-start table and vocabulary size.
+    """
+
+    def __init__(self, config: InstanceConfig, vocab: VocabInfo):
+        from albert_tf.data import tfrecords
+
+        self.config = config
+        self.vocab = vocab
+        self._records = tfrecords.RecordEncoder(config.max_seq_length, config.max_predictions_per_seq)
+        self._serialize = tfrecords.serialize_instance
+        self._encode_varints = tfrecords.encode_varints
+        self._varint = tfrecords._varint
+        # Every id's varint from a table when the vocabulary fits it (always, in practice).
+        table = tfrecords._small_varints
+        self._varint_table = table if vocab.vocab_size <= len(table) else None
+        self._start_table = np.frombuffer(vocab.start_table, dtype=np.uint8)
+        self._cls = self._varint_bytes(vocab.cls_id)
+        self._sep = self._varint_bytes(vocab.sep_id)
+        # One generator, seeded anew for every instance: the same stream as `finishing_rng`
+        # without building a generator each time (a third of the seeding cost).
+        self._finishing = random.Random()
+        self._max_num_tokens = config.max_seq_length - 3
+        # Accumulated exactly as `select_ngram_spans` does, so that the comparisons agree bit for bit.
+        self._cumulative = []
+        acc = 0.0
+        for p in config.ngram_probabilities():
+            acc += p
+            self._cumulative.append(acc)
+
+    def _varint_bytes(self, value: int) -> bytes:
+        table = self._varint_table
+        return table[value] if table is not None and 0 <= value < len(table) else self._varint(value)
+
+    def prepare(self, document: TokenizedDocument) -> PreparedDocument:
+        """The per-token tables of a document (once per document, for all its copies)."""
+        ids = np.asarray(document.ids, dtype=np.int32)
+        id_list = ids.tolist()
+        vocab = self.vocab
+        plain = not bool(np.any((ids == vocab.cls_id) | (ids == vocab.sep_id)))
+        flags = self._start_table[ids].tobytes()
+        varints, starts = self._encode_varints(id_list)
+        return PreparedDocument(ids, id_list, document.offsets.tolist(), flags, varints, starts, plain)
+
+    def finishing_rng(self, seed: int, index: int, dupe: int, k: int) -> random.Random:
+        """`finishing_rng` of instance `k`, as this encoder's one generator: use it before the next call."""
+        self._finishing.seed(derive_seed(seed, FINISHING, index, dupe, k))
+        return self._finishing
+
+    def segment(self, ids: np.ndarray) -> PreparedDocument:
+        """A single-sentence document of `ids` (segment A of a random-next request)."""
+        ids = np.asarray(ids, dtype=np.int32)
+        return self.prepare(TokenizedDocument(ids, np.array([0, len(ids)], dtype=np.int64)))
+
+    def document_records(
+        self,
+        document: PreparedDocument,
+        index: int,
+        dupe: int,
+        num_documents: int,
+        seed: int,
+        requests: List[Tuple[int, int, int, RandomNextRequest]],
+    ) -> List[bytes]:
+        """The records of copy `dupe` of a document; its random-next pairs go to `requests`.
+
+        Args:
+            document: the prepared document.
+            index: its index among all `num_documents`.
+            dupe: the copy.
+            num_documents: the corpus size (random-next draws).
+            seed: the run seed.
+            requests: receives ``(k, a_lo, a_hi, request)`` for instance ``k`` whose segment B
+                comes from another document; finish it with `encode` and the stream
+                `finishing_rng` ``(seed, index, dupe, k)`` once that document is at hand.
+
+        Returns:
+            The serialized records of the other instances.
+        """
+        rng = pairing_rng(seed, index, dupe)
+        records = []
+        for k, (a_lo, a_hi, b_lo, b_hi, is_random_next, request) in enumerate(
+            pair_spans(document.offsets, index, num_documents, self.config, rng)
+        ):
+            if request is not None:
+                requests.append((k, a_lo, a_hi, request))
+            else:
+                finishing = self.finishing_rng(seed, index, dupe, k)
+                records.append(self.encode(document, a_lo, a_hi, document, b_lo, b_hi, is_random_next, finishing))
+        return records
+
+    def encode(
+        self,
+        doc_a: PreparedDocument,
+        a_lo: int,
+        a_hi: int,
+        doc_b: PreparedDocument,
+        b_lo: int,
+        b_hi: int,
+        is_random_next: bool,
+        rng: random.Random,
+    ) -> bytes:
+        """`serialize_instance(finish_instance(pair, ...))` of the pair A = ``doc_a[a_lo:a_hi]``, B = ``doc_b[b_lo:b_hi]``."""
+        config = self.config
+        label = int(is_random_next)
+        if not (doc_a.plain and doc_b.plain):
+            pair = SegmentPair(doc_a.id_list[a_lo:a_hi], doc_b.id_list[b_lo:b_hi], is_random_next)
+            instance = finish_instance(pair, config, self.vocab, rng)
+            return self._serialize(instance, config.max_seq_length, config.max_predictions_per_seq)
+        a0, a1, b0, b1 = truncation_bounds(a_hi - a_lo, b_hi - b_lo, self._max_num_tokens, rng)
+        a_lo, a_hi, b_lo, b_hi = a_lo + a0, a_lo + a1, b_lo + b0, b_lo + b1
+        len_a, len_b = a_hi - a_lo, b_hi - b_lo
+        if not len_a or not len_b:
+            raise AssertionError("truncation emptied a segment; max_seq_length is too small")
+        n = len_a + len_b + 3
+        flags_a, flags_b = doc_a.flags[a_lo:a_hi], doc_b.flags[b_lo:b_hi]
+        boundary = b"".join((b"\x01", flags_a, b"\x01", flags_b, b"\x01"))
+        va, vb = doc_a.starts, doc_b.starts
+        if config.masked_lm_prob == 0:
+            payload = b"".join(
+                (self._cls, doc_a.varints[va[a_lo] : va[a_hi]], self._sep, doc_b.varints[vb[b_lo] : vb[b_hi]], self._sep)
+            )
+            return self._records.encode(payload, n, len_a + 2, boundary, [], b"", label)
+
+        sep1, last = len_a + 1, n - 1
+        if config.do_whole_word_mask:
+            # A word opens at each word-start piece, and at the first piece whatever it is; [SEP]
+            # opens none, so a continuation piece right after it joins A's last word.
+            opens = np.frombuffer(b"".join((b"\x00\x01", flags_a[1:], b"\x00", flags_b)), dtype=np.uint8)
+            starts = np.flatnonzero(opens).tolist()
+        else:
+            starts = list(range(1, sep1))
+            starts.extend(range(sep1 + 1, last))
+        num_words = len(starts)
+        spans = self._select_spans(starts, num_words, sep1, n, config.num_to_predict(n), rng)
+
+        random_draw, randbelow = rng.random, _randbelow(rng)
+        mask_id, vocab_size = self.vocab.mask_id, self.vocab.vocab_size
+        positions: List[int] = []
+        replaced: List[Tuple[int, int]] = []
+        for first, m in spans:
+            for word in range(first, first + m):
+                end = starts[word + 1] if word + 1 < num_words else n
+                for p in range(starts[word], end):
+                    if p == sep1 or p == last:
+                        continue
+                    if random_draw() < 0.8:
+                        replaced.append((p, mask_id))
+                    elif random_draw() < 0.5:
+                        pass  # 10%: keep the original token
+                    else:
+                        replaced.append((p, randbelow(vocab_size)))
+                    positions.append(p)
+        positions.sort()
+        replaced.sort()
+
+        table = self._varint_table
+        varint = table.__getitem__ if table is not None else self._varint_bytes
+        ids_a, ids_b = doc_a.id_list, doc_b.id_list
+        offset_b = b_lo - len_a - 2
+        masked_ids = b"".join([varint(ids_a[a_lo + p - 1] if p < sep1 else ids_b[offset_b + p]) for p in positions])
+        # The payload: the spans' varints, cut around every replaced position.
+        pieces = [self._cls]
+        bytes_a, bytes_b = doc_a.varints, doc_b.varints
+        cursor, j, num_replaced = va[a_lo], 0, len(replaced)
+        while j < num_replaced and replaced[j][0] < sep1:
+            p, new_id = replaced[j]
+            token = a_lo + p - 1
+            pieces.append(bytes_a[cursor : va[token]])
+            pieces.append(varint(new_id))
+            cursor = va[token + 1]
+            j += 1
+        pieces.append(bytes_a[cursor : va[a_hi]])
+        pieces.append(self._sep)
+        cursor = vb[b_lo]
+        while j < num_replaced:
+            p, new_id = replaced[j]
+            token = offset_b + p
+            pieces.append(bytes_b[cursor : vb[token]])
+            pieces.append(varint(new_id))
+            cursor = vb[token + 1]
+            j += 1
+        pieces.append(bytes_b[cursor : vb[b_hi]])
+        pieces.append(self._sep)
+        return self._records.encode(b"".join(pieces), n, len_a + 2, boundary, positions, masked_ids, label)
+
+    def _select_spans(
+        self, starts: List[int], num_words: int, sep1: int, n: int, budget: int, rng: random.Random
+    ) -> List[Tuple[int, int]]:
+        """`select_ngram_spans` with `_visit_order` inlined, on word starts instead of sizes.
+
+        The pieces before word ``w`` are its start minus ``[CLS]`` and, past it, the first
+        ``[SEP]``; `n` - 3 before the end.
+        """
+        cumulative = self._cumulative
+        max_n = len(cumulative)
+        randrange, random_draw = _randbelow(rng), rng.random
+        covered = bytearray(num_words)
+        spans: List[Tuple[int, int]] = []
+        count = 0
+        seen = set()
+        half = num_words // 2
+        rest = None
+        while True:
+            # The next word of a uniformly random order, drawn before the budget check as the
+            # original's generator does.
+            if len(seen) < half:
+                w = randrange(num_words)
+                while w in seen:
+                    w = randrange(num_words)
+                seen.add(w)
+            else:
+                if rest is None:
+                    rest = [x for x in range(num_words) if x not in seen]
+                    rng.shuffle(rest)
+                    rest.reverse()
+                if not rest:
+                    break
+                w = rest.pop()
+            if count >= budget:
+                break
+            u = random_draw()
+            ngram = 1
+            while ngram < max_n and u >= cumulative[ngram - 1]:
+                ngram += 1
+            m = min(ngram, num_words - w)
+            room = budget - count
+            start = starts[w]
+            before = start - 1 - (start > sep1)
+            while m > 0:
+                end = starts[w + m] if w + m < num_words else None
+                pieces = (n - 3 if end is None else end - 1 - (end > sep1)) - before
+                if pieces <= room:
+                    break
+                m -= 1
+            if m == 0 or any(covered[w : w + m]):
+                continue
+            covered[w : w + m] = b"\x01" * m
+            spans.append((w, m))
+            count += pieces
+        return spans

@@ -286,6 +286,8 @@ class RecordEncoder:
         self.max_predictions_per_seq = max_predictions_per_seq
         self._headers: Dict[Tuple[str, int], bytes] = {}
         self._label = [_map_entry(LABEL_FEATURE, _int64_feature_from_payload(_varint(v))) for v in (0, 1)]
+        self._fixed = [self._header(name, max_seq_length) for name in ("input_mask", "segment_ids", "token_boundary")]
+        self._weights = self._header("masked_lm_weights", 4 * max_predictions_per_seq)
 
     def _header(self, name: str, payload_length: int) -> bytes:
         """The bytes of feature `name`'s map entry before a packed payload of that length."""
@@ -328,16 +330,19 @@ class RecordEncoder:
         ids = ids_payload + pad
         positions = b"".join([table[p] for p in masked_positions]) + mask_pad
         masked_ids = masked_ids_payload + mask_pad
-        header = self._header
+        headers, header = self._headers, self._header
+        mask_header, segment_header, boundary_header = self._fixed
         body = b"".join(
             [
-                header("input_ids", len(ids)), ids,
-                header("input_mask", seq), b"\x01" * num_tokens, pad,
-                header("segment_ids", seq), bytes(segment_a_length), b"\x01" * (num_tokens - segment_a_length), pad,
-                header("token_boundary", seq), token_boundary, pad,
-                header("masked_lm_positions", len(positions)), positions,
-                header("masked_lm_ids", len(masked_ids)), masked_ids,
-                header("masked_lm_weights", 4 * num_pred), _ONE_FLOAT * num_masked, bytes(4 * (num_pred - num_masked)),
+                headers.get(("input_ids", len(ids))) or header("input_ids", len(ids)), ids,
+                mask_header, b"\x01" * num_tokens, pad,
+                segment_header, bytes(segment_a_length), b"\x01" * (num_tokens - segment_a_length), pad,
+                boundary_header, token_boundary, pad,
+                headers.get(("masked_lm_positions", len(positions))) or header("masked_lm_positions", len(positions)),
+                positions,
+                headers.get(("masked_lm_ids", len(masked_ids))) or header("masked_lm_ids", len(masked_ids)),
+                masked_ids,
+                self._weights, _ONE_FLOAT * num_masked, bytes(4 * (num_pred - num_masked)),
                 self._label[label],
             ]
         )

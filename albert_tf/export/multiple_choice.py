@@ -28,6 +28,7 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
+from albert_tf.export.tagging import pad_columns
 from albert_tf.tokenization.in_graph import sanitize_utf8
 
 TEXT_KEY = "text"
@@ -56,11 +57,6 @@ def multiple_choice_settings(settings: Optional[Dict[str, Any]], sequence_length
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= sequence_length - 3:
         raise ValueError(f"max_qa_length must be an integer in [1, sequence_length - 3 = {sequence_length - 3}], got {value!r}")
     return {"max_qa_length": value}
-
-
-def _pad_columns(dense: tf.Tensor, width, value) -> tf.Tensor:
-    missing = tf.maximum(width - tf.shape(dense)[1], 0)
-    return tf.pad(dense, [[0, 0], [0, missing]], constant_values=value)
 
 
 class MultipleChoiceGraph:
@@ -125,8 +121,8 @@ class MultipleChoiceGraph:
         context = tf.cast(layer.tokenize(self._preprocess(text)), tf.int32)
         context_length = tf.minimum(tf.gather(tf.cast(context.row_lengths(), tf.int32), example), seq - 3 - ending_length)
 
-        ending_dense = _pad_columns(ending.to_tensor(0), 1, 0)
-        context_dense = tf.gather(_pad_columns(context.to_tensor(0), 1, 0), example)
+        ending_dense = pad_columns(ending.to_tensor(0), 1, 0)
+        context_dense = tf.gather(pad_columns(context.to_tensor(0), 1, 0), example)
         position = tf.range(seq)[None, :]
         c_len, e_len = context_length[:, None], ending_length[:, None]
         ending_index = ending_first[:, None] + position - c_len - 2  # [B * C, seq]

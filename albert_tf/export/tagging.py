@@ -68,7 +68,7 @@ def tagging_settings(settings, tags: Sequence[str]) -> Dict:
     return {"token_unit": token_unit}
 
 
-def _pad_columns(dense: tf.Tensor, width, value) -> tf.Tensor:
+def pad_columns(dense: tf.Tensor, width, value) -> tf.Tensor:
     """Pads `dense` [rows, w] on the right to at least `width` columns."""
     missing = tf.maximum(width - tf.shape(dense)[1], 0)
     return tf.pad(dense, [[0, 0], [0, missing]], constant_values=value)
@@ -163,10 +163,10 @@ class TaggingGraph:
         width = tf.maximum(tf.cast(tf.reduce_max(tf.concat([units.row_lengths(), [0]], axis=0)), tf.int32), 1)
         features.update(
             text=text,
-            units=_pad_columns(units.to_tensor(""), width, ""),
-            unit_start=_pad_columns(starts.to_tensor(-1), width, -1),
-            unit_end=_pad_columns(ends.to_tensor(-1), width, -1),
-            unit_position=_pad_columns(units.with_flat_values(position).to_tensor(-1), width, -1),
+            units=pad_columns(units.to_tensor(""), width, ""),
+            unit_start=pad_columns(starts.to_tensor(-1), width, -1),
+            unit_end=pad_columns(ends.to_tensor(-1), width, -1),
+            unit_position=pad_columns(units.with_flat_values(position).to_tensor(-1), width, -1),
             num_units=tf.cast(units.row_lengths(), tf.int32),
         )
         return features
