@@ -5,6 +5,7 @@ import argparse
 import functools
 import json
 import logging
+import dataclasses
 import os
 from pathlib import Path
 
@@ -93,6 +94,7 @@ def test_shards_metadata_and_no_leftovers(setup, first_run):
     assert metadata["format"] == "albert-pretraining-tfrecord"
     assert metadata["instance_config"]["max_seq_length"] == 128 and metadata["seed"] == 11
     assert metadata["vocab"] == {"vocab_size": 2000, "cls_id": 2, "sep_id": 3, "mask_id": 4}
+    assert metadata["tokenizer"] is None  # a tokenizer factory of the caller's: nothing to record
     assert [f["name"] for f in metadata["features"]][:2] == ["input_ids", "input_mask"]
     assert metadata["counters"]["instances"] == first_run.counters["instances"]
     assert B.read_metadata(str(out)) == metadata
@@ -436,3 +438,12 @@ def test_framed_records_are_tfrecords(tmp_path):
         with open(tmp_path / "beam.tfrecord", "wb") as f:
             _TFRecordUtil.write_record(f, value)
         assert (tmp_path / "beam.tfrecord").read_bytes() == frame_record(value)
+
+
+def test_metadata_names_the_tokenizer_spec(setup, tmp_path):
+    """`pretrain --data` reads the tokenizer from here, so its output carries it unasked."""
+    files, model, config, _ = setup
+    spec = dataclasses.replace(config, tokenizer=B.TokenizerSpec(spm_model=os.path.relpath(model)), dupe_factor=1)
+    summary = B.make_pretraining_data(files[:1], str(tmp_path / "out"), spec)
+    tokenizer = B.read_metadata(summary.output_dir)["tokenizer"]
+    assert tokenizer == {"spm_model": os.path.abspath(model), "vocab_file": None, "lower_case": True}

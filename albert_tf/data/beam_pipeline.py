@@ -912,6 +912,18 @@ class RunSummary:
     skipped_files: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
+def _tokenizer_record(tokenizer) -> Optional[Dict]:
+    """The `TokenizerSpec` as metadata.json keeps it: local paths made absolute; None for others."""
+    if not isinstance(tokenizer, TokenizerSpec):
+        return None
+
+    def where(path):
+        return path if path is None or "://" in path else os.path.abspath(path)
+
+    return {"spm_model": where(tokenizer.spm_model), "vocab_file": where(tokenizer.vocab_file),
+            "lower_case": tokenizer.lower_case}
+
+
 def _counters(result) -> Dict[str, int]:
     from apache_beam.metrics.metric import MetricsFilter
 
@@ -1074,6 +1086,8 @@ def make_pretraining_data(
             "input_files": input_files,
             "skipped_files": [{"file": path, "problem": problem} for path, problem in skipped],
             "cleaned_files": cleaned,
+            # So that `pretrain --data` finds the tokenizer (and its output carries it) unasked.
+            "tokenizer": _tokenizer_record(config.tokenizer),
             "vocab": {
                 "vocab_size": vocab.vocab_size,
                 "cls_id": vocab.cls_id,
