@@ -257,10 +257,11 @@ class ServingModule(tf.Module):
         features = {k: tf.cast(features[k], tf.int32) for k in keys}
         # Keras's `take` wraps a negative id to the end of the table (and on GPU an id past the
         # table reads zeros): under TF Serving these asserts make such requests INVALID_ARGUMENT.
-        tf.debugging.assert_non_negative(features["input_ids"], message="input_ids must be >= 0")
-        tf.debugging.assert_less(features["input_ids"], self.vocab_size,
-                                 message=f"input_ids must be < the vocabulary size {self.vocab_size}")
-        tf.debugging.assert_non_negative(features["segment_ids"], message="segment_ids must be >= 0")
+        # `Assert` with the message alone keeps the client's error short (no tensor dumps).
+        ids = features["input_ids"]
+        tf.debugging.Assert(tf.reduce_all(ids >= 0), ["input_ids must be >= 0"])
+        tf.debugging.Assert(tf.reduce_all(ids < self.vocab_size), [f"input_ids must be < the vocabulary size {self.vocab_size}"])
+        tf.debugging.Assert(tf.reduce_all(features["segment_ids"] >= 0), ["segment_ids must be >= 0"])
         if self.kind in QA_KINDS:
             outputs = self.model(features, training=False)
             return {k: (tf.cast(v, tf.float32) if v.dtype.is_floating else tf.cast(v, tf.int32))
