@@ -237,7 +237,7 @@ def _make_presets() -> Dict[str, Dict[str, Any]]:
                 **shape,
             )
     for size, shape in SMALL_SIZES.items():
-        # No dropout, as v2; vocab_size is a placeholder: `pretrain` takes the data's vocabulary.
+        # No dropout, as v2; vocab_size 30000 is v2's, and `pretrain` replaces it with the data's vocabulary size.
         presets[size] = dict(
             vocab_size=30000,
             num_hidden_groups=1,
