@@ -193,7 +193,7 @@ def text_vector_cosines(encoder, features, n: int = 256):
 def run_one(task: Task, prepared, config, *, init, recipe, seed: int, work: Path):
     import tensorflow as tf
 
-    from albert_tf.checkpoints.init import init_encoder
+    from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.tasks.classification import AlbertClassifier, make_eval_fn
     from albert_tf.tasks.tagging import AlbertTokenClassifier

@@ -113,7 +113,7 @@ def adaptive_pretraining(args, work: Path) -> str:
     """Pretrains the SOTU encoder further on the RT training texts; returns the saved weights."""
     import keras
 
-    from albert_tf.checkpoints.init import init_encoder
+    from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data
     from albert_tf.data.glue import read_table
     from albert_tf.data.pretraining_instances import InstanceConfig

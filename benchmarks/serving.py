@@ -5,7 +5,7 @@ them), exported with `albert_tf.export.export_saved_model` (tokenization in the 
 on raw texts of about `--seq` tokens:
 
 * in-process: the SavedModel loaded as TF Serving loads it (`SessionServable`, session run);
-* local server: the same through `albert_tf.serving.server.LocalModelServer` over gRPC (one
+* local server: the same through `albert_tf.model_server.server.LocalModelServer` over gRPC (one
   client, so batch 32 is one request of 32 texts).
 
 With `--torch`, Hugging Face transformers' PyTorch `AlbertForSequenceClassification` (random
@@ -255,9 +255,9 @@ def main(argv=None) -> int:
 
     from albert_tf.config import AlbertConfig
     from albert_tf.export.saved_model import export_saved_model
-    from albert_tf.serving.client import predict_text
-    from albert_tf.serving.servable import SessionServable
-    from albert_tf.serving.server import LocalModelServer
+    from albert_tf.model_server.client import predict_text
+    from albert_tf.model_server.servable import SessionServable
+    from albert_tf.model_server.server import LocalModelServer
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
     def log(message):

@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Sequence, TextIO
 
 from kfp import dsl
 
-from albert_tf.pipeline.settings import PipelineSettings
+from albert_tf.pipeline_steps.settings import PipelineSettings
 from pipelines.components import make_components
 
 PIPELINE_NAME = "albert-tf-pipeline"
@@ -43,7 +43,7 @@ LOG_SUBDIR = "logs"
 
 def input_fingerprint(settings: PipelineSettings) -> str:
     """A hash of the input files' contents, so the cached data steps re-run when the data change."""
-    from albert_tf.pipeline.example_gen import expand_corpus
+    from albert_tf.pipeline_steps.example_gen import expand_corpus
 
     digest = hashlib.sha256()
     task_files = sorted(
@@ -340,7 +340,7 @@ def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True
 
     from kfp import local
 
-    from albert_tf.pipeline.staging import read_summary
+    from albert_tf.pipeline_steps.staging import read_summary
 
     os.makedirs(pipeline_root, exist_ok=True)
     # kfp.local deletes workspace_root after every run: only ever give it a fresh temporary folder.

@@ -1,4 +1,4 @@
-"""The pipeline's Kubeflow Pipelines v2 components: thin wrappers over `albert_tf.pipeline`.
+"""The pipeline's Kubeflow Pipelines v2 components: thin wrappers over `albert_tf.pipeline_steps`.
 
 Each function below is a lightweight Python component: KFP ships its source to the step's
 container (or, locally, a subprocess of this interpreter) and calls it with typed parameters
@@ -29,7 +29,7 @@ def example_gen(
     example_splits: Output[Dataset],
 ):
     """Raw corpus and labelled files -> train/eval TFRecords (`input_fingerprint` keys the cache)."""
-    from albert_tf.pipeline.example_gen import run_example_gen
+    from albert_tf.pipeline_steps.example_gen import run_example_gen
 
     counts = run_example_gen(
         corpus, task_data, corpus_splits.path, example_splits.path, text_column=text_column,
@@ -49,7 +49,7 @@ def vocab_gen(
     vocabulary: Output[Artifact],
 ):
     """A SentencePiece or WordPiece vocabulary from the train splits."""
-    from albert_tf.pipeline.vocab_gen import run_vocab_gen
+    from albert_tf.pipeline_steps.vocab_gen import run_vocab_gen
 
     summary = run_vocab_gen(
         corpus_splits.path, example_splits.path, vocabulary.path, vocab_type=vocab_type, vocab_size=vocab_size,
@@ -72,7 +72,7 @@ def transform(
     transformed: Output[Dataset],
 ):
     """SOP + n-gram pretraining records (Beam) and fine-tuning features."""
-    from albert_tf.pipeline.transform import run_transform
+    from albert_tf.pipeline_steps.transform import run_transform
 
     summary = run_transform(
         corpus_splits.path, example_splits.path, vocabulary.path, transformed.path, max_seq_length=max_seq_length,
@@ -99,9 +99,9 @@ def pretrainer(
     """ALBERT pretraining (n-gram MLM + SOP, LAMB) under the given tf.distribute strategy."""
     import json
 
-    from albert_tf.pipeline.settings import albert_config_for
-    from albert_tf.pipeline.staging import read_summary
-    from albert_tf.pipeline.trainer import run_pretrainer
+    from albert_tf.pipeline_steps.settings import albert_config_for
+    from albert_tf.pipeline_steps.staging import read_summary
+    from albert_tf.pipeline_steps.trainer import run_pretrainer
 
     config = albert_config_for(json.loads(model_config_json), read_summary(vocabulary.path)["vocab_size"],
                                read_summary(transformed.path)["max_seq_length"])
@@ -134,9 +134,9 @@ def trainer(
     """Fine-tuning from the pretrained encoder (AdamW), and the candidate SavedModel export."""
     import json
 
-    from albert_tf.pipeline.settings import albert_config_for
-    from albert_tf.pipeline.staging import read_summary
-    from albert_tf.pipeline.trainer import run_trainer
+    from albert_tf.pipeline_steps.settings import albert_config_for
+    from albert_tf.pipeline_steps.staging import read_summary
+    from albert_tf.pipeline_steps.trainer import run_trainer
 
     config = albert_config_for(json.loads(model_config_json), read_summary(vocabulary.path)["vocab_size"],
                                read_summary(transformed.path)["max_seq_length"])
@@ -168,8 +168,8 @@ def evaluator(
     split; the full report (slices, confusion matrix) in `evaluation`, the decision in `blessing`."""
     import os
 
-    from albert_tf.pipeline.evaluator import run_evaluator
-    from albert_tf.pipeline.trainer import candidate_path
+    from albert_tf.pipeline_steps.evaluator import run_evaluator
+    from albert_tf.pipeline_steps.trainer import candidate_path
 
     summary = run_evaluator(
         example_splits.path, candidate_path(trained_model.path), os.path.join(serving_base, model_name), blessing.path,
@@ -190,9 +190,9 @@ def infra_validator(trained_model: Input[Model], model_name: str, infra_blessing
     """The candidate served by the TF-Serving-protocol server in a subprocess; warmup replayed."""
     import os
 
-    from albert_tf.pipeline.infra_validator import run_infra_validator
-    from albert_tf.pipeline.staging import read_summary
-    from albert_tf.pipeline.trainer import SERVING_SUBDIR
+    from albert_tf.pipeline_steps.infra_validator import run_infra_validator
+    from albert_tf.pipeline_steps.staging import read_summary
+    from albert_tf.pipeline_steps.trainer import SERVING_SUBDIR
 
     run_infra_validator(os.path.join(trained_model.path, SERVING_SUBDIR), model_name, infra_blessing.path)
     infra_blessing.metadata.update({"blessed": True, "requests": len(read_summary(infra_blessing.path)["requests"])})
@@ -207,10 +207,10 @@ def pusher(
     pushed_model: Output[Model],
 ):
     """Copies a blessed candidate into the serving base as the next version (never an unblessed one)."""
-    from albert_tf.pipeline.evaluator import is_blessed
-    from albert_tf.pipeline.infra_validator import is_infra_blessed
-    from albert_tf.pipeline.pusher import run_pusher
-    from albert_tf.pipeline.trainer import candidate_path
+    from albert_tf.pipeline_steps.evaluator import is_blessed
+    from albert_tf.pipeline_steps.infra_validator import is_infra_blessed
+    from albert_tf.pipeline_steps.pusher import run_pusher
+    from albert_tf.pipeline_steps.trainer import candidate_path
 
     result = run_pusher(
         candidate_path(trained_model.path), is_blessed(blessing.path), is_infra_blessed(infra_blessing.path),

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from albert_tf.serving.client import ServingClientError, format_predictions, predict_text
+from albert_tf.model_server.client import ServingClientError, format_predictions, predict_text
 
 
 def main(argv=None) -> int:

@@ -1,4 +1,4 @@
-"""Entry point: the local TF Serving stand-in (`albert_tf.serving.server`), same flags as `albert-tf serve`."""
+"""Entry point: the local TF Serving stand-in (`albert_tf.model_server.server`), same flags as `albert-tf serve`."""
 
 import sys
 

@@ -4,7 +4,7 @@ import random
 
 from kfp import dsl
 
-from albert_tf.pipeline.settings import PipelineSettings
+from albert_tf.pipeline_steps.settings import PipelineSettings
 
 
 def write_task(directory, train_rows, dev_rows, header="label\ttext"):

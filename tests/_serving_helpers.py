@@ -97,7 +97,7 @@ def shared_server(tmp_path_factory):
     tests add and break versions in it); stopped at interpreter exit."""
     import atexit
 
-    from albert_tf.serving.server import LocalModelServer
+    from albert_tf.model_server.server import LocalModelServer
 
     if "server" not in _SERVER:
         copy = tmp_path_factory.getbasetemp() / "albert_serving_server" / "base"

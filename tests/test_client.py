@@ -1,4 +1,4 @@
-"""Tests of `albert_tf.serving.client`: `predict_text` over gRPC and REST against the local server,
+"""Tests of `albert_tf.model_server.client`: `predict_text` over gRPC and REST against the local server,
 status and metadata queries, pairs, and the errors it raises."""
 
 import sys
@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _serving_helpers as helpers  # noqa: E402
 
-from albert_tf.serving import client  # noqa: E402
+from albert_tf.model_server import client  # noqa: E402
 
 
 @pytest.fixture(scope="module")

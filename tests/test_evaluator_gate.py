@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from albert_tf.pipeline import evaluator, example_gen, pusher, vocab_gen
+from albert_tf.pipeline_steps import evaluator, example_gen, pusher, vocab_gen
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pipeline_helpers import write_corpus, write_task  # noqa: E402
@@ -47,7 +47,7 @@ def export_classifier(root, name, *, kernel=None, bias=None):
     from albert_tf.config import AlbertConfig
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.pipeline.staging import read_summary
+    from albert_tf.pipeline_steps.staging import read_summary
     from albert_tf.tasks.classification import AlbertClassifier
 
     vocab_size = read_summary(str(root / "v"))["vocab_size"]
@@ -98,7 +98,7 @@ def test_a_constant_model_is_refused_and_not_pushed(setup):
 
 def test_every_check_is_recorded(setup):
     """Whatever a random tiny model scores, the decision follows the checks and all are on disk."""
-    from albert_tf.pipeline.staging import read_summary
+    from albert_tf.pipeline_steps.staging import read_summary
 
     root = setup
     candidate = export_classifier(root, "random")

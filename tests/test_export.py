@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _serving_helpers as helpers  # noqa: E402
 
 from albert_tf.export import saved_model, serving_config, signatures, warmup  # noqa: E402
-from albert_tf.serving.servable import SessionServable  # noqa: E402
+from albert_tf.model_server.servable import SessionServable  # noqa: E402
 
 JSON_DTYPES = {tf.float32.as_datatype_enum, tf.int32.as_datatype_enum, tf.string.as_datatype_enum}
 

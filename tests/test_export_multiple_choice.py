@@ -178,7 +178,7 @@ def exported(tmp_path_factory, model, spm, layer):
 
 def test_export_layout_signatures_warmup_and_ops(exported):
     from albert_tf.export import compatibility
-    from albert_tf.serving.servable import SessionServable
+    from albert_tf.model_server.servable import SessionServable
 
     base, result, loaded = exported
     assert result.signatures == {"serving_default": signatures.PREDICT_METHOD, "tokens": signatures.PREDICT_METHOD}
@@ -227,7 +227,7 @@ def test_local_server_rest_and_grpc_answer_as_the_in_process_model(exported, lay
     import grpc
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-    from albert_tf.serving.server import LocalModelServer
+    from albert_tf.model_server.server import LocalModelServer
 
     base, _, loaded = exported
     graph = _graph(loaded, layer)

@@ -185,7 +185,7 @@ def v1_export(layer, tmp_path_factory):
 
 
 def test_export_signatures_reload_and_answers(spm, layer, v1_export):
-    from albert_tf.serving.servable import SessionServable
+    from albert_tf.model_server.servable import SessionServable
 
     from albert_tf.export import compatibility
 
@@ -225,8 +225,8 @@ def test_export_signatures_reload_and_answers(spm, layer, v1_export):
 def test_local_server_rest_and_client_answers(v1_export):
     import urllib.request
 
-    from albert_tf.serving.client import predict_qa
-    from albert_tf.serving.server import LocalModelServer
+    from albert_tf.model_server.client import predict_qa
+    from albert_tf.model_server.server import LocalModelServer
 
     base, _, _ = v1_export
     with LocalModelServer(str(base), model_names=["qa"], poll_interval_s=0) as server:
@@ -287,7 +287,7 @@ def test_cli_export_of_a_squad_v2_finetune_dir(tmp_path, spm):
     assert info["kind"] == "squad_v2" and info["qa"]["null_score_diff_threshold"] == pytest.approx(threshold)
     assert info["qa"]["doc_stride"] == 32 and info["sequence_length"] == 64
 
-    from albert_tf.serving.servable import SessionServable
+    from albert_tf.model_server.servable import SessionServable
 
     servable = SessionServable(str(version))
     try:

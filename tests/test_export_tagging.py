@@ -228,7 +228,7 @@ def exported(tmp_path_factory, model, spm, layer):
 
 def test_export_layout_signatures_warmup_and_ops(exported):
     from albert_tf.export import compatibility
-    from albert_tf.serving.servable import SessionServable
+    from albert_tf.model_server.servable import SessionServable
 
     base, result, _ = exported
     assert result.version == 1 and result.signatures == {"serving_default": signatures.PREDICT_METHOD,
@@ -263,7 +263,7 @@ def test_export_layout_signatures_warmup_and_ops(exported):
 
 
 def test_reloaded_export_answers_as_the_python_path(exported, spm):
-    from albert_tf.serving.servable import SessionServable
+    from albert_tf.model_server.servable import SessionServable
 
     _, result, loaded = exported
     servable = SessionServable(result.path)
@@ -304,7 +304,7 @@ def test_local_server_rest_and_grpc_answer_as_the_in_process_model(exported, lay
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
     from albert_tf.export import compatibility
-    from albert_tf.serving.server import LocalModelServer
+    from albert_tf.model_server.server import LocalModelServer
 
     base, result, loaded = exported
     texts = TEXTS[:1] + TEXTS[3:]

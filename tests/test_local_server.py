@@ -1,4 +1,4 @@
-"""Tests of `albert_tf.serving.server` / `manager` / `servable`: TF Serving's gRPC and REST protocols,
+"""Tests of `albert_tf.model_server.server` / `manager` / `servable`: TF Serving's gRPC and REST protocols,
 its error codes and messages, version polling, broken versions, batching, and a bounded load test."""
 
 import base64

@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from albert_tf.pipeline.staging import read_summary
+from albert_tf.pipeline_steps.staging import read_summary
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pipeline_helpers import echo_pipeline, tiny_inputs, tiny_settings  # noqa: E402
@@ -130,7 +130,7 @@ def test_kfp_output_is_a_line_per_step_unless_verbose(tmp_path, capsys):
 
 
 def test_infra_validator_rejects_an_unservable_export(tmp_path):
-    from albert_tf.pipeline.infra_validator import InfraValidationError, run_infra_validator
+    from albert_tf.pipeline_steps.infra_validator import InfraValidationError, run_infra_validator
 
     (tmp_path / "base" / "m" / "1").mkdir(parents=True)
     (tmp_path / "base" / "m" / "1" / "saved_model.pb").write_bytes(b"not a graph")
@@ -191,7 +191,7 @@ def test_tfx_run_fn(tmp_path):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
 
-    from albert_tf.pipeline.tfx_module import run_fn
+    from albert_tf.pipeline_steps.tfx_module import run_fn
     from albert_tf.tokenization import train_sentencepiece
 
     _, task = tiny_inputs(tmp_path)

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from albert_tf.pipeline import example_gen, transform, vocab_gen
-from albert_tf.pipeline.staging import read_summary
+from albert_tf.pipeline_steps import example_gen, transform, vocab_gen
+from albert_tf.pipeline_steps.staging import read_summary
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pipeline_helpers import tiny_settings  # noqa: E402
@@ -102,9 +102,9 @@ def test_transform_output_does_not_depend_on_the_runners_record_order(tmp_path, 
 TRAIN_TWICE = r'''
 import json, sys
 
-from albert_tf.pipeline import trainer
-from albert_tf.pipeline.settings import PipelineSettings
-from albert_tf.pipeline.staging import read_summary
+from albert_tf.pipeline_steps import trainer
+from albert_tf.pipeline_steps.settings import PipelineSettings
+from albert_tf.pipeline_steps.staging import read_summary
 
 root, out = sys.argv[1], sys.argv[2]
 s = PipelineSettings.from_json(sys.argv[3])

@@ -1,4 +1,4 @@
-"""The pipeline steps' own rules (albert_tf.pipeline): settings, splits, the blessing rule, pushing."""
+"""The pipeline steps' own rules (albert_tf.pipeline_steps): settings, splits, the blessing rule, pushing."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from albert_tf.pipeline import evaluator, example_gen, pusher
-from albert_tf.pipeline.settings import PipelineSettings, SettingsError
-from albert_tf.pipeline.staging import read_summary, staged_directory
+from albert_tf.pipeline_steps import evaluator, example_gen, pusher
+from albert_tf.pipeline_steps.settings import PipelineSettings, SettingsError
+from albert_tf.pipeline_steps.staging import read_summary, staged_directory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _pipeline_helpers import write_corpus, write_task  # noqa: E402

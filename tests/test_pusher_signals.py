@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from albert_tf.pipeline import pusher, staging
+from albert_tf.pipeline_steps import pusher, staging
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,7 +38,7 @@ shutil.copytree = copytree
 '''
 
 CHILD_PUSH = _PAUSED_COPY + r'''
-from albert_tf.pipeline import pusher
+from albert_tf.pipeline_steps import pusher
 
 pusher.push(sys.argv[1], sys.argv[2], "m")
 '''
@@ -46,7 +46,7 @@ pusher.push(sys.argv[1], sys.argv[2], "m")
 CHILD_STAGED = r'''
 import os, sys, time
 
-from albert_tf.pipeline.staging import staged_directory
+from albert_tf.pipeline_steps.staging import staged_directory
 
 with staged_directory(sys.argv[1]) as directory:
     open(os.path.join(directory, "half"), "w").close()

@@ -81,7 +81,7 @@ def test_cls_pooling_stays_the_default_and_bad_values_are_named():
 
 
 def test_pipeline_settings_take_the_recipe_unless_set():
-    from albert_tf.pipeline.settings import PipelineSettings, SettingsError
+    from albert_tf.pipeline_steps.settings import PipelineSettings, SettingsError
 
     sample = PipelineSettings()
     assert (sample.finetune_learning_rate, sample.finetune_pooling, sample.finetune_bias_correction) == (1e-3, "mean", True)

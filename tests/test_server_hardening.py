@@ -1,4 +1,4 @@
-"""Hardening of `albert_tf.serving.server`: request size limit, read timeout, Content-Length
+"""Hardening of `albert_tf.model_server.server`: request size limit, read timeout, Content-Length
 checks, client mistakes answered as client errors (never 500 / UNKNOWN), empty batches, taken
 ports, and a bounded, seeded fuzz of malformed REST and gRPC requests."""
 
@@ -30,8 +30,8 @@ from tensorflow_serving.apis import (  # noqa: E402
 from tensorflow.core.framework.tensor_pb2 import TensorProto  # noqa: E402
 
 from albert_tf.export.serving_config import BatchingConfig  # noqa: E402
-from albert_tf.serving import server as server_module  # noqa: E402
-from albert_tf.serving.server import LocalModelServer, default_max_request_bytes  # noqa: E402
+from albert_tf.model_server import server as server_module  # noqa: E402
+from albert_tf.model_server.server import LocalModelServer, default_max_request_bytes  # noqa: E402
 
 READ_TIMEOUT_S = 1.0
 TOKENS = {"input_ids": [2] * helpers.SEQ, "input_mask": [1] * helpers.SEQ, "segment_ids": [0] * helpers.SEQ}

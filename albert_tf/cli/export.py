@@ -8,7 +8,7 @@ for SQuAD the conversion and post-processing settings (`doc_stride`, `max_query_
 stored), so that `serving_default` answers `question` + `context` (`albert_tf.export.qa`); for
 tagging the tags and `token_unit` (entities with character spans, `albert_tf.export.tagging`); for
 multiple choice `max_qa_length` (`text`, `question`, `choices` in, `albert_tf.export.multiple_choice`).
-`--init` takes a pretrained encoder (any checkpoint `albert_tf.checkpoints.init` reads) with
+`--init` takes a pretrained encoder (any checkpoint `albert_tf.checkpoints.any_format` reads) with
 `--config`, `--spm-model`/`--vocab-file` and `--sequence-length`, exported with the TF-Hub-style
 `tokens` signature; a tokenizer whose size is not the encoder's `vocab_size` is refused (a smaller
 one is accepted with `--allow-vocab-mismatch`). The version goes to
@@ -74,7 +74,7 @@ def _from_model_dir(args):
 
 
 def _from_init(args):
-    from albert_tf.checkpoints.init import init_encoder
+    from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.cli.finetune import check_tokenizer_fits, load_tokenizer, resolve_model_config
     from albert_tf.config import ConfigError

@@ -22,7 +22,7 @@ Tasks (`--task`):
 SQuAD and RACE take the original hyper-parameters of Table 14 of the paper as defaults
 (`albert_tf.tasks.presets.READING_PRESETS`).
 
-The encoder starts from `--init` (any checkpoint kind `albert_tf.checkpoints.init.init_encoder`
+The encoder starts from `--init` (any checkpoint kind `albert_tf.checkpoints.any_format.init_encoder`
 reads) or from random weights; its architecture is `--config` or the one stored with the
 checkpoint. The run is `albert_tf.training.finetuning.run_finetuning`: Keras `model.fit` with
 the original AdamW recipe, dev evaluation every `--eval-every` steps, the best weights by the
@@ -246,7 +246,7 @@ def _find_tokenizer_file(args) -> Tuple[str, str, Optional[bool]]:
     raise CommandError("no tokenizer: pass --spm-model (SentencePiece .model) or --vocab-file (WordPiece vocab.txt)")
 
 
-# What `--init` accepts (`albert_tf.checkpoints.init.init_encoder`), for the message that says a
+# What `--init` accepts (`albert_tf.checkpoints.any_format.init_encoder`), for the message that says a
 # path is none of them.
 INIT_KINDS = (
     "a .keras, .weights.h5, .safetensors or .npz file, a TF checkpoint prefix (or its .index / .data-* "
@@ -258,7 +258,7 @@ _CHECKPOINT_SUFFIXES = (".keras", ".weights.h5", ".safetensors", ".safetensors.i
 
 def _is_checkpoint_path(path: str) -> bool:
     """Whether `path` is of a kind `init_encoder` reads (not whether it loads)."""
-    from albert_tf.checkpoints import init as init_module
+    from albert_tf.checkpoints import any_format as init_module
     from albert_tf.checkpoints.original import CheckpointError, resolve_checkpoint_prefix
 
     if os.path.isfile(path) and path.lower().endswith(_CHECKPOINT_SUFFIXES):
@@ -303,7 +303,7 @@ def resolve_model_config(config: Optional[str], init: Optional[str]):
     Raises:
         CommandError: No usable config, or an `init` that is no checkpoint.
     """
-    from albert_tf.checkpoints.init import config_from_init
+    from albert_tf.checkpoints.any_format import config_from_init
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.config import ConfigError, load_config
 
@@ -567,7 +567,7 @@ def write_predictions_tsv(path: str, examples, records, spec: TaskSpec) -> None:
 
 def load_model(model_dir: str):
     """The fine-tuned task model of `model_dir` (best weights)."""
-    from albert_tf.checkpoints.init import register_saved_classes
+    from albert_tf.checkpoints.any_format import register_saved_classes
     from albert_tf.training.finetuning import load_finetuned_model
 
     register_saved_classes()
@@ -1061,7 +1061,7 @@ def run(args) -> int:
     spec = plan.spec
     steps, warmup = _steps(args, settings, plan.num_train, spec)
 
-    from albert_tf.checkpoints.init import init_encoder
+    from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.training.finetuning import run_finetuning

@@ -1,7 +1,7 @@
 """`albert-tf pipeline`: the TFX-style pipeline, run locally or compiled for Kubeflow / Vertex AI.
 
     albert-tf pipeline run                      # the embedded sample: a few minutes on 2 CPU cores
-    albert-tf pipeline run --config my.yaml     # a real configuration (albert_tf.pipeline.settings)
+    albert-tf pipeline run --config my.yaml     # a real configuration (albert_tf.pipeline_steps.settings)
     albert-tf pipeline compile --config my.yaml --image REGISTRY/albert-tf:0.1.0 --output albert.yaml
 
 `run` executes every step with `kfp.local` (subprocesses of this interpreter; data and training
@@ -58,7 +58,7 @@ def _metrics_line(metrics) -> str:
 
 
 def _settings(path):
-    from albert_tf.pipeline.settings import PipelineSettings, SettingsError
+    from albert_tf.pipeline_steps.settings import PipelineSettings, SettingsError
 
     try:
         return PipelineSettings.from_file(path) if path else PipelineSettings()
@@ -67,8 +67,8 @@ def _settings(path):
 
 
 def _sample_request(serving_base: str, model_name: str) -> None:
-    from albert_tf.serving.client import predict_text
-    from albert_tf.serving.server import LocalModelServer
+    from albert_tf.model_server.client import predict_text
+    from albert_tf.model_server.server import LocalModelServer
 
     with LocalModelServer(serving_base, model_names=[model_name], poll_interval_s=0) as server:
         address = f"127.0.0.1:{server.rest_port}"

@@ -119,7 +119,7 @@ def _examples_from_file(spec, path):
 
 def _predict_on_server(args) -> int:
     """Raw texts to a served model (TF Serving or the local stand-in); one JSON object per text."""
-    from albert_tf.serving.client import ServingClientError, format_predictions, predict_text
+    from albert_tf.model_server.client import ServingClientError, format_predictions, predict_text
 
     if not args.model:
         raise CommandError("--server needs --model NAME (the served model's name)")

@@ -1,6 +1,6 @@
 """`albert-tf serve`: the local development stand-in for TF Serving (gRPC + REST) on an export base.
 
-It speaks TF Serving's protocols (see `albert_tf.serving.server`) so clients can be developed and
+It speaks TF Serving's protocols (see `albert_tf.model_server.server`) so clients can be developed and
 tested without Docker; production serving is TF Serving itself (serving/README.md). A taken port
 (either protocol) exits with status 2 and one line naming it.
 """
@@ -51,7 +51,7 @@ def run(args) -> int:
     import logging
     import os
 
-    from albert_tf.serving.server import LocalModelServer
+    from albert_tf.model_server.server import LocalModelServer
 
     if not os.path.isdir(args.export_base):
         raise CommandError(f"--export-base not found: {args.export_base}")

@@ -10,7 +10,7 @@ Two parts:
   Python, which the C++ server has not) and any `_XlaMustCompile` attribute (a serving build
   may lack the XLA JIT) are flagged too.
 * `check_reload(saved_model_dir, inputs, expected)`: a FRESH Python process loads the SavedModel
-  the way TF Serving does (`albert_tf.serving.servable.SessionServable`: TF1 loader, restore,
+  the way TF Serving does (`albert_tf.model_server.servable.SessionServable`: TF1 loader, restore,
   init op) and runs every signature on `inputs`; its outputs must reproduce `expected` (the
   in-memory outputs). A fresh process is the point: nothing already loaded or traced in the
   exporting process (op libraries, Python objects, resources) can hide a missing piece.
@@ -197,7 +197,7 @@ def check_reload(
 
 
 def _child(saved_model_dir: str, inputs_path: str, outputs_path: str) -> int:
-    from albert_tf.serving.servable import SessionServable
+    from albert_tf.model_server.servable import SessionServable
 
     servable = SessionServable(saved_model_dir)
     inputs = _load_arrays(inputs_path)

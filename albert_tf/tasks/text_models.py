@@ -96,7 +96,7 @@ class PretrainedFiles:
     """What `resolve_pretrained` found for a checkpoint path.
 
     Attributes:
-        weights: The path `albert_tf.checkpoints.init.init_encoder` reads the encoder from.
+        weights: The path `albert_tf.checkpoints.any_format.init_encoder` reads the encoder from.
         config: The encoder architecture.
         tokenizer_kind: "sentencepiece" or "wordpiece".
         tokenizer_file: The SentencePiece `.model` or WordPiece `vocab.txt`.
@@ -211,7 +211,7 @@ def resolve_pretrained(
 
     Args:
         path: A checkpoint file, prefix or directory of any layout
-            `albert_tf.checkpoints.init.init_encoder` reads, or a TF-Hub module directory.
+            `albert_tf.checkpoints.any_format.init_encoder` reads, or a TF-Hub module directory.
         config: The architecture, for layouts that store none (a TF-Hub module): an
             `AlbertConfig`, a preset name or an `albert_config.json`; overrides the stored one.
         tokenizer: A SentencePiece `.model` or WordPiece `vocab.txt`, instead of the one stored
@@ -224,7 +224,7 @@ def resolve_pretrained(
         TokenizerNotFoundError: No tokenizer stored with the checkpoint, and none given.
         ValueError: No architecture stored with the checkpoint, and none given.
     """
-    from albert_tf.checkpoints.init import config_from_init
+    from albert_tf.checkpoints.any_format import config_from_init
     from albert_tf.config import AlbertConfig, load_config
 
     path = os.fspath(path)
@@ -285,7 +285,7 @@ def load_pretrained_backbone(
         the encoder (`VocabSizeMismatch`), or a `sequence_length` beyond its positions.
         CheckpointError: Weights that do not load into the architecture.
     """
-    from albert_tf.checkpoints.init import init_encoder
+    from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.tokenization.tokenizers import check_vocab_size
 
     files = resolve_pretrained(path, config=config, tokenizer=tokenizer, lower_case=lower_case)

@@ -23,8 +23,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from albert_tf.pipeline import example_gen
-from albert_tf.pipeline.staging import read_summary, staged_directory, write_summary
+from albert_tf.pipeline_steps import example_gen
+from albert_tf.pipeline_steps.staging import read_summary, staged_directory, write_summary
 
 BLESSED_FILE = "BLESSED"
 EVALUATION_FILE = "evaluation.json"

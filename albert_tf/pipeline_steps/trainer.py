@@ -24,8 +24,8 @@ import math
 import os
 from typing import Any, Dict, Optional
 
-from albert_tf.pipeline import example_gen, transform, vocab_gen
-from albert_tf.pipeline.staging import read_summary, staged_directory, write_summary
+from albert_tf.pipeline_steps import example_gen, transform, vocab_gen
+from albert_tf.pipeline_steps.staging import read_summary, staged_directory, write_summary
 
 MODEL_SUBDIR = "model"
 SERVING_SUBDIR = "serving"
@@ -164,7 +164,7 @@ def train_classifier(
 
     import numpy as np
 
-    from albert_tf.checkpoints.init import init_encoder
+    from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.evaluation import majority_class_baseline
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.modeling import AlbertEncoder

@@ -1,7 +1,7 @@
 """A TFX user module: `run_fn(fn_args)` trains and exports an ALBERT classifier for TFX's Trainer.
 
-Use it as `Trainer(module_file=".../albert_tf/pipeline/tfx_module.py", ...)` (or
-`run_fn="albert_tf.pipeline.tfx_module.run_fn"`) on ExampleGen output whose tf.Examples hold
+Use it as `Trainer(module_file=".../albert_tf/pipeline_steps/tfx_module.py", ...)` (or
+`run_fn="albert_tf.pipeline_steps.tfx_module.run_fn"`) on ExampleGen output whose tf.Examples hold
 the raw text and a string label. TFX calls `run_fn` with its `FnArgs`; the fields used are
 
 * `train_files`, `eval_files`: TFRecord files or globs of tf.Examples (gzipped `*.gz`, as TFX's
@@ -14,7 +14,7 @@ the raw text and a string label. TFX calls `run_fn` with its `FnArgs`; the field
     - `lower_case` (default True), `max_seq_length` (128);
     - `albert_config`: a preset name, an `albert_config.json` path or a dict (default: the
       configuration stored with `init`, else "base-v2"), its vocab_size the tokenizer's;
-    - `init`: any checkpoint `albert_tf.checkpoints.init.init_encoder` reads (default: none);
+    - `init`: any checkpoint `albert_tf.checkpoints.any_format.init_encoder` reads (default: none);
     - `labels` (default: those of the train files, sorted), `text_feature` ("text"),
       `text_b_feature` (None), `label_feature` ("label");
     - `epochs` (3), `batch_size` (32), `strategy` ("default"), `precision` ("float32"),
@@ -31,8 +31,8 @@ import shutil
 import tempfile
 from typing import Any, Dict, List, Sequence
 
-from albert_tf.pipeline import example_gen, vocab_gen
-from albert_tf.pipeline.staging import write_summary
+from albert_tf.pipeline_steps import example_gen, vocab_gen
+from albert_tf.pipeline_steps.staging import write_summary
 from albert_tf.training.recipes import recommended_recipe
 
 REQUIRED_CONFIG = ("tokenizer",)
@@ -100,7 +100,7 @@ def _vocab_size(path: str, kind: str, lower_case: bool) -> int:
 
 
 def _albert_config(value, init, vocab_size: int):
-    from albert_tf.checkpoints.init import config_from_init
+    from albert_tf.checkpoints.any_format import config_from_init
     from albert_tf.config import AlbertConfig, load_config
 
     if isinstance(value, dict):
@@ -114,13 +114,13 @@ def _albert_config(value, init, vocab_size: int):
 
 def run_fn(fn_args) -> Dict[str, Any]:
     """Trains on `fn_args.train_files`, selects on `eval_files`, exports to `serving_model_dir`."""
-    from albert_tf.pipeline import transform, trainer
+    from albert_tf.pipeline_steps import transform, trainer
     from albert_tf.tasks.classification import examples_dataset
 
     config: Dict[str, Any] = dict(getattr(fn_args, "custom_config", None) or {})
     missing = [k for k in REQUIRED_CONFIG if k not in config]
     if missing:
-        raise ValueError(f"custom_config lacks {', '.join(missing)} (see albert_tf.pipeline.tfx_module)")
+        raise ValueError(f"custom_config lacks {', '.join(missing)} (see albert_tf.pipeline_steps.tfx_module)")
     text_b = config.get("text_b_feature")
     read = lambda files: read_tf_examples(files, config.get("text_feature", "text"), text_b, config.get("label_feature", "label"))  # noqa: E731
     train_rows, eval_rows = read(fn_args.train_files), read(fn_args.eval_files)

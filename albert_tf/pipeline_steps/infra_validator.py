@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Dict, List
 
-from albert_tf.pipeline.staging import staged_directory, write_summary
+from albert_tf.pipeline_steps.staging import staged_directory, write_summary
 
 BLESSED_FILE = "INFRA_BLESSED"
 _READY = re.compile(r"^serving .*: gRPC (\S+):(\d+), REST (\S+):(\d+)")
@@ -69,7 +69,7 @@ def _stop(process, log) -> None:
 
 
 def _replay(grpc_address: str, logs, timeout_s: float) -> List[Dict[str, Any]]:
-    from albert_tf.serving.client import ServingClientError, _grpc_call
+    from albert_tf.model_server.client import ServingClientError, _grpc_call
 
     methods = {"predict_log": "Predict", "classify_log": "Classify", "regress_log": "Regress"}
     results = []
@@ -101,8 +101,8 @@ def run_infra_validator(
     """Serves `<candidate_base>/<model_name>/<version>` in a subprocess and sends it every warmup
     request; raises `InfraValidationError` on any failure (nothing is written then)."""
     from albert_tf.export.warmup import read_warmup_file
-    from albert_tf.pipeline.evaluator import newest_version
-    from albert_tf.serving.client import ServingClientError, model_status, predict_text
+    from albert_tf.pipeline_steps.evaluator import newest_version
+    from albert_tf.model_server.client import ServingClientError, model_status, predict_text
 
     version_dir = newest_version(os.path.join(candidate_base, model_name))
     if version_dir is None:

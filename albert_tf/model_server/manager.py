@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from albert_tf.export.serving_config import BatchingConfig, model_versions
-from albert_tf.serving.servable import (
+from albert_tf.model_server.servable import (
     FAILED_PRECONDITION,
     INVALID_ARGUMENT,
     NOT_FOUND,

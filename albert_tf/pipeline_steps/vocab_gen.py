@@ -11,8 +11,8 @@ import os
 import tempfile
 from typing import Any, Dict
 
-from albert_tf.pipeline import example_gen
-from albert_tf.pipeline.staging import read_summary, staged_directory, write_summary
+from albert_tf.pipeline_steps import example_gen
+from albert_tf.pipeline_steps.staging import read_summary, staged_directory, write_summary
 
 SPM_PREFIX = "spm"
 WORDPIECE_FILE = "vocab.txt"

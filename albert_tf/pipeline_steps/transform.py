@@ -27,8 +27,8 @@ import math
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from albert_tf.pipeline import example_gen, vocab_gen
-from albert_tf.pipeline.staging import read_summary, staged_directory, write_summary
+from albert_tf.pipeline_steps import example_gen, vocab_gen
+from albert_tf.pipeline_steps.staging import read_summary, staged_directory, write_summary
 
 FEATURES_FILE = "features.tfrecord"
 RECORDS_DIR = os.path.join("pretraining", "records")

@@ -1,4 +1,4 @@
-"""Tests of `albert_tf.checkpoints.init`: `init_encoder` and `config_from_init` for every checkpoint kind."""
+"""Tests of `albert_tf.checkpoints.any_format`: `init_encoder` and `config_from_init` for every checkpoint kind."""
 
 import json
 import os
@@ -9,7 +9,7 @@ import pytest
 import keras
 import tensorflow as tf
 
-from albert_tf.checkpoints import init
+from albert_tf.checkpoints import any_format
 from albert_tf.checkpoints.original import CheckpointError, save_original_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertEncoder
@@ -47,7 +47,7 @@ def test_keras_files_and_run_directories(tmp_path):
     source = source_encoder()
     source.save(tmp_path / "encoder.keras")
     target = fresh()
-    result = init.init_encoder(target, str(tmp_path / "encoder.keras"))
+    result = any_format.init_encoder(target, str(tmp_path / "encoder.keras"))
     assert result.kind == "keras" and result.report.missing == []
     assert_same_function(source, target)
 
@@ -56,7 +56,7 @@ def test_keras_files_and_run_directories(tmp_path):
     pretrainer({**INPUTS, "masked_lm_positions": np.zeros((1, 2), "int32")})
     pretrainer.save(tmp_path / "pretrainer.keras")
     target = fresh()
-    init.init_encoder(target, str(tmp_path / "pretrainer.keras"))
+    any_format.init_encoder(target, str(tmp_path / "pretrainer.keras"))
     assert_same_function(source, target)
 
     # A fine-tuning output directory (model.keras + COMPLETE) and a pretraining output (encoder.keras).
@@ -67,20 +67,20 @@ def test_keras_files_and_run_directories(tmp_path):
     classifier.save(finetuned / "model.keras")
     (finetuned / "COMPLETE").write_text("done")
     target = fresh()
-    assert init.init_encoder(target, str(finetuned)).source.endswith("model.keras")
+    assert any_format.init_encoder(target, str(finetuned)).source.endswith("model.keras")
     assert_same_function(source, target)
-    assert init.config_from_init(str(finetuned)) == CONFIG
+    assert any_format.config_from_init(str(finetuned)) == CONFIG
     pretraining_dir = tmp_path / "pretraining"
     pretraining_dir.mkdir()
     source.save(pretraining_dir / "encoder.keras")
     target = fresh()
-    init.init_encoder(target, str(pretraining_dir))
+    any_format.init_encoder(target, str(pretraining_dir))
     assert_same_function(source, target)
-    assert init.config_from_init(str(tmp_path / "encoder.keras")) == CONFIG
+    assert any_format.config_from_init(str(tmp_path / "encoder.keras")) == CONFIG
 
     source.save_weights(tmp_path / "encoder.weights.h5")
     target = fresh()
-    assert init.init_encoder(target, str(tmp_path / "encoder.weights.h5")).kind == "weights_h5"
+    assert any_format.init_encoder(target, str(tmp_path / "encoder.weights.h5")).kind == "weights_h5"
     assert_same_function(source, target)
 
 
@@ -92,16 +92,16 @@ def test_original_tf1_and_huggingface(tmp_path):
     CONFIG.to_json_file(str(tmp_path / "tf1" / "albert_config.json"))
     for path in (prefix, prefix + ".index", str(tmp_path / "tf1")):
         target = fresh()
-        result = init.init_encoder(target, path)
+        result = any_format.init_encoder(target, path)
         assert result.kind == "original" and not result.report.missing
         assert_same_function(source, target)
-    assert init.config_from_init(prefix) == CONFIG
+    assert any_format.config_from_init(prefix) == CONFIG
 
     hf_dir = tmp_path / "hf"
     hf_dir.mkdir()
     save_huggingface_safetensors(str(hf_dir), source, prefix="albert.")  # a task model's naming
     target = fresh()
-    assert init.init_encoder(target, str(hf_dir)).kind == "huggingface"
+    assert any_format.init_encoder(target, str(hf_dir)).kind == "huggingface"
     assert_same_function(source, target)
 
 
@@ -119,10 +119,10 @@ def test_pretraining_tf2_checkpoint(tmp_path):
     manager.save(checkpoint_number=10)
     (run_dir / "run_config.json").write_text(json.dumps({"model_config": CONFIG.to_dict(), "sentence_task": "sop"}))
     target = fresh()
-    result = init.init_encoder(target, str(run_dir))
+    result = any_format.init_encoder(target, str(run_dir))
     assert result.kind == "pretraining_checkpoint" and result.source.endswith("ckpt-10")
     assert_same_function(pretrainer.encoder, target)
-    assert init.config_from_init(str(run_dir)) == CONFIG
+    assert any_format.config_from_init(str(run_dir)) == CONFIG
 
 
 def test_keras_hub_preset(tmp_path):
@@ -133,25 +133,25 @@ def test_keras_hub_preset(tmp_path):
     backbone = to_keras_hub_backbone(source)
     backbone.save_to_preset(str(tmp_path / "preset"))
     target = fresh()
-    assert init.init_encoder(target, str(tmp_path / "preset")).kind == "keras_hub"
+    assert any_format.init_encoder(target, str(tmp_path / "preset")).kind == "keras_hub"
     assert_same_function(source, target)
 
 
 def test_errors(tmp_path):
     with pytest.raises(CheckpointError, match="not found"):
-        init.init_encoder(fresh(), str(tmp_path / "nothing"))
+        any_format.init_encoder(fresh(), str(tmp_path / "nothing"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(CheckpointError, match="holds no checkpoint"):
-        init.init_encoder(fresh(), str(tmp_path / "empty"))
+        any_format.init_encoder(fresh(), str(tmp_path / "empty"))
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(CheckpointError, match="not a checkpoint this project reads"):
-        init.init_encoder(fresh(), str(tmp_path / "notes.txt"))
+        any_format.init_encoder(fresh(), str(tmp_path / "notes.txt"))
     # Another architecture: every mismatch is named and nothing is assigned.
     wide = CONFIG.replace(hidden_size=24, num_attention_heads=2)
     source_encoder(config=wide).save(tmp_path / "wide.keras")
     target = fresh()
     before = target.pooler.kernel.numpy().copy()
     with pytest.raises(CheckpointError, match=r"shape mismatch: bert/pooler/dense/kernel: source \[24, 24\]"):
-        init.init_encoder(target, str(tmp_path / "wide.keras"))
+        any_format.init_encoder(target, str(tmp_path / "wide.keras"))
     np.testing.assert_array_equal(target.pooler.kernel.numpy(), before)
-    assert init.config_from_init(str(tmp_path / "empty")) is None
+    assert any_format.config_from_init(str(tmp_path / "empty")) is None

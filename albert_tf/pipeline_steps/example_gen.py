@@ -21,7 +21,7 @@ import hashlib
 import os
 from typing import Dict, List, Optional, Sequence
 
-from albert_tf.pipeline.staging import staged_directory, write_summary
+from albert_tf.pipeline_steps.staging import staged_directory, write_summary
 
 SPLITS = ("train", "eval")
 CORPUS_FILE = "documents.tfrecord"

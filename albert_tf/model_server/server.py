@@ -40,8 +40,8 @@ import numpy as np
 
 from albert_tf.export.serving_config import BATCHING_FILE, BatchingConfig, model_versions, read_batching_parameters
 from albert_tf.export.signatures import CLASSIFY_METHOD, REGRESS_METHOD
-from albert_tf.serving.manager import ModelManager, serialized_examples
-from albert_tf.serving.servable import INVALID_ARGUMENT, NOT_FOUND, ServingError
+from albert_tf.model_server.manager import ModelManager, serialized_examples
+from albert_tf.model_server.servable import INVALID_ARGUMENT, NOT_FOUND, ServingError
 
 logger = logging.getLogger(__name__)
 

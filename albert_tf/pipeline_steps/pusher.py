@@ -4,7 +4,7 @@ The version directory is assembled under a hidden temporary name in the model's 
 renamed into place (TF Serving and the local server skip names that are not integers, so a
 crash never exposes a half-copied version). SIGTERM mid-copy removes that directory before the
 process exits; one left by a process killed outright (SIGKILL) is swept by the next push (its
-name carries the owner's pid and host: `albert_tf.pipeline.staging.is_stale`). `models.config`
+name carries the owner's pid and host: `albert_tf.pipeline_steps.staging.is_stale`). `models.config`
 and `batching_parameters.txt` are then regenerated for the base. Nothing is pushed unless the
 Evaluator blessed the candidate and the InfraValidator served it, and a candidate identical to the
 newest pushed version (same graph and weights: a re-run on unchanged inputs) is not pushed twice.
@@ -18,7 +18,7 @@ import shutil
 import uuid
 from typing import Any, Dict, Optional
 
-from albert_tf.pipeline.staging import sigterm_unwinds, staged_directory, staging_prefix, sweep_stale, write_summary
+from albert_tf.pipeline_steps.staging import sigterm_unwinds, staged_directory, staging_prefix, sweep_stale, write_summary
 
 PUSH_PREFIX = ".push-"
 _FINGERPRINTED = ("saved_model.pb", "variables")
@@ -47,7 +47,7 @@ def push(candidate_dir: str, serving_base: str, model_name: str) -> Dict[str, An
     are the result's `swept`.
     """
     from albert_tf.export.serving_config import model_versions, write_serving_configs
-    from albert_tf.pipeline.evaluator import newest_version
+    from albert_tf.pipeline_steps.evaluator import newest_version
 
     model_dir = os.path.join(serving_base, model_name)
     os.makedirs(model_dir, exist_ok=True)
