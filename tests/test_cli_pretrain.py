@@ -119,6 +119,7 @@ def test_a_data_directory_gives_lengths_vocabulary_and_tokenizer_to_a_tiny_run(p
     run_config = json.loads((run / "run_config.json").read_text())
     assert (run_config["max_seq_length"], run_config["max_predictions_per_seq"]) == (DATA_SEQ, DATA_PREDICTIONS)
     assert run_config["learning_rate"] == 0.003  # the tiny preset's
+    assert run_config["masking"] == {"mode": "offline"}
     model = json.loads((run / "tf1" / "albert_config.json").read_text())
     assert (model["embedding_size"], model["hidden_size"], model["num_hidden_layers"]) == (64, 128, 4)
     assert model["vocab_size"] == DATA_VOCAB  # the data's vocabulary, not the preset's 30000

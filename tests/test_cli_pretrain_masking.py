@@ -82,6 +82,8 @@ def test_a_resumed_on_the_fly_run_trains_on_the_masks_of_an_uninterrupted_one(da
     # vocabulary entry (it names no tokenizer, and none is passed).
     assert "masking on the fly: rate 0.2, n-grams up to 2 (shorter favored), single pieces; [MASK] id 4, " \
         f"random ids below {VOCAB}" in out
+    recorded = json.loads((tmp_path / "whole" / "run_config.json").read_text())["masking"]
+    assert (recorded["mode"], recorded["masked_lm_prob"], recorded["ngram"], recorded["mask_id"]) == ("on-the-fly", 0.2, 2, 4)
 
     # A run interrupted after step 4 (its checkpoint at an epoch's middle), then resumed.
     resumed = tmp_path / "resumed"

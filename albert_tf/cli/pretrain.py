@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import glob
 import json
 import logging
@@ -201,6 +202,7 @@ def _default_sample_run(args) -> int:
     from albert_tf.cli import CommandError
     from albert_tf.config import AlbertConfig
     from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data, read_metadata
+    from albert_tf.data.on_the_fly import masking_record
     from albert_tf.data.pretraining_instances import InstanceConfig
     from albert_tf.data.tfrecords import list_files
     from albert_tf.tokenization import train_sentencepiece
@@ -278,6 +280,7 @@ def _default_sample_run(args) -> int:
             spm_prefix + ".model", InstanceConfig(seq, predictions), masked_lm_prob=args.masked_lm_prob
         )
     print(f"[3/3] pretraining a tiny ALBERT (E=64, H=128, L=4, sharing all) for {steps} steps -> {model_dir}")
+    config = dataclasses.replace(config, masking=masking_record(masking))
     if masking is not None:
         print(f"      {_describe_masking(masking)}")
 
@@ -638,6 +641,7 @@ def _run_on_data(args) -> int:
 
     from albert_tf.cli import CommandError
     from albert_tf.config import ConfigError
+    from albert_tf.data.on_the_fly import masking_record
     from albert_tf.data.tfrecords import PretrainingDataError, find_pretraining_data, first_record, scan_record_files
     from albert_tf.training.pretraining import PretrainingError, run_pretraining
     from albert_tf.training.strategies import StrategyError
@@ -669,6 +673,7 @@ def _run_on_data(args) -> int:
     tokenizer, vocab_size = found if found else (None, data.vocab_size)
     config = _run_config(args, albert_config, lengths, tokenizer, vocab_size)
     masking = _masking_config(args, data, metadata, lengths, tokenizer) if args.masking == "on-the-fly" else None
+    config = dataclasses.replace(config, masking=masking_record(masking))
     files = data.files
     source = f" ({data.metadata_path})" if data.metadata_path else ""
     print(f"pretraining on {len(files)} file(s) matching {args.data!r}{source} -> {config.model_dir}")

@@ -186,6 +186,14 @@ class MaskingConfig:
         return out
 
 
+def masking_record(config: Optional[MaskingConfig]) -> Dict[str, Any]:
+    """How a run's records are masked, for its ``run_config.json`` (`PretrainingRunConfig.masking`):
+    ``{"mode": "offline"}`` for None, else ``{"mode": "on-the-fly"}`` plus every `MaskingConfig` field."""
+    if config is None:
+        return {"mode": "offline"}
+    return {"mode": "on-the-fly", **dataclasses.asdict(config)}
+
+
 def _instance_settings(instance) -> Dict[str, Any]:
     """The `InstanceConfig` fields of an `InstanceConfig`, a mapping (defaults filled in) or None."""
     if instance is None:

@@ -98,6 +98,7 @@ _TRAJECTORY_FIELDS = (
     "gradient_accumulation_steps",
     "seed",
     "sentence_task",
+    "masking",
 )
 
 
@@ -256,6 +257,10 @@ class PretrainingRunConfig:
         deterministic_ops: Call `tf.config.experimental.enable_op_determinism()` (needed for
             bit-exact resume on GPU; CPU kernels are deterministic already). Process-wide.
         tokenizer: The tokenizer the data was made with; copied into the outputs (None: none).
+        masking: How the records are masked, as recorded in ``run_config.json``: ``{"mode":
+            "offline"}`` (the records carry their masks), or ``{"mode": "on-the-fly", ...}`` with
+            the `MaskingConfig` fields (`masking_record`). The dataset function does the masking;
+            this field only records it, so that a run says how it was trained (None: not stated).
     """
 
     model_dir: str
@@ -283,6 +288,7 @@ class PretrainingRunConfig:
     verbose: Union[str, int] = "auto"
     deterministic_ops: bool = False
     tokenizer: Optional[TokenizerFile] = None
+    masking: Optional[Dict[str, Any]] = None
 
     def __post_init__(self):
         self.validate()
@@ -340,6 +346,12 @@ class PretrainingRunConfig:
             raise PretrainingError(f"tokenizer must be a TokenizerFile or None, got {self.tokenizer!r}")
         if self.jit_compile not in (None, True, False):
             raise PretrainingError(f"jit_compile must be True, False or None (auto), got {self.jit_compile!r}")
+        if self.masking is not None and (
+            not isinstance(self.masking, dict) or self.masking.get("mode") not in ("offline", "on-the-fly")
+        ):
+            raise PretrainingError(
+                f'masking must be None or a dict with "mode" "offline" or "on-the-fly", got {self.masking!r}'
+            )
         # Every fit call covers whole checkpoint intervals (or the last, shorter one), and
         # Keras runs `steps_per_execution` batches per call without looking at epoch ends.
         groups = interval_groups(0, self.num_train_steps, self.checkpoint_every_n_steps)
