@@ -4,8 +4,9 @@ Top-level names are imported lazily so that light entry points (the CLI's `--hel
 tools) do not pay for importing TensorFlow.
 """
 
-import importlib as _importlib
 import os as _os
+
+from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
 # Keras 3 must run on TensorFlow: the whole package (tf.data, SavedModel export, tf.distribute) assumes it.
 _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -32,15 +33,4 @@ _LAZY = {
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(_importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())

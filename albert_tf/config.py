@@ -17,6 +17,8 @@ import math
 import os
 from typing import Any, Dict, Mapping, Optional
 
+from albert_tf import file_io
+
 SHARING_MODES = ("all", "attention", "ffn", "none")
 
 # "gelu" is the original's tanh approximation (Hugging Face calls it "gelu_new");
@@ -170,11 +172,7 @@ class AlbertConfig:
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Writes the JSON atomically: an existing file is replaced only by a complete one."""
-        path = os.fspath(path)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(self.to_json_string())
-        os.replace(tmp, path)
+        file_io.atomic_write_text(os.fspath(path), self.to_json_string())
 
     def replace(self, **changes) -> "AlbertConfig":
         """A copy with some fields changed (validated)."""

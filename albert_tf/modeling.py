@@ -167,14 +167,19 @@ class AlbertEmbeddings(keras.layers.Layer):
 
     def build(self, input_shape=None):
         init = _initializer(self.initializer_range)
+        # autocast=False: under mixed precision Keras would cast each whole table to the compute dtype
+        # on every read (the [V, E] word table: 3.8M values per forward pass for ALBERT-base) before
+        # the gather; `call` gathers in float32 and casts only the rows. Same values either way.
         self.word_embeddings = self.add_weight(
-            shape=(self.vocab_size, self.embedding_size), initializer=init, name="word_embeddings"
+            shape=(self.vocab_size, self.embedding_size), initializer=init, name="word_embeddings", autocast=False
         )
         self.token_type_embeddings = self.add_weight(
-            shape=(self.type_vocab_size, self.embedding_size), initializer=init, name="token_type_embeddings"
+            shape=(self.type_vocab_size, self.embedding_size), initializer=init, name="token_type_embeddings",
+            autocast=False,
         )
         self.position_embeddings = self.add_weight(
-            shape=(self.max_position_embeddings, self.embedding_size), initializer=init, name="position_embeddings"
+            shape=(self.max_position_embeddings, self.embedding_size), initializer=init, name="position_embeddings",
+            autocast=False,
         )
         self.layer_norm.build((None, None, self.embedding_size))
         self.built = True

@@ -15,7 +15,7 @@ The whole chain on the Chinese data beside the repository (`../shared/data/zh/`)
    (`albert_tf.data.beam_pipeline.make_pretraining_data`, WordPiece `TokenizerSpec`);
 5. a tiny ALBERT (default E=64, H=128, L=4, sharing all) pretrained with LAMB for
    `--pretrain-steps` updates (`albert_tf.training.pretraining.run_pretraining`);
-6. fine-tuning with exactly `albert-tf finetune --task classification` from the pretrained
+6. fine-tuning with `albert_tf.tasks.finetune` (`albert-tf finetune --task classification`) from the pretrained
    encoder and, unless `--no-baseline`, the same recipe from random weights; dev and test
    accuracy of the best-dev weights are printed.
 
@@ -180,27 +180,23 @@ def model_config(args, vocab_size: int) -> dict:
 
 
 def finetune(args, data_dir: Path, model_dir: Path, vocab: Path, *, init=None, config=None) -> dict:
-    """One `albert-tf finetune --task classification` run; returns its eval results and run info."""
-    from albert_tf.cli import finetune as cli
+    """One `albert-tf finetune --task classification` run (`albert_tf.tasks.finetune`); returns its
+    eval results and run info."""
+    from albert_tf.tasks import FinetuneSettings
+    from albert_tf.tasks import finetune as run_finetune
+    from albert_tf.tasks.spec import RESULTS_FILE
 
-    command = [
-        "--task", "classification", "--data", str(data_dir), "--text-column", "text", "--label-column", "label",
-        "--model-dir", str(model_dir), "--vocab-file", str(vocab), "--max-seq-length", str(args.max_seq_length),
-        "--batch-size", str(args.batch_size), "--learning-rate", str(args.learning_rate),
-        "--num-epochs", str(args.epochs), "--seed", str(args.seed), "--overwrite",
-    ]
-    command += ["--init", str(init)] if init else ["--config", str(config)]
-    if args.max_train_examples:
-        command += ["--max-train-examples", str(args.max_train_examples)]
-    if args.max_eval_examples:
-        command += ["--max-eval-examples", str(args.max_eval_examples)]
-    if args.quiet:
-        command.append("--quiet")
-    parser = argparse.ArgumentParser(prog="albert-tf finetune")
-    cli.add_arguments(parser)
+    settings = FinetuneSettings(
+        task="classification", data=str(data_dir), text_column="text", label_column="label", model_dir=str(model_dir),
+        vocab_file=str(vocab), max_seq_length=args.max_seq_length, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, num_epochs=args.epochs, seed=args.seed, overwrite=True,
+        init=str(init) if init else None, config=None if init else str(config),
+        max_train_examples=args.max_train_examples or None, max_eval_examples=args.max_eval_examples or None,
+        quiet=args.quiet,
+    )
     started = time.time()
-    cli.run(parser.parse_args(command))
-    results = json.loads((model_dir / cli.RESULTS_FILE).read_text(encoding="utf-8"))
+    run_finetune(settings)
+    results = json.loads((model_dir / RESULTS_FILE).read_text(encoding="utf-8"))
     info = json.loads((model_dir / "finetuning.json").read_text(encoding="utf-8"))
     return {"results": results, "steps": info["num_train_steps"], "best_step": info["best_step"], "seconds": time.time() - started}
 

@@ -1,9 +1,9 @@
 """Fine-tune ALBERT on the Rotten Tomatoes sentiment data and report dev / test accuracy.
 
 The data is `../shared/data/en/rotten_tomatoes/{train,dev,test}.tsv` beside the repository
-(`label<TAB>text`, CSV-quoted). The run is exactly `albert-tf finetune --task classification`
-(AdamW, warmup + linear decay, dev evaluation every epoch, best dev weights kept), so the
-numbers measure the library's fine-tuning path end to end.
+(`label<TAB>text`, CSV-quoted). The run is the library's `albert_tf.tasks.finetune`, exactly what
+`albert-tf finetune --task classification` runs (AdamW, warmup + linear decay, dev evaluation every
+epoch, best dev weights kept), so the numbers measure the library's fine-tuning path end to end.
 
 Start from pretrained weights with `--init` (any checkpoint kind; the architecture and the
 tokenizer are taken from it when they are stored with it), or from random weights: then the
@@ -102,53 +102,39 @@ def main(argv=None) -> int:
     if not (data / "train.tsv").is_file():
         print(f"no Rotten Tomatoes data at {data} (expected train.tsv, dev.tsv, test.tsv)", file=sys.stderr)
         return 2
-    from albert_tf.cli import CommandError
-    from albert_tf.cli import finetune
+    from albert_tf.tasks import FinetuneSettings, TaskError, finetune
+    from albert_tf.tasks.spec import RESULTS_FILE
 
     work = Path(tempfile.mkdtemp(prefix="finetune_sentiment_"))
     model_dir = Path(args.model_dir) if args.model_dir else work / "model"
-    command = [
-        "--task", "classification", "--data", str(data), "--text-column", "text", "--label-column", "label",
-        "--model-dir", str(model_dir), "--max-seq-length", str(args.max_seq_length), "--batch-size", str(args.batch_size),
-        "--num-epochs", str(args.epochs), "--precision", args.precision, "--seed", str(args.seed), "--overwrite",
-    ]
-    if args.init:
-        command += ["--init", args.init]
     learning_rate = args.learning_rate or (1e-5 if args.init else 1e-4)
-    command += ["--learning-rate", str(learning_rate)]
     config = args.config
     if config is None and not args.init:
         config = str(work / "albert_config.json")
         Path(config).write_text(json.dumps(SMALL_CONFIG), encoding="utf-8")
-    if config:
-        command += ["--config", config]
-    if args.vocab_file:
-        command += ["--vocab-file", args.vocab_file]
-    elif args.spm_model:
-        command += ["--spm-model", args.spm_model]
-    elif not args.init:
+    spm_model = args.spm_model
+    if not args.vocab_file and not args.spm_model and not args.init:
         from albert_tf.config import load_config
 
         vocab_size = min(8000, load_config(config).vocab_size)
         print(f"training a {vocab_size}-piece SentencePiece model on the training texts ...", flush=True)
-        command += ["--spm-model", train_sentencepiece_on(data / "train.tsv", work, vocab_size)]
-    if args.max_train_examples:
-        command += ["--max-train-examples", str(args.max_train_examples)]
-    if args.max_eval_examples:
-        command += ["--max-eval-examples", str(args.max_eval_examples)]
-    if args.quiet:
-        command.append("--quiet")
-
-    parser = argparse.ArgumentParser(prog="albert-tf finetune")
-    finetune.add_arguments(parser)
+        spm_model = train_sentencepiece_on(data / "train.tsv", work, vocab_size)
+    settings = FinetuneSettings(
+        task="classification", data=str(data), text_column="text", label_column="label", model_dir=str(model_dir),
+        max_seq_length=args.max_seq_length, batch_size=args.batch_size, num_epochs=args.epochs,
+        precision=args.precision, seed=args.seed, overwrite=True, init=args.init, learning_rate=learning_rate,
+        config=config, vocab_file=args.vocab_file, spm_model=None if args.vocab_file else spm_model,
+        max_train_examples=args.max_train_examples or None, max_eval_examples=args.max_eval_examples or None,
+        quiet=args.quiet,
+    )
     started = time.time()
     try:
-        finetune.run(parser.parse_args(command))
-    except CommandError as e:
+        finetune(settings)
+    except TaskError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     seconds = time.time() - started
-    results = json.loads((model_dir / finetune.RESULTS_FILE).read_text(encoding="utf-8"))
+    results = json.loads((model_dir / RESULTS_FILE).read_text(encoding="utf-8"))
     run_info = json.loads((model_dir / "finetuning.json").read_text(encoding="utf-8"))
     steps, batch = run_info["num_train_steps"], run_info["batch_size"]
     print()

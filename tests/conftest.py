@@ -23,6 +23,11 @@ if str(REPO) not in sys.path:
 # `TINY_SPM_CORPUS`), committed so that tests need not train one.
 TINY_SPM_MODEL = TESTS / "data" / "tiny_spm.model"
 TINY_SPM_CORPUS = TESTS / "data" / "tiny_spm_corpus.txt"
+# Two more, made by tests/data/make_test_models.py: `squad_spm.model` (114 pieces of the SQuAD / RACE
+# test sentences, so their answers are whole pieces) and `numbers_spm.model` (90 pieces with
+# digit-comma pieces such as "0,", for the tokenizers' digit-comma rule).
+SQUAD_SPM_MODEL = TESTS / "data" / "squad_spm.model"
+NUMBERS_SPM_MODEL = TESTS / "data" / "numbers_spm.model"
 
 SLOW_MODULES = {
     "test_pipeline_e2e",
@@ -57,6 +62,18 @@ def pytest_collection_modifyitems(config, items):
 def tiny_spm_model() -> str:
     """Path of the committed tiny SentencePiece model (64 pieces, lower-cased)."""
     return str(TINY_SPM_MODEL)
+
+
+@pytest.fixture(scope="session")
+def squad_spm_model() -> str:
+    """Path of the committed SentencePiece model of the SQuAD / RACE test sentences (tests/data/squad_spm_corpus.txt)."""
+    return str(SQUAD_SPM_MODEL)
+
+
+@pytest.fixture(scope="session")
+def numbers_spm_model() -> str:
+    """Path of the committed 90-piece SentencePiece model with digit-comma pieces ("1971,", "$5,000,000,")."""
+    return str(NUMBERS_SPM_MODEL)
 
 
 @pytest.fixture(scope="session")

@@ -89,7 +89,7 @@ def test_shards_metadata_and_no_leftovers(setup, first_run):
     _, _, _, runs = setup
     out = Path(first_run.output_dir)
     assert sorted(os.listdir(out)) == ["metadata.json", "part-00000-of-00002.tfrecord", "part-00001-of-00002.tfrecord"]
-    assert [p for p in os.listdir(runs) if ".tmp-" in p] == []
+    assert [p for p in os.listdir(runs) if ".tmp-" in p or ".partial-" in p] == []
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["format"] == "albert-pretraining-tfrecord"
     assert metadata["instance_config"]["max_seq_length"] == 128 and metadata["seed"] == 11

@@ -4,7 +4,6 @@ than the model was trained on, an `--init` that is no checkpoint; and that the R
 fine-tuning example fits the shipped sample."""
 
 import argparse
-import importlib
 import json
 import re
 import shlex
@@ -13,63 +12,28 @@ from pathlib import Path
 
 import pytest
 
-from albert_tf.cli import CommandError
+from _cli_helpers import SPECIAL, cli_runner, write_config, write_sentiment_tables, write_vocab
 from albert_tf.data.glue import detect_file_format
 from albert_tf.tokenization.tokenizers import VocabSizeMismatch, check_vocab_size
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = ("albert_tf.cli.finetune", "albert_tf.cli.evaluate", "albert_tf.cli.predict", "albert_tf.cli.export")
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["good", "great", "fine", "bad", "awful", "dull", "film", "movie", "a", "the"]
 TOKENS = len(SPECIAL) + len(WORDS)
-CONFIG = {
-    "vocab_size": TOKENS, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-    "intermediate_size": 32, "max_position_embeddings": 32,
-}
 ROWS = {"train": 32, "dev": 8, "test": 8}
-
-
-def cli(argv):
-    """Runs a subcommand the way `albert-tf` does: exit status 2 and one line for user errors."""
-    parser = argparse.ArgumentParser(prog="albert-tf")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in MODULES:
-        module = importlib.import_module(name)
-        command = sub.add_parser(module.NAME)
-        module.add_arguments(command)
-        command.set_defaults(_run=module.run)
-    args = parser.parse_args([str(a) for a in argv])
-    try:
-        return int(args._run(args) or 0), ""
-    except CommandError as e:
-        return 2, str(e)
-
-
-def rows(n):
-    out = []
-    for i in range(n):
-        positive = i % 2 == 0
-        out.append(("pos" if positive else "neg", "good great film" if positive else "bad dull movie"))
-    return out
+cli = cli_runner(MODULES)
 
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory):
     root = tmp_path_factory.mktemp("bad_input")
-    (root / "vocab.txt").write_text("\n".join(SPECIAL + WORDS) + "\n", encoding="utf-8")
-    (root / "small_vocab.txt").write_text("\n".join(SPECIAL + WORDS[:6]) + "\n", encoding="utf-8")
+    assert write_vocab(root / "vocab.txt", WORDS) == TOKENS
+    assert write_vocab(root / "small_vocab.txt", WORDS[:6]) == TOKENS - 4
     for name, size in (("config.json", TOKENS), ("bigger.json", TOKENS + 16), ("smaller.json", TOKENS - 4)):
-        (root / name).write_text(json.dumps({**CONFIG, "vocab_size": size}), encoding="utf-8")
-    tsv, jsonl = root / "tsv", root / "jsonl"
-    tsv.mkdir()
-    jsonl.mkdir()
-    for split, n in ROWS.items():
-        (tsv / f"{split}.tsv").write_text(
-            "label\ttext\n" + "".join(f"{label}\t{text}\n" for label, text in rows(n)), encoding="utf-8"
-        )
-        (jsonl / f"{split}.jsonl").write_text(
-            "".join(json.dumps({"label": label, "text": text}) + "\n" for label, text in rows(n)), encoding="utf-8"
-        )
+        write_config(root / name, size)
+    # The same rows as a TSV table and as JSON lines.
+    write_sentiment_tables(root / "tsv", ROWS, formats=("tsv",))
+    write_sentiment_tables(root / "jsonl", ROWS, formats=("jsonl",))
     return root
 
 

@@ -1,58 +1,28 @@
 """Tests of the `finetune`, `evaluate` and `predict` subcommands (`albert_tf.cli.finetune`,
 `albert_tf.cli.evaluate`, `albert_tf.cli.predict`) on tiny synthetic data."""
 
-import argparse
-import importlib
 import json
 import os
 import re
 
 import pytest
 
-from albert_tf.cli import CommandError
+from _cli_helpers import cli_runner, tiny_model_config, write_sentiment_tables, write_vocab
 
 MODULES = ("albert_tf.cli.finetune", "albert_tf.cli.evaluate", "albert_tf.cli.predict")
 WORDS = ["good", "great", "fine", "bad", "awful", "dull", "film", "movie", "plot", "a", "the", "very", "paris", "london", "is", "big", "in", "i", "live"]
-CONFIG = {
-    # The tokenizer's size: `finetune` refuses a tokenizer that does not fit the model.
-    "vocab_size": 5 + len(WORDS), "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-    "intermediate_size": 32, "max_position_embeddings": 32,
-}
-
-
-def cli(argv):
-    """Runs a subcommand the way `albert-tf` does: exit status 2 and one line for user errors."""
-    parser = argparse.ArgumentParser(prog="albert-tf")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in MODULES:
-        module = importlib.import_module(name)
-        command = sub.add_parser(module.NAME)
-        module.add_arguments(command)
-        command.set_defaults(_run=module.run)
-    args = parser.parse_args([str(a) for a in argv])
-    try:
-        return int(args._run(args) or 0), ""
-    except CommandError as e:
-        return 2, str(e)
+# The tokenizer's size: `finetune` refuses a tokenizer that does not fit the model.
+CONFIG = tiny_model_config(5 + len(WORDS))
+cli = cli_runner(MODULES)
 
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory):
     root = tmp_path_factory.mktemp("assets")
-    (root / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS) + "\n", encoding="utf-8")
+    assert write_vocab(root / "vocab.txt", WORDS) == CONFIG["vocab_size"]
     (root / "config.json").write_text(json.dumps(CONFIG), encoding="utf-8")
-    data = root / "sentiment"
-    data.mkdir()
-    rows = {"train": 96, "dev": 32, "test": 16}
-    for split, n in rows.items():
-        lines = ["label\ttext"]
-        for i in range(n):
-            # Every word carries the sentiment: a randomly initialised encoder learns it in a few dozen steps.
-            positive = i % 2 == 0
-            words = ["good", "great", "fine"] if positive else ["bad", "awful", "dull"]
-            k = (i // 2) % 3
-            lines.append(f"{'pos' if positive else 'neg'}\t{' '.join(words[k:] + words[:k])}")
-        (data / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # Every word carries the sentiment: a randomly initialised encoder learns it in a few dozen steps.
+    write_sentiment_tables(root / "sentiment", {"train": 96, "dev": 32, "test": 16})
     return root
 
 

@@ -2,21 +2,14 @@
 (`albert_tf.cli.finetune`, `albert_tf.cli.evaluate`, `albert_tf.cli.predict`), with a tiny
 SentencePiece model, a tiny encoder and handmade data files."""
 
-import argparse
-import importlib
 import json
 
 import pytest
 
-from albert_tf.cli import CommandError
-from albert_tf.tokenization import train_sentencepiece
+from _cli_helpers import cli_runner, write_config
+from albert_tf.tokenization import SentencePieceTokenizer
 
 MODULES = ("albert_tf.cli.finetune", "albert_tf.cli.evaluate", "albert_tf.cli.predict")
-CORPUS = """The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, a region in France.
-They were descended from Norse raiders and pirates from Denmark, Iceland and Norway.
-Albert Einstein was born in Ulm in 1879 and developed the theory of relativity.
-Paris lies on the Seine; who, where, when, what is the king of the north?
-"""
 CONTEXT = (
     "The Normans were the people who gave their name to Normandy, a region in France. "
     "Albert Einstein was born in Ulm in 1879."
@@ -28,10 +21,6 @@ QUESTIONS = [
     ("q4", "When was Einstein born?", "1879"),
 ]
 UNANSWERABLE = ("n1", "Who is the king of Ulm?")
-CONFIG = {
-    "vocab_size": 256, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
-    "intermediate_size": 32, "max_position_embeddings": 64,
-}
 SQUAD_LENGTHS = ["--max-seq-length", 64, "--doc-stride", 32, "--max-query-length", 10]
 TRAINING = ["--batch-size", 4, "--num-train-steps", 4, "--eval-every", 4, "--learning-rate", 1e-3, "--quiet"]
 ARTICLES = [
@@ -52,20 +41,7 @@ ARTICLES = [
 ]
 
 
-def cli(argv):
-    """Runs a subcommand the way `albert-tf` does: exit status 2 and one line for user errors."""
-    parser = argparse.ArgumentParser(prog="albert-tf")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in MODULES:
-        module = importlib.import_module(name)
-        command = sub.add_parser(module.NAME)
-        module.add_arguments(command)
-        command.set_defaults(_run=module.run)
-    args = parser.parse_args([str(a) for a in argv])
-    try:
-        return int(args._run(args) or 0), ""
-    except CommandError as e:
-        return 2, str(e)
+cli = cli_runner(MODULES)
 
 
 def squad_json(with_unanswerable):
@@ -76,15 +52,13 @@ def squad_json(with_unanswerable):
 
 
 @pytest.fixture(scope="module")
-def assets(tmp_path_factory):
+def assets(tmp_path_factory, squad_spm_model):
     root = tmp_path_factory.mktemp("qa_assets")
-    (root / "corpus.txt").write_text(CORPUS * 3, encoding="utf-8")
-    vocab = train_sentencepiece(
-        str(root / "corpus.txt"), str(root / "sp"), vocab_size=200, hard_vocab_limit=False, num_threads=1, seed=0
-    )
-    # The tokenizer's size (a soft limit may give fewer than 200 pieces): `finetune` refuses a
-    # tokenizer that does not fit the model.
-    (root / "config.json").write_text(json.dumps({**CONFIG, "vocab_size": vocab.vocab_size}), encoding="utf-8")
+    # The committed model of the SQuAD / RACE test texts (tests/data/squad_spm.model), as sp.model.
+    spm = root / "sp.model"
+    spm.write_bytes(open(squad_spm_model, "rb").read())
+    # The tokenizer's size: `finetune` refuses a tokenizer that does not fit the model.
+    write_config(root / "config.json", SentencePieceTokenizer(str(spm)).vocab_size, max_position_embeddings=64)
     for version, names, negative in (("v1", ("train-v1.1.json", "dev-v1.1.json"), False), ("v2", ("train-v2.0.json", "dev-v2.0.json"), True)):
         directory = root / f"squad_{version}"
         directory.mkdir()
@@ -98,7 +72,7 @@ def assets(tmp_path_factory):
             if split == "test":
                 del record["answers"]  # an unlabelled test split gets prediction files
             (race / split / level / "1.txt").write_text(json.dumps(record), encoding="utf-8")
-    return {"root": root, "spm": vocab.model_file, "config": root / "config.json"}
+    return {"root": root, "spm": str(spm), "config": root / "config.json"}
 
 
 def finetune(assets, task, data, out, *extra):
@@ -288,7 +262,7 @@ def test_bad_input_names_the_file(assets, squad_v1_model, tmp_path):
 
 
 def test_task_files_without_settings_stay_readable(tmp_path):
-    from albert_tf.cli.finetune import TaskSpec
+    from albert_tf.tasks.spec import TaskSpec
     from albert_tf.training.finetuning import COMPLETE_FILE
 
     # A task.json from before SQuAD/RACE: no "settings" field.

@@ -105,12 +105,9 @@ def _run(code, *args, cwd):
     )
 
 
-def test_a_failing_run_prints_one_line(corpus, tmp_path):
-    model = train_sentencepiece(
-        str(corpus / "a_clean.txt"), str(tmp_path / "sp"), 60, hard_vocab_limit=False, seed=1, num_threads=1
-    ).model_file
+def test_a_failing_run_prints_one_line(corpus, tmp_path, tiny_spm_model):
     argv = ["make-pretraining-data", "--input", str(corpus), "--output-dir", str(tmp_path / "out"),
-            "--spm-model", model, "--dupe-factor", "1", "--max-seq-length", "64"]  # fmt: skip
+            "--spm-model", tiny_spm_model, "--dupe-factor", "1", "--max-seq-length", "64"]  # fmt: skip
     result = _run("import sys, albert_tf.cli as c; sys.exit(c.main(sys.argv[1:]))", *argv, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert result.stdout == ""

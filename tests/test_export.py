@@ -216,7 +216,7 @@ def test_export_cli_from_finetuned_model_dir(tmp_path, tmp_path_factory, capsys)
     import json
 
     from albert_tf.cli import export as export_cli
-    from albert_tf.cli.finetune import TaskSpec
+    from albert_tf.tasks.spec import TaskSpec
 
     model_dir = tmp_path / "finetuned"
     model_dir.mkdir()

@@ -157,7 +157,7 @@ def test_settings_and_argument_errors(layer, model):
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, model, spm, layer):
     """The export of a RACE model directory the way `albert-tf export --model-dir` does it (checked)."""
-    from albert_tf.cli.finetune import load_model
+    from albert_tf.tasks.resources import load_model
 
     directory = tmp_path_factory.mktemp("race_model_dir")
     model.save(str(directory / "model.keras"))

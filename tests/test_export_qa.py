@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from albert_tf.data import squad as squad_data  # noqa: E402
 from albert_tf.export import qa, saved_model, signatures  # noqa: E402
 from albert_tf.tasks import squad_postprocessing as post  # noqa: E402
-from albert_tf.tokenization import SentencePieceTokenizer, train_sentencepiece  # noqa: E402
+from albert_tf.tokenization import SentencePieceTokenizer  # noqa: E402
 from albert_tf.tokenization.in_graph import AlbertTokenizerLayer  # noqa: E402
 
 SEQ = 48
@@ -39,11 +39,9 @@ JSON_DTYPES = {tf.float32.as_datatype_enum, tf.int32.as_datatype_enum, tf.string
 
 
 @pytest.fixture(scope="module")
-def spm(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qa_export")
-    (root / "corpus.txt").write_text(CORPUS * 3, encoding="utf-8")
-    return train_sentencepiece(str(root / "corpus.txt"), str(root / "sp"), vocab_size=200, hard_vocab_limit=False,
-                               num_threads=1, seed=0).model_file
+def spm(squad_spm_model):
+    """The committed model of the SQuAD / RACE test texts, CORPUS among them (tests/data/squad_spm.model)."""
+    return squad_spm_model
 
 
 @pytest.fixture(scope="module")

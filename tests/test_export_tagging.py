@@ -213,7 +213,7 @@ def _model_dir(tmp_path_factory, model, spm):
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, model, spm, layer):
     """The export of a model directory the way `albert-tf export --model-dir` does it (checked)."""
-    from albert_tf.cli.finetune import load_model
+    from albert_tf.tasks.resources import load_model
 
     directory = _model_dir(tmp_path_factory, model, spm)
     spec = TaskSpec.read(str(directory))

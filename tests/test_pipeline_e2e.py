@@ -186,18 +186,14 @@ def test_cli_compile(tmp_path):
     assert main(["pipeline", "compile", "--config", str(config), "--output", str(out)]) == 2
 
 
-def test_tfx_run_fn(tmp_path):
+def test_tfx_run_fn(tmp_path, tiny_spm_model):
     import numpy as np
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
 
     from albert_tf.pipeline_steps.tfx_module import run_fn
-    from albert_tf.tokenization import train_sentencepiece
 
     _, task = tiny_inputs(tmp_path)
-    corpus_file = tmp_path / "all.txt"
-    corpus_file.write_text("".join(open(p).read() for p in glob.glob(str(tmp_path / "corpus" / "*.txt"))), encoding="utf-8")
-    train_sentencepiece([str(corpus_file)], str(tmp_path / "spm"), 60, seed=0)
 
     def write(split, path):
         # TFX's ExampleGen writes gzipped TFRecords with int64 labels.
@@ -217,7 +213,7 @@ def test_tfx_run_fn(tmp_path):
         train_files=[str(tmp_path / "train" / "*")], eval_files=[str(tmp_path / "eval" / "*")],
         serving_model_dir=str(tmp_path / "serving_model"), model_run_dir=str(tmp_path / "run"), train_steps=2,
         custom_config={
-            "tokenizer": str(tmp_path / "spm.model"), "max_seq_length": 24, "text_feature": "sentence", "batch_size": 8,
+            "tokenizer": tiny_spm_model, "max_seq_length": 24, "text_feature": "sentence", "batch_size": 8,
             "albert_config": dict(embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                   intermediate_size=32, max_position_embeddings=24),
         },

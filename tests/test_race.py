@@ -16,12 +16,8 @@ from albert_tf.tasks.multiple_choice import (
     prepare_race_task,
     race_accuracy,
 )
-from albert_tf.tokenization import SentencePieceTokenizer, train_sentencepiece
+from albert_tf.tokenization import SentencePieceTokenizer
 
-CORPUS = """The Normans gave their name to Normandy, a region in France.
-Albert Einstein was born in Ulm in 1879 and developed the theory of relativity.
-Paris lies on the Seine; Denmark, Norway and Iceland are in the north.
-"""
 
 MIDDLE = {
     "id": "middle1.txt",
@@ -40,14 +36,9 @@ HIGH = {
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("spm")
-    (directory / "corpus.txt").write_text(CORPUS * 3, encoding="utf-8")
-    vocab = train_sentencepiece(
-        str(directory / "corpus.txt"), str(directory / "sp"), vocab_size=200, hard_vocab_limit=False,
-        num_threads=1, seed=0,
-    )
-    return SentencePieceTokenizer(vocab.model_file)
+def tokenizer(squad_spm_model):
+    """The committed model of the SQuAD / RACE test texts (tests/data/squad_spm_corpus.txt)."""
+    return SentencePieceTokenizer(squad_spm_model)
 
 
 @pytest.fixture()

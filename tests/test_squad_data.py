@@ -7,14 +7,8 @@ import numpy as np
 import pytest
 
 from albert_tf.data import squad as S
-from albert_tf.tokenization import SentencePieceTokenizer, train_sentencepiece
+from albert_tf.tokenization import SentencePieceTokenizer
 
-CORPUS = """The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, a region in France.
-They were descended from Norse raiders and pirates from Denmark, Iceland and Norway.
-Paris had a population of 2,100,000 people in 1990, and it lies on the Seine.
-Café owners say "hello" to every visitor who comes before nine o'clock.
-Albert Einstein was born in Ulm in 1879 and developed the theory of relativity.
-"""
 
 # Double spaces, an accent (NFKD removes it), quotes, digits with commas (split off by the
 # original piece post-processing): the alignment must survive all of them.
@@ -54,14 +48,9 @@ def squad_file(tmp_path, name, qas, context=CONTEXT, version="1.1"):
 
 
 @pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("spm")
-    (directory / "corpus.txt").write_text(CORPUS * 3, encoding="utf-8")
-    vocab = train_sentencepiece(
-        str(directory / "corpus.txt"), str(directory / "sp"), vocab_size=200, hard_vocab_limit=False,
-        num_threads=1, seed=0,
-    )
-    return SentencePieceTokenizer(vocab.model_file)
+def tokenizer(squad_spm_model):
+    """The committed model of the SQuAD / RACE test texts (tests/data/squad_spm_corpus.txt)."""
+    return SentencePieceTokenizer(squad_spm_model)
 
 
 @pytest.fixture()

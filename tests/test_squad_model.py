@@ -20,12 +20,8 @@ from albert_tf.tasks.squad import (
     prepare_squad_task,
     write_squad_outputs,
 )
-from albert_tf.tokenization import SentencePieceTokenizer, train_sentencepiece
+from albert_tf.tokenization import SentencePieceTokenizer
 
-CORPUS = """The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, a region in France.
-They were descended from Norse raiders and pirates from Denmark, Iceland and Norway.
-Albert Einstein was born in Ulm in 1879 and developed the theory of relativity.
-"""
 CONTEXT = (
     "The Normans were the people who gave their name to Normandy, a region in France. "
     "Albert Einstein was born in Ulm in 1879."
@@ -41,14 +37,9 @@ SEQ = 48
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory):
+def task(tmp_path_factory, squad_spm_model):
     directory = tmp_path_factory.mktemp("squad")
-    (directory / "corpus.txt").write_text(CORPUS * 3, encoding="utf-8")
-    vocab = train_sentencepiece(
-        str(directory / "corpus.txt"), str(directory / "sp"), vocab_size=200, hard_vocab_limit=False,
-        num_threads=1, seed=0,
-    )
-    tokenizer = SentencePieceTokenizer(vocab.model_file)
+    tokenizer = SentencePieceTokenizer(squad_spm_model)  # tests/data/squad_spm.model, of these texts
     qas = []
     for qid, question, answer in QUESTIONS:
         if answer is None:

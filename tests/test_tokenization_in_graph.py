@@ -69,17 +69,9 @@ def _batched_ids(layer, texts, batch_size=64):
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    rng = random.Random(0)
-    words = "the nation of and to congress people states year law-making (a) it's in".split()
-    numbers = [lambda: f"{rng.randrange(1900, 2000)},", lambda: f"${rng.randrange(1, 99)},000,000,"]
-    lines = [
-        " ".join(rng.choice(words) if rng.random() < 0.7 else rng.choice(numbers)() for _ in range(12))
-        for _ in range(300)
-    ]
-    path = tmp_path_factory.mktemp("tiny") / "corpus.txt"
-    path.write_text("\n".join(lines), encoding="utf-8")
-    return sentencepiece_vocab.train_sentencepiece([path], path.parent / "tiny", vocab_size=90, seed=0).model_file
+def tiny_model(numbers_spm_model):
+    """The committed 90-piece model of number-laden lines, with digit-comma pieces (tests/data/make_test_models.py)."""
+    return numbers_spm_model
 
 
 @pytest.fixture(scope="module")

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from albert_tf import file_io
 from albert_tf.checkpoints.original import (
     CheckpointError,
     LoadReport,
@@ -465,11 +465,6 @@ def save_huggingface_safetensors(
     tensors = export_huggingface_weights(encoder, mlm_head, sop_head, prefix=prefix, include_tied=include_tied)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
-    try:
+    with file_io.atomic_output(path) as tmp:
         save_file(tensors, tmp, metadata={"format": "pt"})
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return path

@@ -26,13 +26,13 @@ import dataclasses
 import glob
 import os
 import re
-import uuid
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
 
+from albert_tf import file_io
 from albert_tf.config import AlbertConfig, ConfigError
 
 TFHUB_PREFIX = "module/"
@@ -537,14 +537,7 @@ def _update_state_file(directory: str, basename: str) -> None:
     proto = tf.compat.v1.train.generate_checkpoint_state_proto(
         directory, basename, all_model_checkpoint_paths=previous + [basename]
     )
-    state_path = os.path.join(directory, "checkpoint")
-    tmp = f"{state_path}.tmp-{uuid.uuid4().hex}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text_format.MessageToString(proto))
-        os.replace(tmp, state_path)
-    finally:
-        _remove_quietly(tmp)
+    file_io.atomic_write_text(os.path.join(directory, "checkpoint"), text_format.MessageToString(proto))
 
 
 def save_original_checkpoint(path_prefix: str | os.PathLike, encoder, mlm_head=None, sop_head=None) -> str:
@@ -578,7 +571,7 @@ def save_original_checkpoint(path_prefix: str | os.PathLike, encoder, mlm_head=N
         if value.dtype != np.float32:
             value = value.astype(np.float32)
         tensors.append(value)
-    tmp_prefix = os.path.join(directory, f".{basename}.tmp-{uuid.uuid4().hex}")
+    tmp_prefix = file_io.temp_path(os.path.join(directory, basename))
     final = os.path.join(directory, basename)
     try:
         tf.raw_ops.SaveV2(
@@ -589,7 +582,7 @@ def save_original_checkpoint(path_prefix: str | os.PathLike, encoder, mlm_head=N
             _remove_quietly(old)
         tmp_files = _bundle_files(tmp_prefix)
         for tmp_file in tmp_files[1:] + tmp_files[:1]:
-            os.replace(tmp_file, final + tmp_file[len(tmp_prefix) :])
+            file_io.commit(tmp_file, final + tmp_file[len(tmp_prefix) :])
     finally:
         for leftover in _bundle_files(tmp_prefix):
             _remove_quietly(leftover)

@@ -8,6 +8,7 @@ TensorFlow's logging environment first (`quiet_tensorflow_startup`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -33,6 +34,18 @@ class CommandError(Exception):
     `exit_code`)."""
 
     exit_code = 2
+
+
+@contextlib.contextmanager
+def library_errors():
+    """Reports the library's user errors (`albert_tf.tasks.errors.TaskError`) as `CommandError`s:
+    the same one-line message, exit status 2."""
+    from albert_tf.tasks.errors import TaskError
+
+    try:
+        yield
+    except TaskError as e:
+        raise CommandError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,7 +22,7 @@ import argparse
 import json
 import os
 
-from albert_tf.cli import CommandError
+from albert_tf.cli import CommandError, library_errors
 
 NAME = "export"
 HELP = "Export a fine-tuned model or an encoder as a TF Serving SavedModel (raw text in, tokenized in the graph)."
@@ -51,9 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _from_model_dir(args):
-    from albert_tf.cli.finetune import TaskSpec, load_model
     from albert_tf.export.saved_model import export_arguments
-    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+    from albert_tf.tasks.resources import load_model, tokenizer_layer_from_model_dir
+    from albert_tf.tasks.spec import TaskSpec
 
     spec = TaskSpec.read(args.model_dir)
     try:
@@ -61,42 +61,17 @@ def _from_model_dir(args):
     except ValueError as e:
         raise CommandError(f"{args.model_dir}: {e}") from None
     model = load_model(args.model_dir)
-    tokenizer_file = os.path.join(args.model_dir, spec.tokenizer["file"])
-    kwargs = dict(sequence_length=spec.max_seq_length, lower_case=spec.tokenizer["lower_case"])
-    try:
-        if spec.tokenizer["type"] == "sentencepiece":
-            layer = AlbertTokenizerLayer.from_sentencepiece(tokenizer_file, **kwargs)
-        else:
-            layer = AlbertTokenizerLayer.from_wordpiece(tokenizer_file, **kwargs)
-    except (ValueError, OSError) as e:
-        raise CommandError(f"cannot build the tokenizer from {tokenizer_file}: {e}") from None
+    layer = tokenizer_layer_from_model_dir(args.model_dir, spec)
     return model, layer, arguments, [os.path.join(args.model_dir, "task.json")]
 
 
 def _from_init(args):
-    from albert_tf.checkpoints.any_format import init_encoder
-    from albert_tf.checkpoints.original import CheckpointError
-    from albert_tf.cli.finetune import check_tokenizer_fits, load_tokenizer, resolve_model_config
-    from albert_tf.config import ConfigError
-    from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+    from albert_tf.tasks.resources import encoder_with_tokenizer_layer
 
-    if bool(args.spm_model) == bool(args.vocab_file):
-        raise CommandError("--init needs exactly one of --spm-model and --vocab-file")
-    config, config_source = resolve_model_config(args.config, args.init)
-    kind, tokenizer_file = ("sentencepiece", args.spm_model) if args.spm_model else ("wordpiece", args.vocab_file)
-    tokenizer = load_tokenizer(kind, tokenizer_file, not args.no_lower_case)
-    check_tokenizer_fits(tokenizer, tokenizer_file, config, config_source, args.allow_vocab_mismatch)
-    try:
-        encoder = AlbertEncoder.from_albert_config(config)
-        init_encoder(encoder, args.init)
-        kwargs = dict(sequence_length=args.sequence_length, lower_case=not args.no_lower_case)
-        if args.spm_model:
-            layer = AlbertTokenizerLayer.from_sentencepiece(args.spm_model, **kwargs)
-        else:
-            layer = AlbertTokenizerLayer.from_wordpiece(args.vocab_file, **kwargs)
-    except (ConfigError, CheckpointError, ValueError, OSError) as e:
-        raise CommandError(str(e)) from None
+    encoder, layer = encoder_with_tokenizer_layer(
+        args.init, args.config, args.spm_model, args.vocab_file, lower_case=not args.no_lower_case,
+        sequence_length=args.sequence_length, allow_vocab_mismatch=args.allow_vocab_mismatch,
+    )
     return encoder, layer, {}, []
 
 
@@ -108,7 +83,8 @@ def run(args) -> int:
         batching = BatchingConfig(max_batch_size=args.max_batch_size, batch_timeout_micros=args.batch_timeout_micros)
     except ValueError as e:
         raise CommandError(str(e)) from None
-    model, layer, arguments, extra = _from_model_dir(args) if args.model_dir else _from_init(args)
+    with library_errors():
+        model, layer, arguments, extra = _from_model_dir(args) if args.model_dir else _from_init(args)
     try:
         result = export_saved_model(
             model, layer, args.export_base, args.model_name, version=args.version, extra_assets=extra,

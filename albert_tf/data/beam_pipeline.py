@@ -99,7 +99,8 @@ try:
 finally:
     logging.getLogger().removeFilter(_APITOOLS_FILTER)
 
-from albert_tf.data import documents as documents_lib  # noqa: E402 - after Beam, see above
+from albert_tf import file_io  # noqa: E402 - after Beam, see above
+from albert_tf.data import documents as documents_lib  # noqa: E402
 from albert_tf.data import pretraining_instances as instances_lib  # noqa: E402
 from albert_tf.data.documents import (  # noqa: E402
     INPUT_FORMATS,
@@ -960,13 +961,6 @@ _OUR_FILES = re.compile(
 )
 
 
-def _write_text_atomically(path: str, text: str) -> None:
-    temp = f"{path}.tmp-{uuid.uuid4().hex}"
-    with FileSystems.create(temp) as f:
-        f.write(text.encode("utf-8"))
-    FileSystems.rename([temp], [path])
-
-
 def make_pretraining_data(
     input_patterns: Union[str, Sequence[str]],
     output_dir: str,
@@ -1035,7 +1029,9 @@ def make_pretraining_data(
 
     tokenizer = config.tokenizer()
     vocab = VocabInfo.from_tokenizer(tokenizer, config.piece_style)
-    temp_dir = f"{output_dir}.tmp-{uuid.uuid4().hex[:12]}"
+    # Hidden beside the output (on its filesystem, where the workers write), so that a local
+    # output can be published with one rename.
+    temp_dir = file_io.staging_name(output_dir, beside=True)
     FileSystems.mkdirs(temp_dir)
     try:
         try:
@@ -1098,7 +1094,7 @@ def make_pretraining_data(
             "files": [os.path.basename(p) for p in shards],
         }
         _move_into_place(temp_dir, output_dir, shards, existing)
-        _write_text_atomically(_join(output_dir, METADATA_FILE), json.dumps(metadata, indent=2) + "\n")
+        file_io.atomic_write_text(_join(output_dir, METADATA_FILE), json.dumps(metadata, indent=2) + "\n")
         return RunSummary(
             output_dir, [_join(output_dir, os.path.basename(p)) for p in shards], counters, cleaned, skipped
         )
@@ -1143,12 +1139,12 @@ def _run_dask(
 def _move_into_place(temp_dir: str, output_dir: str, shards: List[str], existing: List[str]) -> None:
     if existing:
         FileSystems.delete(existing)
-    if not FileSystems.exists(output_dir) and "://" not in output_dir:
+    if not FileSystems.exists(output_dir) and not file_io.is_remote(output_dir):
         # Locally a directory rename is atomic: the output appears complete or not at all.
         others = [p for p in _list_dir(temp_dir) if p not in shards]
         if others:
             FileSystems.delete(others)
-        os.replace(temp_dir, output_dir)
+        file_io.publish_directory(temp_dir, output_dir)
         return
     if not FileSystems.exists(output_dir):
         FileSystems.mkdirs(output_dir)

@@ -48,6 +48,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from albert_tf.data.documents import Document
+from albert_tf.data.training_instance import TrainingInstance  # noqa: F401  (part of this module's API)
 
 # Stream labels for derive_seed; part of the documented seed derivation, never renumber.
 PAIRING = 0
@@ -345,27 +346,6 @@ class SegmentPair:
     tokens_b: Optional[List[int]]
     is_random_next: bool
     random_next: Optional[RandomNextRequest] = None
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainingInstance:
-    """One finished instance, unpadded; `tfrecords.serialize_instance` pads and encodes it.
-
-    Attributes:
-        input_ids: ``[CLS] A [SEP] B [SEP]`` with masking applied.
-        segment_ids: 0 for ``[CLS] A [SEP]``, 1 for ``B [SEP]``.
-        token_boundary: 1 at ``[CLS]``, ``[SEP]`` and word-start pieces.
-        masked_lm_positions: the masked positions, ascending.
-        masked_lm_ids: the original ids at those positions.
-        next_sentence_label: the SOP label: 1 for swapped (or random) B, 0 for the true order.
-    """
-
-    input_ids: List[int]
-    segment_ids: List[int]
-    token_boundary: List[int]
-    masked_lm_positions: List[int]
-    masked_lm_ids: List[int]
-    next_sentence_label: int
 
 
 def pair_segments(

@@ -36,6 +36,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from albert_tf import file_io
+
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -541,12 +543,11 @@ def write_squad_tfrecord(features: Sequence[SquadFeature], path: PathLike, *, is
 
     arrays = features_to_arrays(features, is_training=is_training)
     path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
     directory = os.path.dirname(path)
     if directory:
         tf.io.gfile.makedirs(directory)
     names = ("unique_ids",) + MODEL_INPUTS + (TRAINING_LABELS if is_training else ())
-    try:
+    with file_io.atomic_output(path) as tmp:
         with tf.io.TFRecordWriter(tmp) as writer:
             for i in range(len(features)):
                 example = tf.train.Example(
@@ -555,11 +556,6 @@ def write_squad_tfrecord(features: Sequence[SquadFeature], path: PathLike, *, is
                     )
                 )
                 writer.write(example.SerializeToString())
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-    except BaseException:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
-        raise
     return len(features)
 
 

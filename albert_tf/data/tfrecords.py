@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from albert_tf.data.pretraining_instances import TrainingInstance
+from albert_tf.data.training_instance import TrainingInstance
 
 INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_boundary")
 MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")

@@ -27,11 +27,11 @@ import json
 import logging
 import os
 import shutil
-import uuid
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from albert_tf import file_io
 from albert_tf.export import compatibility, serving_config, signatures, warmup
 
 logger = logging.getLogger(__name__)
@@ -92,10 +92,7 @@ def set_method_names(saved_model_dir: str, method_names: Dict[str, str]) -> None
             if key not in meta_graph.signature_def:
                 raise ExportError(f"signature {key!r} is not in {path}")
             meta_graph.signature_def[key].method_name = method
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(saved_model.SerializeToString())
-    os.replace(tmp, path)
+    file_io.atomic_write_bytes(path, saved_model.SerializeToString(deterministic=True))
 
 
 def _write_assets(directory: str, module: signatures.ServingModule, extra_assets: Sequence[str]) -> None:
@@ -215,8 +212,8 @@ def export_saved_model(
     module = signatures.ServingModule(
         model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings
     )
-    staging = os.path.join(model_dir, f"{TEMP_PREFIX}{version}-{uuid.uuid4().hex[:8]}")
-    try:
+    # Staged under a name that is no integer, so TF Serving never loads a half-written version.
+    with file_io.staged_directory(final, prefix=f"{TEMP_PREFIX}{version}-", create=False) as staging:
         functions = module.signatures()
         tf.saved_model.save(module, staging, signatures=functions)
         set_method_names(staging, module.method_names())
@@ -236,10 +233,6 @@ def export_saved_model(
                 compatibility.check_reload(staging, inputs, _in_memory_outputs(module, inputs), **tolerance)
             except compatibility.CompatibilityError as e:
                 raise ExportError(str(e)) from None
-        os.rename(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     configs = serving_config.write_serving_configs(export_base, container_base, batching)
     method_names = {key: signatures.METHOD_NAMES.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
     logger.info("exported %s version %d to %s (signatures %s)", model_name, version, final, ", ".join(method_names))
@@ -261,26 +254,12 @@ def export_arguments(task_spec) -> Dict[str, Any]:
     Raises:
       ValueError: a task kind outside `EXPORTABLE_TASK_KINDS`.
     """
+    from albert_tf.tasks.families import task_family
+
     kind = task_spec.kind
     if kind not in EXPORTABLE_TASK_KINDS:
         raise ValueError(f"export supports {', '.join(EXPORTABLE_TASK_KINDS)} models, not {kind}")
-    result: Dict[str, Any] = dict(labels=None, pair=False, qa_settings=None, task_settings=None)
-    if kind in ("classification", "regression"):
-        result["pair"] = task_spec.is_pair
-        if kind == "classification":
-            result["labels"] = list(task_spec.labels)
-    elif kind == "squad":
-        settings = dict(task_spec.settings or {})
-        if settings.get("null_score_diff_threshold") is None:
-            settings.pop("null_score_diff_threshold", None)
-        result["qa_settings"] = settings
-    elif kind == "tagging":
-        result["labels"] = list(task_spec.labels)
-        result["task_settings"] = {"token_unit": task_spec.token_unit}
-    else:
-        max_qa_length = (task_spec.settings or {}).get("max_qa_length")
-        result["task_settings"] = {} if max_qa_length is None else {"max_qa_length": max_qa_length}
-    return result
+    return task_family(task_spec).export_arguments(task_spec)
 
 
 def read_export_info(saved_model_dir: str) -> Dict:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import uuid
 from typing import Dict, List, Optional
+
+from albert_tf import file_io
 
 MODELS_CONFIG_FILE = "models.config"
 BATCHING_FILE = "batching_parameters.txt"
@@ -108,17 +109,6 @@ def models_config_text(export_base: str, container_base: str = "/models", versio
     return text_format.MessageToString(config)
 
 
-def _write_atomically(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def write_serving_configs(
     export_base: str,
     container_base: str = "/models",
@@ -134,6 +124,6 @@ def write_serving_configs(
         "models_config": os.path.join(export_base, MODELS_CONFIG_FILE),
         "batching_parameters": os.path.join(export_base, BATCHING_FILE),
     }
-    _write_atomically(paths["models_config"], models_config_text(export_base, container_base, version_labels))
-    _write_atomically(paths["batching_parameters"], (batching or BatchingConfig()).to_text_proto())
+    file_io.atomic_write_text(paths["models_config"], models_config_text(export_base, container_base, version_labels))
+    file_io.atomic_write_text(paths["batching_parameters"], (batching or BatchingConfig()).to_text_proto())
     return paths

@@ -70,23 +70,12 @@ def model_kind(model) -> str:
     """The export kind (one of `KINDS`) of a supported model, else TypeError."""
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.pretrainer import AlbertPretrainer
-    from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
-    from albert_tf.tasks.multiple_choice import MultipleChoiceModel
-    from albert_tf.tasks.squad import SquadV1Model, SquadV2Model
-    from albert_tf.tasks.tagging import AlbertTokenClassifier
+    from albert_tf.tasks.families import model_export_kind
 
-    if isinstance(model, AlbertTokenClassifier):
-        return KIND_TAGGER
-    if isinstance(model, MultipleChoiceModel):
-        return KIND_MULTIPLE_CHOICE
-    if isinstance(model, SquadV1Model):
-        return KIND_SQUAD_V1
-    if isinstance(model, SquadV2Model):
-        return KIND_SQUAD_V2
-    if isinstance(model, AlbertClassifier):
-        return KIND_CLASSIFIER
-    if isinstance(model, AlbertRegressor):
-        return KIND_REGRESSOR
+    # A fine-tuned task model's kind is its family's (`albert_tf.tasks.families`).
+    kind = model_export_kind(model)
+    if kind is not None:
+        return kind
     if isinstance(model, AlbertPretrainer):
         return KIND_PRETRAINER
     if isinstance(model, AlbertEncoder):
@@ -239,7 +228,9 @@ class ServingModule(tf.Module):
                 if id(v) not in seen:
                     seen.add(id(v))
                     variables.append(v)
-        self.exported_variables = variables
+        # The captures' order can differ between processes; by name it does not, so the same
+        # weights exported twice give the same checkpoint (and the Pusher sees no change).
+        self.exported_variables = sorted(variables, key=lambda v: v.name)
         self.tokenizer_resources = _find_resources(self.tokenizer)
         if self.kind in QA_KINDS:
             # The offsets tokenizer of the QA graph holds its own SentencePiece model resource.

@@ -55,7 +55,7 @@ def warmup_inputs(signature_defs, pair: bool, sequence_length: int, texts: Seque
             continue
         names = set(signature.inputs.keys())
         if names == {"inputs"}:
-            examples = [_example(a, b if pair else None).SerializeToString() for a, b in zip(texts, texts_b)]
+            examples = [_example(a, b if pair else None).SerializeToString(deterministic=True) for a, b in zip(texts, texts_b)]
             result[key] = {"inputs": np.array(examples, dtype=object)}
         elif "choices" in names:
             rows = range(len(WARMUP_CHOICE_QUESTIONS))
@@ -137,7 +137,7 @@ def write_warmup_file(saved_model_dir: str, logs: Sequence) -> str:
     path = os.path.join(directory, WARMUP_FILE)
     with tf.io.TFRecordWriter(path) as writer:
         for log in logs:
-            writer.write(log.SerializeToString())
+            writer.write(log.SerializeToString(deterministic=True))
     return path
 
 

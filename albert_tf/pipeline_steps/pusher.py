@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import uuid
 from typing import Any, Dict, Optional
 
+from albert_tf import file_io
 from albert_tf.pipeline_steps.staging import sigterm_unwinds, staged_directory, staging_prefix, sweep_stale, write_summary
 
 PUSH_PREFIX = ".push-"
@@ -60,14 +60,9 @@ def push(candidate_dir: str, serving_base: str, model_name: str) -> Dict[str, An
     versions = model_versions(model_dir)
     version = (max(versions) + 1) if versions else 1
     final = os.path.join(model_dir, str(version))
-    staging = os.path.join(model_dir, staging_prefix(f"{PUSH_PREFIX}{version}-") + uuid.uuid4().hex[:8])
     with sigterm_unwinds():
-        try:
+        with file_io.staged_directory(final, prefix=staging_prefix(f"{PUSH_PREFIX}{version}-"), create=False) as staging:
             shutil.copytree(candidate_dir, staging)
-            os.rename(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
     configs = write_serving_configs(serving_base)
     return {"pushed": True, "reason": "blessed", "version": version, "path": final, "fingerprint": candidate_print,
             "serving_configs": configs, "swept": swept}

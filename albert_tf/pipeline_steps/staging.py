@@ -1,5 +1,8 @@
 """Atomic step outputs: build a directory beside its final name, rename it into place when done.
 
+The build-and-publish itself is `albert_tf.file_io.staged_directory`; this module adds what a
+pipeline step needs on top of it.
+
 A staging directory's name carries its owner (`<pid>@<host>`), so a later run can tell a stale one
 (its process is gone: killed with SIGKILL, or the machine went down) from one still being built,
 and sweep it (`sweep_stale`). SIGTERM during a staged build removes the staging directory before
@@ -15,10 +18,11 @@ import re
 import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from typing import Any, Dict, Iterator, List
+
+from albert_tf import file_io
 
 SUMMARY_FILE = "summary.json"
 # How old a staging directory of another host (or of an unnamed owner) must be to count as stale.
@@ -137,22 +141,13 @@ def staged_directory(output_dir: str) -> Iterator[str]:
     prefix = f".{name}.partial-"
     sweep_stale(parent, prefix)
     with sigterm_unwinds():
-        staging = tempfile.mkdtemp(prefix=staging_prefix(prefix), dir=parent)
-        try:
+        with file_io.staged_directory(output_dir, prefix=staging_prefix(prefix)) as staging:
             yield staging
-            if os.path.isdir(output_dir):
-                os.rmdir(output_dir)
-            os.rename(staging, output_dir)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
 
 
 def write_summary(directory: str, summary: Dict[str, Any]) -> None:
     """Writes `summary.json` (what the step did: counts, paths, metrics) into `directory`."""
-    with open(os.path.join(directory, SUMMARY_FILE), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2, sort_keys=True, ensure_ascii=False)
-        f.write("\n")
+    file_io.atomic_write_json(os.path.join(directory, SUMMARY_FILE), summary)
 
 
 def read_summary(directory: str) -> Dict[str, Any]:

@@ -31,6 +31,7 @@ import shutil
 import tempfile
 from typing import Any, Dict, List, Sequence
 
+from albert_tf import file_io
 from albert_tf.pipeline_steps import example_gen, vocab_gen
 from albert_tf.pipeline_steps.staging import write_summary
 from albert_tf.training.recipes import recommended_recipe
@@ -93,10 +94,9 @@ def _vocab_dir(directory: str, tokenizer: str, lower_case: bool) -> str:
 
 
 def _vocab_size(path: str, kind: str, lower_case: bool) -> int:
-    from albert_tf.tokenization import SentencePieceTokenizer, WordPieceTokenizer
+    from albert_tf.tasks.resources import load_tokenizer
 
-    cls = SentencePieceTokenizer if kind == "sentencepiece" else WordPieceTokenizer
-    return int(cls(path, lower_case=lower_case).vocab_size)
+    return int(load_tokenizer(kind, path, lower_case).vocab_size)
 
 
 def _albert_config(value, init, vocab_size: int):
@@ -165,11 +165,7 @@ def run_fn(fn_args) -> Dict[str, Any]:
     serving_model_dir = fn_args.serving_model_dir
     if os.path.isdir(serving_model_dir) and os.listdir(serving_model_dir):
         raise FileExistsError(f"serving_model_dir {serving_model_dir} is not empty")
-    if os.path.isdir(serving_model_dir):
-        os.rmdir(serving_model_dir)
-    staging = f"{serving_model_dir.rstrip('/')}.partial"
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(os.path.join(training_dir, summary["candidate"]), staging)
-    os.rename(staging, serving_model_dir)
+    with file_io.staged_directory(serving_model_dir, create=False) as staging:
+        shutil.copytree(os.path.join(training_dir, summary["candidate"]), staging)
     summary["serving_model_dir"] = serving_model_dir
     return summary

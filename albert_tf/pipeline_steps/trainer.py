@@ -109,9 +109,8 @@ def run_pretrainer(
 
 
 def _task_spec(labels, max_seq_length: int, vocab_info: Dict[str, Any], pair: bool):
-    from albert_tf.tasks.spec import TaskSpec
+    from albert_tf.tasks.families import ClassificationFamily
 
-    metrics = ["accuracy", "f1"] if len(labels) == 2 else ["accuracy"]
     columns = {
         "text": example_gen.TEXT_FEATURE,
         "text_b": example_gen.TEXT_B_FEATURE if pair else None,
@@ -120,7 +119,7 @@ def _task_spec(labels, max_seq_length: int, vocab_info: Dict[str, Any], pair: bo
         "quoting": "csv",
     }
     tokenizer = {"type": vocab_info["type"], "file": vocab_info["file"], "lower_case": vocab_info["lower_case"]}
-    return TaskSpec("classification", "classification", list(labels), max_seq_length, metrics, "accuracy", tokenizer, columns)
+    return ClassificationFamily.classification_spec("classification", labels, max_seq_length, tokenizer, columns)
 
 
 def train_classifier(
@@ -160,16 +159,15 @@ def train_classifier(
     Writes `output_dir/model` (the `albert-tf finetune` layout: `albert-tf evaluate/predict/export
     --model-dir` work on it) and `output_dir/serving/<model_name>/1` (the candidate SavedModel).
     """
-    import shutil
-
     import numpy as np
 
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.evaluation import majority_class_baseline
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tasks.classification import build_task_model, make_eval_fn
-    from albert_tf.tasks.spec import CONFIG_FILE, RESULTS_FILE, write_json
+    from albert_tf.tasks.classification import make_eval_fn
+    from albert_tf.tasks.families import task_family
+    from albert_tf.tasks.runner import write_model_assets
     from albert_tf.training.finetuning import run_finetuning
     from albert_tf.training.strategies import get_strategy
 
@@ -187,15 +185,14 @@ def train_classifier(
         if init:
             result = init_encoder(encoder, init)
             init_source.update(kind=result.kind, source=result.source)
-        return build_task_model(encoder, len(labels), pooling=pooling)
+        return task_family(spec).build_model(encoder, spec, {"dropout": 0.1, "pooling": pooling})
 
     def save_assets(directory: str, model) -> None:
-        shutil.copyfile(os.path.join(vocab_dir, vocab_info["file"]), os.path.join(directory, vocab_info["file"]))
-        albert_config.to_json_file(os.path.join(directory, CONFIG_FILE))
-        # The kept weights are those of the best evaluation (as `albert-tf finetune` reports).
-        best = max(evaluations, key=lambda m: m[spec.best_metric]) if evaluations else {}
-        write_json(os.path.join(directory, RESULTS_FILE), {"dev": best})
-        spec.write(directory)
+        def results():
+            # The kept weights are those of the best evaluation (as `albert-tf finetune` reports).
+            return {"dev": max(evaluations, key=lambda m: m[spec.best_metric]) if evaluations else {}}
+
+        write_model_assets(directory, os.path.join(vocab_dir, vocab_info["file"]), albert_config, spec, results)
 
     eval_labels = np.concatenate([batch["labels"] for batch in eval_data.batch(1024).as_numpy_iterator()])
     constant = majority_class_baseline(eval_labels, ["accuracy", "mcc"], label_names=list(labels))

@@ -1,4 +1,16 @@
-"""Fine-tuning task models, all built from one template (`albert_tf.tasks.base.AlbertTaskModel`).
+"""Fine-tuning tasks: the task layer (families, the `finetune` run, scoring and prediction with a
+model directory) and the task models, all built from one template (`albert_tf.tasks.base.AlbertTaskModel`).
+
+The task layer:
+
+* `families` -- one class per task family (`ClassificationFamily`, `TaggingFamily`,
+  `SquadFamily`, `MultipleChoiceFamily`) and the lookup `task_family(task name or TaskSpec)`;
+* `runner` -- `finetune(FinetuneSettings(...))`, a whole fine-tuning run;
+* `inference` -- `evaluate_model_dir` and `predict_model_dir` on a fine-tuned model directory;
+* `resources` -- tokenizer, encoder config, `init` checks and model loading;
+* `spec` -- `task.json` (`TaskSpec`); `errors` -- `TaskError`, what all of them raise.
+
+The models and their pieces:
 
 * `classification` -- sentence(-pair) classifier and regressor (GLUE-style);
 * `tagging` -- token classifier (NER, BIO tags);
@@ -10,11 +22,11 @@
   `AlbertQuestionAnswerer`, with `from_pretrained`, `fit`/`predict` on strings, `.keras` saving
   and `export`.
 
-The `text_models` classes are importable from here; they are imported on first use, so that
-importing `albert_tf.tasks.spec` (light entry points) does not load TensorFlow.
+The names above are importable from here; they are imported on first use, so that importing
+`albert_tf.tasks.spec` (light entry points) does not load TensorFlow.
 """
 
-import importlib as _importlib
+from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
 _LAZY = {
     "AlbertTextClassifier": "albert_tf.tasks.text_models",
@@ -22,18 +34,20 @@ _LAZY = {
     "AlbertTextTagger": "albert_tf.tasks.text_models",
     "AlbertMultipleChoice": "albert_tf.tasks.text_models",
     "AlbertQuestionAnswerer": "albert_tf.tasks.text_models",
+    "TaskError": "albert_tf.tasks.errors",
+    "TaskFamily": "albert_tf.tasks.families",
+    "ClassificationFamily": "albert_tf.tasks.families",
+    "TaggingFamily": "albert_tf.tasks.families",
+    "SquadFamily": "albert_tf.tasks.families",
+    "MultipleChoiceFamily": "albert_tf.tasks.families",
+    "TASKS": "albert_tf.tasks.families",
+    "task_family": "albert_tf.tasks.families",
+    "FinetuneSettings": "albert_tf.tasks.runner",
+    "FinetuneOutcome": "albert_tf.tasks.runner",
+    "finetune": "albert_tf.tasks.runner",
+    "evaluate_model_dir": "albert_tf.tasks.inference",
+    "predict_model_dir": "albert_tf.tasks.inference",
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(_importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'albert_tf.tasks' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())

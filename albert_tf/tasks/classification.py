@@ -289,10 +289,11 @@ def examples_dataset(
     return _spill_to_tfrecord({k: np.asarray(v) for k, v in features.items()}, spill_dir)
 
 
-def predict_scores(model, features, batch_size: int = 64) -> np.ndarray:
+def predict_scores(model, features, batch_size: int = 64, *, callbacks=None) -> np.ndarray:
     """Logits [n, num_labels] of a classifier or predictions [n] of a regressor.
 
-    `features` is a dict of arrays or a batched `tf.data.Dataset` of feature dicts.
+    `features` is a dict of arrays or a batched `tf.data.Dataset` of feature dicts; `callbacks`
+    go to `model.predict` (e.g. `albert_tf.training.finetuning.progress_callbacks`).
     """
     import tensorflow as tf
 
@@ -301,7 +302,7 @@ def predict_scores(model, features, batch_size: int = 64) -> np.ndarray:
         dataset = tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size)
     else:
         dataset = features.map(lambda batch: {k: batch[k] for k in FEATURE_NAMES})
-    outputs = model.predict(dataset, verbose=0)
+    outputs = model.predict(dataset, verbose=0, callbacks=callbacks)
     return np.asarray(outputs["logits"] if "logits" in outputs else outputs["predictions"])
 
 

@@ -91,13 +91,14 @@ class MultipleChoiceModel(AlbertTaskModel):
         self.accuracy.update_state(ops.reshape(inputs["labels"], (-1,)), outputs["logits"])
 
 
-def predict_race(model: MultipleChoiceModel, dataset, *, batch_size: int = 8) -> Dict[str, np.ndarray]:
+def predict_race(model: MultipleChoiceModel, dataset, *, batch_size: int = 8, callbacks=None) -> Dict[str, np.ndarray]:
     """Choice probabilities [n, choices] and predicted indices [n] for a RACE dataset.
 
     Args:
         model: The fine-tuned `MultipleChoiceModel`.
         dataset: From `albert_tf.data.race.make_race_dataset` (batched or not; labels ignored).
         batch_size: Batch size when `dataset` is unbatched.
+        callbacks: Keras callbacks for `model.predict` (progress).
     """
     spec = dataset.element_spec
     if not isinstance(spec, dict) or "input_ids" not in spec:
@@ -105,7 +106,7 @@ def predict_race(model: MultipleChoiceModel, dataset, *, batch_size: int = 8) ->
     if spec["input_ids"].shape.rank == 2:
         dataset = dataset.batch(batch_size)
     dataset = dataset.map(lambda x: {k: x[k] for k in ENCODER_INPUTS})
-    logits = np.asarray(model.predict(dataset, verbose=0)["logits"])
+    logits = np.asarray(model.predict(dataset, verbose=0, callbacks=callbacks)["logits"])
     shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
     probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
     return {"probabilities": probabilities, "predictions": probabilities.argmax(axis=-1)}
@@ -119,13 +120,15 @@ def predict_race_examples(
     max_seq_length: int = 512,
     max_qa_length: int = 128,
     batch_size: int = 8,
+    callbacks=None,
 ) -> List[Dict[str, Any]]:
     """One record per example: `id`, `question_index`, `prediction` (the option letter),
-    `probabilities` (one per option) and, when the example has one, the gold `answer`."""
+    `probabilities` (one per option) and, when the example has one, the gold `answer`
+    (`callbacks` go to `model.predict`)."""
     from albert_tf.data import race
 
     features = race.convert_race_examples(examples, tokenizer, max_seq_length=max_seq_length, max_qa_length=max_qa_length)
-    predicted = predict_race(model, race.make_race_dataset(features, require_labels=False), batch_size=batch_size)
+    predicted = predict_race(model, race.make_race_dataset(features, require_labels=False), batch_size=batch_size, callbacks=callbacks)
     records = []
     for example, probabilities, choice in zip(examples, predicted["probabilities"], predicted["predictions"]):
         record = {

@@ -13,6 +13,9 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
+from albert_tf import file_io
+from albert_tf.tasks.errors import TaskError
+
 GLUE_TASKS = ("cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "qnli", "rte", "wnli")
 TASK_FILE = "task.json"
 CONFIG_FILE = "albert_config.json"
@@ -20,17 +23,13 @@ RESULTS_FILE = "eval_results.json"
 TASK_FORMAT_VERSION = 1
 
 
-class TaskSpecError(ValueError):
+class TaskSpecError(TaskError):
     """A model directory without a readable `task.json` of a supported version."""
 
 
 def write_json(path: str, value: Any) -> None:
     """`value` as indented JSON, written atomically."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, sort_keys=True, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)
+    file_io.atomic_write_json(path, value)
 
 
 @dataclasses.dataclass
@@ -78,12 +77,7 @@ class TaskSpec:
         return bool(self.columns.get("text_b"))
 
     def write(self, directory: str) -> None:
-        path = os.path.join(directory, TASK_FILE)
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(dataclasses.asdict(self), f, indent=2, sort_keys=True, ensure_ascii=False)
-            f.write("\n")
-        os.replace(tmp, path)
+        write_json(os.path.join(directory, TASK_FILE), dataclasses.asdict(self))
 
     @classmethod
     def read(cls, model_dir: str) -> "TaskSpec":

@@ -356,7 +356,7 @@ def _prediction_dataset(dataset, batch_size: int):
     return dataset
 
 
-def predict_squad(model: AlbertTaskModel, dataset, *, batch_size: int = 32) -> List[Any]:
+def predict_squad(model: AlbertTaskModel, dataset, *, batch_size: int = 32, callbacks=None) -> List[Any]:
     """Runs a SQuAD model over a prediction dataset and returns one raw result per feature.
 
     Args:
@@ -364,11 +364,12 @@ def predict_squad(model: AlbertTaskModel, dataset, *, batch_size: int = 32) -> L
         dataset: From `make_squad_dataset(features, is_training=False)` or
             `read_squad_tfrecord(..., is_training=False)`, batched or not.
         batch_size: Batch size when `dataset` is unbatched.
+        callbacks: Keras callbacks for `model.predict` (progress).
 
     Returns:
         `RawResultV1`s or `RawResultV2`s, in dataset order.
     """
-    outputs = model.predict(_prediction_dataset(dataset, batch_size), verbose=0)
+    outputs = model.predict(_prediction_dataset(dataset, batch_size), verbose=0, callbacks=callbacks)
     unique_ids = np.asarray(outputs["unique_ids"]).reshape(-1)
     if "start_logits" in outputs:
         start, end = np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"])
@@ -392,15 +393,17 @@ def evaluate_squad(
     n_best_size: int = post.DEFAULT_N_BEST_SIZE,
     max_answer_length: int = post.DEFAULT_MAX_ANSWER_LENGTH,
     null_score_diff_threshold: Optional[float] = None,
+    callbacks=None,
 ) -> Tuple[Dict[str, float], Dict[str, Any]]:
-    """Predicts, post-processes and scores a dev set with the official script.
+    """Predicts, post-processes and scores a dev set with the official script (`callbacks` go to
+    `model.predict`).
 
     Returns:
         `(metrics, outputs)`: v1 `exact_match`, `f1`; v2 those of
         `squad_postprocessing.evaluate_v2`. `outputs` holds `predictions` and `nbest` (and for v2
         `null_odds`), ready for `write_json_atomically`.
     """
-    results = predict_squad(model, eval_dataset, batch_size=batch_size)
+    results = predict_squad(model, eval_dataset, batch_size=batch_size, callbacks=callbacks)
     if version == "v1":
         metrics, predictions, nbest = post.evaluate_v1(
             dataset_json, examples, features, results, n_best_size=n_best_size, max_answer_length=max_answer_length
@@ -579,6 +582,7 @@ def predict_squad_file(
     n_best_size: int = post.DEFAULT_N_BEST_SIZE,
     max_answer_length: int = post.DEFAULT_MAX_ANSWER_LENGTH,
     null_score_diff_threshold: Optional[float] = None,
+    callbacks=None,
 ) -> Dict[str, Any]:
     """Answers every question of a SQuAD-format file (answers in it, if any, are not used).
 
@@ -592,6 +596,7 @@ def predict_squad_file(
         n_best_size, max_answer_length: Post-processing.
         null_score_diff_threshold: v2: the no-answer threshold, normally the dev set's tuned
             `null_score_diff_threshold`; None answers every question with its best span.
+        callbacks: Keras callbacks for `model.predict` (progress).
 
     Returns:
         `predictions`, `nbest` (and for v2 `null_odds`) as `write_squad_outputs` takes them, and
@@ -607,7 +612,7 @@ def predict_squad_file(
         examples, tokenizer, is_training=False, max_seq_length=max_seq_length, doc_stride=doc_stride,
         max_query_length=max_query_length,
     )
-    results = predict_squad(model, data.make_squad_dataset(features, is_training=False), batch_size=batch_size)
+    results = predict_squad(model, data.make_squad_dataset(features, is_training=False), batch_size=batch_size, callbacks=callbacks)
     if version == "v1":
         predictions, nbest = post.postprocess_v1(
             examples, features, results, n_best_size=n_best_size, max_answer_length=max_answer_length

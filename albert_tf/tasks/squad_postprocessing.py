@@ -26,7 +26,6 @@ into a no-answer that the search had counted as answered). So the reported `f1` 
 from __future__ import annotations
 
 import collections
-import json
 import math
 import os
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
@@ -405,6 +404,6 @@ def evaluate_v2(
 def write_json_atomically(path: Union[str, os.PathLike], value: Any) -> None:
     """Writes `value` as indented JSON through a temporary file and a rename (predictions, n-best,
     null odds), so that no half-written file is ever left."""
-    from albert_tf.tokenization import _files
+    from albert_tf import file_io
 
-    _files.atomic_write_bytes(path, (json.dumps(value, indent=4, ensure_ascii=False) + "\n").encode("utf-8"))
+    file_io.atomic_write_json(path, value, indent=4, sort_keys=False, makedirs=True)

@@ -171,12 +171,12 @@ def decode_predictions(logits: np.ndarray, word_positions: Sequence[Sequence[int
     return out
 
 
-def predict_logits(model, features: Dict[str, np.ndarray], batch_size: int = 32) -> np.ndarray:
-    """Piece logits [n, seq, num_labels] for encoded features."""
+def predict_logits(model, features: Dict[str, np.ndarray], batch_size: int = 32, *, callbacks=None) -> np.ndarray:
+    """Piece logits [n, seq, num_labels] for encoded features (`callbacks` go to `model.predict`)."""
     import tensorflow as tf
 
     dataset = tf.data.Dataset.from_tensor_slices({k: features[k] for k in FEATURE_NAMES}).batch(batch_size)
-    return np.asarray(model.predict(dataset, verbose=0)["logits"])
+    return np.asarray(model.predict(dataset, verbose=0, callbacks=callbacks)["logits"])
 
 
 def score_tagging(

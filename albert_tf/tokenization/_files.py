@@ -20,9 +20,9 @@ import glob
 import logging
 import os
 import re
-import tempfile
 from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
+from albert_tf import file_io
 from albert_tf.tokenization import _unicode
 from albert_tf.tokenization.text import bert_clean_text
 
@@ -38,8 +38,7 @@ DIRECTORY_PATTERN = "*.txt"
 ON_ERROR = ("raise", "skip")
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
+_is_remote = file_io.is_remote
 
 
 def _gfile():
@@ -313,27 +312,7 @@ def describe_skipped(skipped: Sequence[Tuple[str, str]]) -> str:
 
 
 def atomic_write_bytes(path: PathLike, data: bytes) -> None:
-    """Writes `data` to `path` through a temporary file and a rename, so `path` is never partial."""
+    """Writes `data` to `path` atomically and durably (`albert_tf.file_io`), creating a local
+    `path`'s directory if needed."""
     path = os.fspath(path)
-    if _is_remote(path):
-        gfile = _gfile()
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with gfile.GFile(tmp, "wb") as f:
-            f.write(data)
-        gfile.rename(tmp, path, overwrite=True)
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        # mkstemp creates the file private (0600); the result is an ordinary shared file.
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    file_io.atomic_write_bytes(path, data, makedirs=not _is_remote(path))

@@ -49,12 +49,12 @@ import json
 import logging
 import math
 import os
-import shutil
 import sys
 import tempfile
 import time
-import uuid
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TextIO, Union
+
+from albert_tf import file_io
 
 logger = logging.getLogger(__name__)
 
@@ -119,10 +119,6 @@ class FinetuningResult:
 # --- the output directory ------------------------------------------------------------------------
 
 
-def _is_local(path: str) -> bool:
-    return "://" not in path
-
-
 def is_complete(model_dir: str) -> bool:
     """Whether `model_dir` is the finished output of a fine-tuning run (its `COMPLETE` exists)."""
     import tensorflow as tf
@@ -142,65 +138,12 @@ def _check_writable_target(model_dir: str, overwrite: bool) -> None:
         raise FileExistsError(f"model_dir {model_dir} is {what}; pass overwrite=True (--overwrite) to replace it")
 
 
-def _staging_dir(model_dir: str) -> str:
-    """A fresh directory to build the output in: beside `model_dir` (same filesystem, so the final
-    rename is atomic) when local, a local temporary directory when `model_dir` is remote."""
-    if not _is_local(model_dir):
-        return tempfile.mkdtemp(prefix="albert_finetune_")
-    parent, name = os.path.split(os.path.abspath(model_dir))
-    os.makedirs(parent, exist_ok=True)
-    return tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
-
-
-def _copy_tree_remote(source: str, target: str) -> None:
-    """Copies a local tree to a remote directory, `COMPLETE` last, so a reader never sees it
-    before every other file is there."""
-    import tensorflow as tf
-
-    files = []
-    for root, _, names in os.walk(source):
-        for name in names:
-            files.append(os.path.relpath(os.path.join(root, name), source))
-    files.sort(key=lambda rel: rel == COMPLETE_FILE)
-    for rel in files:
-        destination = f"{target.rstrip('/')}/{rel.replace(os.sep, '/')}"
-        tf.io.gfile.makedirs(os.path.dirname(destination))
-        tf.io.gfile.copy(os.path.join(source, rel), destination, overwrite=True)
-
-
 def _publish(staging: str, model_dir: str, overwrite: bool) -> None:
-    """Moves the finished staging directory to `model_dir` (replacing an old one if allowed)."""
-    import tensorflow as tf
-
+    """Makes the finished staging directory `model_dir` (replacing an old one if allowed); on a
+    remote `model_dir` the files are copied up with `COMPLETE` last, so a reader never sees it
+    before every other file is there."""
     _check_writable_target(model_dir, overwrite)
-    if not _is_local(model_dir):
-        if tf.io.gfile.exists(model_dir):
-            tf.io.gfile.rmtree(model_dir)
-        _copy_tree_remote(staging, model_dir)
-        shutil.rmtree(staging, ignore_errors=True)
-        return
-    model_dir = os.path.abspath(model_dir)
-    old = None
-    if os.path.exists(model_dir):
-        # Moved aside rather than deleted first, so that some complete directory is always there.
-        parent, name = os.path.split(model_dir)
-        old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex}")
-        os.rename(model_dir, old)
-    try:
-        os.rename(staging, model_dir)
-    except OSError:
-        if old is not None:
-            os.rename(old, model_dir)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _write_text_atomically(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    file_io.publish_directory(staging, model_dir, overwrite=overwrite, order=lambda rel: rel == COMPLETE_FILE)
 
 
 def read_run_info(model_dir: str) -> Dict[str, Any]:
@@ -382,12 +325,26 @@ def _progress_callback(keras, label: str, options: Dict[str, Any]):
     return PredictionProgress()
 
 
+def progress_callbacks(label: str, *, verbose: Union[int, bool] = True, **options) -> List[Any]:
+    """Keras callbacks that report the progress of one `model.predict` or `model.evaluate` call
+    under `label` (`ProgressLine` options in `options`); none when `verbose` is off.
+
+    Pass them to the call (`callbacks=`); the task modules' predict functions take them.
+    """
+    if not verbose:
+        return []
+    import keras
+
+    return [_progress_callback(keras, label, options)]
+
+
 @contextlib.contextmanager
 def prediction_progress(model, label: str, *, verbose: Union[int, bool] = True, **options) -> Iterator[Any]:
     """Within the block, `model.predict` and `model.evaluate` report their progress.
 
-    The task modules call `model.predict(..., verbose=0)` so that library code stays quiet; a
-    command (or the run's evaluations) opts in here. Nothing is shown for work shorter than
+    The task modules call `model.predict(..., verbose=0)` so that library code stays quiet; where
+    the call is in reach, pass `progress_callbacks` to it instead. This is for code that is not:
+    the run's evaluations call any `eval_fn(model, dataset)`, so the run opts in here. Nothing is shown for work shorter than
     `PROGRESS_DELAY_S`; after that a line redrawn in place on a terminal, else a line every
     `PROGRESS_EVERY_S` (`ProgressLine`), on stderr by default.
 
@@ -605,9 +562,9 @@ class _Run:
             is_best = _is_better(value, self.best_value, self.best_mode)
             if is_best:
                 self.best_value, self.best_metrics, self.best_step = value, metrics, step
-                tmp = os.path.join(self.staging, f".best-{uuid.uuid4().hex}.weights.h5")
-                model.save_weights(tmp)
-                os.replace(tmp, self.best_weights_path)
+                # Keras insists on the ".weights.h5" ending, temporary name included.
+                with file_io.atomic_output(self.best_weights_path, suffix=".weights.h5") as tmp:
+                    model.save_weights(tmp)
             shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()))
             logger.info("step %d: %s%s", step, shown, " (best)" if is_best else "")
             if self.verbose:
@@ -624,8 +581,7 @@ class _Run:
                     logger.info("step %d: not above the constant answer yet: %s", step, check.reason)
         record["is_best"] = is_best
         self.history.append(record)
-        with open(os.path.join(self.staging, EVAL_HISTORY_FILE), "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
+        file_io.append_line(os.path.join(self.staging, EVAL_HISTORY_FILE), json.dumps(record, sort_keys=True))
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -874,7 +830,9 @@ def run_finetuning(
             strategy_device_kind(strategy), run_precision if run_precision in PRECISIONS else "float32"
         )
 
-    staging = _staging_dir(model_dir) if chief else tempfile.mkdtemp(prefix="albert_finetune_worker_")
+    # The chief builds beside `model_dir` (a local build area for a remote one); other workers'
+    # copies are private and thrown away.
+    staging = file_io.make_staging_dir(model_dir) if chief else tempfile.mkdtemp(prefix="albert_finetune_worker_")
     succeeded = False
     try:
         with strategy.scope():
@@ -959,14 +917,14 @@ def run_finetuning(
             "constant_baseline": None if constant_baseline is None else constant_baseline.to_dict(),
             "metadata": dict(metadata or {}),
         }
-        _write_text_atomically(os.path.join(staging, RUN_INFO_FILE), json.dumps(info, indent=2, sort_keys=True) + "\n")
-        _write_text_atomically(os.path.join(staging, COMPLETE_FILE), f"step {final_step}\n")
+        file_io.atomic_write_json(os.path.join(staging, RUN_INFO_FILE), info, ensure_ascii=True)
+        file_io.atomic_write_text(os.path.join(staging, COMPLETE_FILE), f"step {final_step}\n")
         if chief:
             _publish(staging, model_dir, overwrite)
         succeeded = True
     finally:
         if not succeeded or not chief:
-            shutil.rmtree(staging, ignore_errors=True)
+            file_io.remove_tree(staging)
 
     artifacts = {}
     if chief:

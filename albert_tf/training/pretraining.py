@@ -42,12 +42,11 @@ import json
 import logging
 import os
 import re
-import shutil
 import tempfile
 import time
-import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
+from albert_tf import file_io
 from albert_tf.config import AlbertConfig, ConfigError, load_config
 from albert_tf.training.strategies import PRECISIONS, STRATEGY_NAMES
 
@@ -211,15 +210,10 @@ def _install_tokenizer(directory: str, tokenizer: TokenizerFile) -> str:
     name = TOKENIZER_KINDS[tokenizer.kind]
     target = os.path.join(directory, name)
     if os.path.abspath(target) != os.path.abspath(tokenizer.path):
-        tmp = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
-        try:
+        with file_io.atomic_output(target) as tmp:
             tf.io.gfile.copy(tokenizer.path, tmp, overwrite=True)
-            tf.io.gfile.rename(tmp, target, overwrite=True)
-        finally:
-            if tf.io.gfile.exists(tmp):
-                tf.io.gfile.remove(tmp)
     entry = {"type": tokenizer.kind, "file": name, "lower_case": tokenizer.lower_case}
-    _atomic_write_text(os.path.join(directory, TOKENIZER_FILE), json.dumps(entry, indent=2, sort_keys=True) + "\n")
+    file_io.atomic_write_json(os.path.join(directory, TOKENIZER_FILE), entry, ensure_ascii=True)
     return target
 
 
@@ -445,24 +439,6 @@ def interval_groups(start_step: int, num_train_steps: int, every: int) -> List[t
 # --- files ----------------------------------------------------------------------------------
 
 
-def _is_local(path: str) -> bool:
-    return "://" not in path
-
-
-def _atomic_write_text(path: str, text: str) -> None:
-    import tensorflow as tf
-
-    directory = os.path.dirname(path)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
-    try:
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write(text)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
-
-
 def _read_jsonl(path: str) -> List[Dict[str, Any]]:
     """The records of a metrics file; an unparseable line (a write cut by a crash) is skipped."""
     import tensorflow as tf
@@ -500,17 +476,7 @@ class MetricsLog:
         return _read_jsonl(self.path)
 
     def append(self, record: Dict[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True) + "\n"
-        if _is_local(self.path):
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line.encode("utf-8"))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        else:
-            lines = [json.dumps(r, sort_keys=True) + "\n" for r in self.records()]
-            _atomic_write_text(self.path, "".join(lines) + line)
+        file_io.append_line(self.path, json.dumps(record, sort_keys=True))
 
     def truncate_after(self, step: int) -> None:
         """Keeps the records of steps <= `step` (rewritten atomically if anything changes)."""
@@ -526,7 +492,7 @@ class MetricsLog:
             dropped = len(original.splitlines()) - len(kept)
             if dropped:
                 logger.info("%s: dropping %d record(s) after step %d (not in a checkpoint)", self.path, dropped, step)
-            _atomic_write_text(self.path, text)
+            file_io.atomic_write_text(self.path, text)
 
 
 # --- checkpoints ------------------------------------------------------------------------------
@@ -984,15 +950,9 @@ def _check_resumed_config(path: str, config: PretrainingRunConfig) -> None:
 
 
 def _save_keras_atomically(model, path: str) -> None:
-    import tensorflow as tf
-
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}.keras")
-    try:
+    # Keras insists on the ".keras" ending, temporary name included.
+    with file_io.atomic_output(path, suffix=".keras") as tmp:
         model.save(tmp)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
 
 
 def _export_tf1(model, albert_config: AlbertConfig, directory: str) -> Dict[str, str]:
@@ -1001,7 +961,7 @@ def _export_tf1(model, albert_config: AlbertConfig, directory: str) -> Dict[str,
 
     from albert_tf.checkpoints.original import save_original_checkpoint
 
-    if _is_local(directory):
+    if not file_io.is_remote(directory):
         os.makedirs(directory, exist_ok=True)
         prefix = save_original_checkpoint(
             os.path.join(directory, TF1_CHECKPOINT), model.encoder, model.mlm_head, model.sentence_head
@@ -1018,11 +978,9 @@ def _export_tf1(model, albert_config: AlbertConfig, directory: str) -> Dict[str,
             os.path.join(staging, TF1_CHECKPOINT), model.encoder, model.mlm_head, model.sentence_head
         )
         albert_config.to_json_file(os.path.join(staging, ALBERT_CONFIG_FILE))
-        names = sorted(os.listdir(staging), key=lambda n: (n.endswith(".index"), n == "checkpoint"))
-        for name in names:
-            tf.io.gfile.copy(os.path.join(staging, name), f"{directory}/{name}", overwrite=True)
+        file_io.copy_tree(staging, directory, order=lambda n: (n.endswith(".index"), n == "checkpoint"))
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        file_io.remove_tree(staging)
     return {"tf1_checkpoint": f"{directory}/{TF1_CHECKPOINT}", "albert_config": f"{directory}/{ALBERT_CONFIG_FILE}"}
 
 
@@ -1124,7 +1082,7 @@ def run_pretraining(
         metrics_log.truncate_after(initial_step)
         if config.tokenizer is not None:
             _install_tokenizer(model_dir, config.tokenizer)
-        _atomic_write_text(run_config_path, json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+        file_io.atomic_write_json(run_config_path, config.to_dict(), ensure_ascii=True)
 
     manager = tf.train.CheckpointManager(
         checkpoint,

@@ -1,0 +1,1178 @@
+"""The task families: what each kind of fine-tuning task does, from its files to its export.
+
+One class per family, one instance per task name:
+
+* `ClassificationFamily` -- the GLUE tasks and any `classification` / `regression` table;
+* `TaggingFamily` -- token classification (`conll`, `peoples-daily`);
+* `SquadFamily` -- extractive question answering (`squad-v1`, `squad-v2`);
+* `MultipleChoiceFamily` -- `race`.
+
+A family reads its splits, encodes features, builds the head, gives the best constant answer and
+the dev `eval_fn` of a run (`plan`), evaluates and predicts with a fine-tuned model directory
+(`evaluate_splits`, `predict`), writes predictions, and says how the model exports
+(`export_arguments`, `export_kind`). `task_family(task name, TaskSpec or model)` is the one lookup;
+`albert_tf.tasks.runner.finetune` and `albert_tf.tasks.inference` drive it.
+
+Every user-facing problem is a one-line `albert_tf.tasks.errors.TaskError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from albert_tf import file_io
+from albert_tf.tasks.errors import TaskError
+from albert_tf.tasks.spec import GLUE_TASKS, TaskSpec
+
+TABLE_TASKS = ("classification", "regression")
+TAGGING_TASKS = ("conll", "peoples-daily")
+SQUAD_TASKS = ("squad-v1", "squad-v2")
+RACE_TASKS = ("race",)
+READING_TASKS = SQUAD_TASKS + RACE_TASKS
+TASKS = GLUE_TASKS + TABLE_TASKS + TAGGING_TASKS + READING_TASKS
+
+# Defaults of the non-GLUE tasks: the BERT/ALBERT fine-tuning recipe's usual values.
+GENERIC_DEFAULTS = dict(learning_rate=2e-5, batch_size=32, num_epochs=3.0, warmup_proportion=0.1, max_seq_length=128)
+CONLL_FILES = {
+    "train": ("train.txt", "train.conll", "train.bio", "eng.train"),
+    "dev": ("dev.txt", "valid.txt", "validation.txt", "dev.conll", "dev.bio", "eng.testa"),
+    "test": ("test.txt", "test.conll", "test.bio", "eng.testb"),
+}
+PEOPLES_DAILY_FRACTIONS = (0.8, 0.1, 0.1)
+# The official SQuAD file names, by task and split.
+SQUAD_FILES = {
+    "squad-v1": {"train": "train-v1.1.json", "dev": "dev-v1.1.json"},
+    "squad-v2": {"train": "train-v2.0.json", "dev": "dev-v2.0.json"},
+}
+SQUAD_PREDICTIONS_DIR = "predictions_dev"
+
+
+# --- small shared pieces -----------------------------------------------------------------------
+
+
+def _progress(label: Optional[str]) -> list:
+    """Keras callbacks that show a slow prediction's progress under `label`
+    (`albert_tf.training.finetuning.progress_callbacks`); none when it is None."""
+    from albert_tf.training.finetuning import progress_callbacks
+
+    return progress_callbacks(label or "", verbose=label is not None)
+
+
+def _limit(items: List, count: Optional[int]) -> List:
+    return items if count is None else items[:count]
+
+
+def _write_lines(path: str, lines: Sequence[str]) -> None:
+    """`lines` joined by newlines, written atomically."""
+    file_io.atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def write_jsonl(path: str, records: Sequence[Dict[str, Any]]) -> None:
+    """One JSON object per line, written atomically."""
+    with file_io.open_atomic(path, "w") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def reading_data_errors():
+    """Turns the SQuAD / RACE readers' errors (malformed or missing files, bad lengths) into
+    `TaskError`s; their messages name the file."""
+    from albert_tf.data.race import RaceDataError
+    from albert_tf.data.squad import SquadDataError
+
+    try:
+        yield
+    except (SquadDataError, RaceDataError, FileNotFoundError) as e:
+        raise TaskError(str(e)) from None
+
+
+def conll_split_file(data_dir: str, split: str) -> Optional[str]:
+    """The CoNLL file of `split` in `data_dir` (the first of `CONLL_FILES[split]` there), or None."""
+    for name in CONLL_FILES[split]:
+        path = os.path.join(data_dir, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def peoples_daily_splits(path: str) -> Dict[str, list]:
+    """The corpus cut by position into train / dev / test (80 / 10 / 10 %)."""
+    from albert_tf.data.tagging import read_peoples_daily
+
+    sentences = read_peoples_daily(path)
+    n = len(sentences)
+    first = int(n * PEOPLES_DAILY_FRACTIONS[0])
+    second = first + int(n * PEOPLES_DAILY_FRACTIONS[1])
+    return {"train": sentences[:first], "dev": sentences[first:second], "test": sentences[second:]}
+
+
+def squad_split_file(task: str, data: str, split: str) -> str:
+    """The SQuAD JSON file of `split` ("train" or "dev") in the directory `data`, or `data`
+    itself when it is a file.
+
+    Raises:
+        TaskError: An unknown split or a missing file.
+    """
+    if os.path.isfile(data):
+        return data
+    names = SQUAD_FILES[task]
+    if split not in names:
+        raise TaskError(f"{task} has the splits {', '.join(names)} (as {', '.join(names.values())}), not {split!r}")
+    path = os.path.join(data, names[split])
+    if not os.path.isfile(path):
+        raise TaskError(f"SQuAD {split} file {path} does not exist")
+    return path
+
+
+def race_split_path(data: str, split: str) -> str:
+    """The folder of a RACE split (`RACE/<split>`).
+
+    Raises:
+        TaskError: No such folder.
+    """
+    path = os.path.join(data, split)
+    if not os.path.isdir(path):
+        raise TaskError(f"no RACE {split} folder {path}")
+    return path
+
+
+def _format_metrics(metrics: Dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()))
+
+
+@dataclasses.dataclass
+class TrainingPlan:
+    """What a task contributes to a fine-tuning run (`TaskFamily.plan`).
+
+    Attributes:
+        spec: The task spec (written to the model directory after `write_results`, which may
+            add to its `settings`).
+        train_data, eval_data: Unbatched datasets of feature dicts (labels inside).
+        eval_fn: The dev evaluation for `run_finetuning` (None: `model.evaluate`).
+        num_train: Training elements (SQuAD: features), the size of an epoch.
+        summary: "... train / ... dev ..." for the log.
+        build_head: `build_head(encoder) -> task model`.
+        write_results: `write_results(directory, model) -> {split: metrics}`: the final dev/test
+            evaluations; unlabelled test data get prediction files in `directory`.
+        constant_baseline: The dev set's best constant answer (`albert_tf.evaluation.baselines`),
+            for the collapse check; None where the family has none.
+    """
+
+    spec: TaskSpec
+    train_data: Any
+    eval_data: Any
+    eval_fn: Optional[Callable[[Any, Any], Dict[str, float]]]
+    num_train: int
+    summary: str
+    build_head: Callable[[Any], Any]
+    write_results: Callable[[str, Any], Dict[str, Any]]
+    constant_baseline: Any = None
+
+
+@dataclasses.dataclass
+class Predictions:
+    """What `TaskFamily.predict` produced.
+
+    Attributes:
+        records: JSON-able records, one per example or question, for showing (None when they
+            were written to a file instead).
+        written: The file or directory written, if any.
+        notes: Remarks for the user (questions that could not be aligned, ...).
+    """
+
+    records: Optional[List[Dict[str, Any]]] = None
+    written: Optional[str] = None
+    notes: List[str] = dataclasses.field(default_factory=list)
+
+
+class TaskFamily:
+    """The behaviour shared by the tasks of one family; subclasses fill in the family's parts.
+
+    Attributes:
+        task: The task name this instance serves.
+        tasks: The family's task names.
+        kinds: The `TaskSpec.kind`s its model directories carry.
+        recipe_kind: Its kind for `albert_tf.training.recipes.recommended_recipe`.
+        reading: Whether it reads whole files (no example limits, no skipping of bad rows).
+    """
+
+    tasks: Tuple[str, ...] = ()
+    kinds: Tuple[str, ...] = ()
+    recipe_kind = "classification"
+    reading = False
+
+    def __init__(self, task: str):
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.task!r})"
+
+    # --- a fine-tuning run ----------------------------------------------------------------------
+
+    def preset(self):
+        """The task's `albert_tf.tasks.presets.TaskPreset`, or None (the generic defaults)."""
+        return None
+
+    def plan(self, settings, hyper: Dict[str, Any], tokenizer_type: str, tokenizer_file: str, tokenizer) -> TrainingPlan:
+        """Reads and encodes the run's data (`settings` a `FinetuneSettings`, `hyper` its resolved
+        hyper-parameters) and says how to build, evaluate and report the model."""
+        raise NotImplementedError
+
+    def tokenizer_entry(self, settings, tokenizer_type: str, tokenizer_file: str) -> Dict[str, Any]:
+        return {"type": tokenizer_type, "file": os.path.basename(tokenizer_file), "lower_case": bool(settings.lower_case)}
+
+    # --- a fine-tuned model directory -----------------------------------------------------------
+
+    def split_names(self, spec: TaskSpec, data: str) -> Dict[str, List[str]]:
+        """{"dev": [...], "test": [...]} split names available for the task in `data`."""
+        raise NotImplementedError
+
+    def default_eval_splits(self, spec: TaskSpec, data: str) -> Tuple[List[str], bool]:
+        """(splits, explicit=False) that `evaluate` scores when none are named: every dev and
+        test split."""
+        available = self.split_names(spec, data)
+        requested = available.get("dev", []) + available.get("test", [])
+        if not requested:
+            raise TaskError(f"no dev or test split for {spec.task} in {data}")
+        return requested, False
+
+    def evaluate_splits(self, model_dir: str, spec: TaskSpec, tokenizer, data: str, splits: Sequence[str], explicit: bool, *,
+                        batch_size: int, max_examples: Optional[int], on_error: str,
+                        predictions_dir: Optional[str]) -> Dict[str, Dict[str, Any]]:
+        """{split: metrics} of the model in `model_dir` on the labelled `splits` of `data`
+        (`explicit`: the splits were named, so an unlabelled one is an error)."""
+        raise NotImplementedError
+
+    def predict(self, model_dir: str, spec: TaskSpec, tokenizer, *, texts: Sequence[str], text_b: Optional[Sequence[str]],
+                input: Optional[str], data: Optional[str], split: Optional[str], batch_size: int,
+                output: Optional[str]) -> Predictions:
+        """Predictions of the model in `model_dir` for `texts`, the file `input` or `split` of
+        `data` (exactly one), written to `output` when it is given."""
+        raise NotImplementedError
+
+    # --- export -----------------------------------------------------------------------------------
+
+    def export_arguments(self, spec: TaskSpec) -> Dict[str, Any]:
+        """The task-specific `export_saved_model` keyword arguments (`labels`, `pair`,
+        `qa_settings`, `task_settings`) of a model directory with `spec`."""
+        return dict(labels=None, pair=False, qa_settings=None, task_settings=None)
+
+    @classmethod
+    def export_kind(cls, model) -> Optional[str]:
+        """The export kind (`albert_tf.export.signatures.KINDS`) of a task model of this family,
+        None for a model of another family."""
+        return None
+
+
+# --- tables: classification, regression and tagging ----------------------------------------------
+
+
+class _TableFamily(TaskFamily):
+    """Families whose data are example files read split by split (`read_split`)."""
+
+    spec_kind_when_reading = "classification"
+
+    def build_spec(self, settings, hyper, tokenizer_entry, train_examples) -> TaskSpec:
+        raise NotImplementedError
+
+    def prepare_data(self, spec: TaskSpec, tokenizer, train_examples, dev_examples, hyper):
+        """(train dataset, dev dataset, eval_fn, the dev set's best constant answer), unbatched
+        datasets of encoded features."""
+        raise NotImplementedError
+
+    def build_model(self, encoder, spec: TaskSpec, hyper):
+        raise NotImplementedError
+
+    def read_split(self, spec: TaskSpec, data: str, split: str, *, on_error: str = "raise",
+                   cache: Optional[dict] = None, table_format: Optional[str] = None):
+        """The examples of `split` for the task.
+
+        Args:
+            table_format: A table's format as given for this run (`FinetuneSettings.table_format`);
+                by default each file's own (`albert_tf.data.glue.detect_file_format`).
+
+        Raises:
+            TaskError: A missing or malformed file (the message names the file and line).
+        """
+        raise NotImplementedError
+
+    def has_labels(self, spec: TaskSpec, examples) -> bool:
+        return all(e.label is not None for e in examples)
+
+    def evaluate_examples(self, model, spec: TaskSpec, tokenizer, examples, batch_size: int,
+                          label: Optional[str] = "evaluating") -> Dict[str, float]:
+        """The task's metrics of `model` on labelled examples (progress under `label` when it is
+        slow; None: none)."""
+        raise NotImplementedError
+
+    def predict_examples(self, model, spec: TaskSpec, tokenizer, examples, batch_size: int,
+                         label: Optional[str] = "predicting") -> List[Dict[str, Any]]:
+        """One prediction record per example (progress under `label` when it is slow)."""
+        raise NotImplementedError
+
+    def prediction_row(self, spec: TaskSpec, index: int, example, record) -> Tuple[str, str]:
+        """(index, prediction) of one row of the `index<TAB>prediction` file."""
+        raise NotImplementedError
+
+    def write_predictions_tsv(self, path: str, examples, records, spec: TaskSpec) -> None:
+        """GLUE-submission style `index<TAB>prediction`."""
+        with file_io.open_atomic(path, "w") as f:
+            f.write("index\tprediction\n")
+            for index, (example, record) in enumerate(zip(examples, records)):
+                guid, value = self.prediction_row(spec, index, example, record)
+                f.write(f"{guid}\t{value}\n")
+
+    def examples_from_texts(self, spec: TaskSpec, texts: Sequence[str], texts_b: Optional[Sequence[str]]):
+        raise NotImplementedError
+
+    def examples_from_file(self, spec: TaskSpec, path: str):
+        raise NotImplementedError
+
+    def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
+        s = settings
+        cache: Dict[str, Any] = {}
+        # Read the training data with a provisional spec (the label list comes from it for tables).
+        provisional = TaskSpec(
+            s.task, self.spec_kind_when_reading, None, hyper["max_seq_length"], [], "",
+            {}, {"text": s.text_column, "text_b": s.text_b_column, "label": s.label_column, "format": s.table_format, "quoting": s.tsv_quoting},
+        )
+        reading = dict(on_error=s.on_error, cache=cache, table_format=s.table_format)
+        train_examples = _limit(self.read_split(provisional, s.data, "train", **reading), s.max_train_examples)
+        spec = self.build_spec(s, hyper, self.tokenizer_entry(s, tokenizer_type, tokenizer_file), train_examples)
+        splits = self.split_names(spec, s.data)
+        if not splits.get("dev"):
+            raise TaskError(f"no dev split for {s.task} in {s.data}: the run selects its best weights on dev data")
+        dev_split = splits["dev"][0]
+        dev_examples = _limit(self.read_split(spec, s.data, dev_split, **reading), s.max_eval_examples)
+        train_data, eval_data, eval_fn, constant = self.prepare_data(spec, tokenizer, train_examples, dev_examples, hyper)
+        eval_batch_size = hyper["eval_batch_size"]
+
+        def write_results(directory: str, model) -> Dict[str, Any]:
+            results: Dict[str, Any] = {}
+            for kind in ("dev", "test"):
+                for split in splits.get(kind, []):
+                    examples = dev_examples if split == dev_split else _limit(
+                        self.read_split(spec, s.data, split, **reading), s.max_eval_examples
+                    )
+                    if self.has_labels(spec, examples):
+                        label = None if s.quiet else f"evaluating {split}"
+                        results[split] = self.evaluate_examples(model, spec, tokenizer, examples, eval_batch_size, label)
+                        print(f"{split}: " + _format_metrics(results[split]), flush=True)
+                    else:
+                        label = None if s.quiet else f"predicting {split}"
+                        records = self.predict_examples(model, spec, tokenizer, examples, eval_batch_size, label)
+                        self.write_predictions_tsv(os.path.join(directory, f"predictions_{split}.tsv"), examples, records, spec)
+                        print(f"{split}: wrote predictions_{split}.tsv ({len(records)} predictions)", flush=True)
+            return results
+
+        return TrainingPlan(
+            spec, train_data, eval_data, eval_fn, len(train_examples),
+            f"{len(train_examples)} train / {len(dev_examples)} dev examples",
+            lambda encoder: self.build_model(encoder, spec, hyper), write_results, constant,
+        )
+
+    def evaluate_splits(self, model_dir, spec, tokenizer, data, splits, explicit, *, batch_size, max_examples, on_error,
+                        predictions_dir):
+        from albert_tf.tasks.resources import load_model
+
+        if predictions_dir:
+            raise TaskError("--predictions-dir is for SQuAD models")
+        model = load_model(model_dir)
+        cache: dict = {}
+        results = {}
+        for split in splits:
+            examples = self.read_split(spec, data, split, on_error=on_error, cache=cache)
+            if max_examples is not None:
+                examples = examples[:max_examples]
+            if not self.has_labels(spec, examples):
+                if explicit:
+                    raise TaskError(f"split {split!r} has no labels to evaluate against; use `albert-tf predict`")
+                continue
+            results[split] = self.evaluate_examples(model, spec, tokenizer, examples, batch_size, f"evaluating {split}")
+            results[split]["num_examples"] = len(examples)
+        if not results:
+            raise TaskError("no labelled split to evaluate")
+        return results
+
+    def predict(self, model_dir, spec, tokenizer, *, texts, text_b, input, data, split, batch_size, output):
+        from albert_tf.tasks.resources import load_model
+
+        if texts:
+            examples = self.examples_from_texts(spec, texts, text_b)
+        elif input:
+            if text_b:
+                raise TaskError("--text-b goes with TEXT arguments, not --input")
+            examples = self.examples_from_file(spec, input)
+        else:
+            if not os.path.exists(data):
+                raise TaskError(f"--data not found: {data}")
+            examples = self.read_split(spec, data, split or "test")
+        model = load_model(model_dir)
+        records = self.predict_examples(model, spec, tokenizer, examples, batch_size)
+        if output and output.lower().endswith(".tsv"):
+            self.write_predictions_tsv(output, examples, records, spec)
+            return Predictions(written=output)
+        if output:
+            _write_lines(output, [json.dumps(record, ensure_ascii=False, sort_keys=True) for record in records])
+            return Predictions(written=output)
+        return Predictions(records=records)
+
+
+class ClassificationFamily(_TableFamily):
+    """Sentence(-pair) classification and regression: the GLUE tasks, read from the standard GLUE
+    files, and `classification` / `regression` tables (TSV, CSV, JSONL) with named columns."""
+
+    tasks = GLUE_TASKS + TABLE_TASKS
+    kinds = ("classification", "regression")
+
+    def preset(self):
+        from albert_tf.tasks.presets import finetune_preset
+
+        return finetune_preset(self.task) if self.task in GLUE_TASKS else None
+
+    def build_spec(self, settings, hyper, tokenizer_entry, train_examples) -> TaskSpec:
+        from albert_tf.data.glue import LabelVocab, glue_layout
+
+        s = settings
+        if s.task in GLUE_TASKS:
+            layout = glue_layout(s.task)
+            kind = "regression" if layout.is_regression else "classification"
+            labels = list(layout.labels) if layout.labels else None
+            return TaskSpec(s.task, kind, labels, hyper["max_seq_length"], hyper["metrics"], hyper["best_metric"], tokenizer_entry)
+        columns = {"text": s.text_column, "text_b": s.text_b_column, "label": s.label_column, "format": s.table_format, "quoting": s.tsv_quoting}
+        if s.task == "regression":
+            return TaskSpec(s.task, "regression", None, hyper["max_seq_length"], ["pearson", "spearman"], "pearson", tokenizer_entry, columns)
+        try:
+            vocab = LabelVocab.from_examples(train_examples)
+        except ValueError as e:
+            raise TaskError(str(e)) from None
+        return self.classification_spec(s.task, vocab.labels, hyper["max_seq_length"], tokenizer_entry, columns)
+
+    @staticmethod
+    def classification_spec(task: str, labels: Sequence[str], max_seq_length: int, tokenizer_entry: Dict[str, Any],
+                            columns: Dict[str, Optional[str]]) -> TaskSpec:
+        """The `TaskSpec` of a classifier of `labels` read from table `columns`: accuracy (and F1
+        for two classes), weights kept by accuracy."""
+        metrics = ["accuracy", "f1"] if len(labels) == 2 else ["accuracy"]
+        return TaskSpec(task, "classification", list(labels), max_seq_length, metrics, "accuracy", tokenizer_entry, columns)
+
+    def prepare_data(self, spec, tokenizer, train_examples, dev_examples, hyper):
+        from albert_tf.data.glue import DataFormatError
+        from albert_tf.evaluation import majority_class_baseline, mean_baseline
+        from albert_tf.tasks import classification
+
+        regression = spec.kind == "regression"
+        vocab = spec.label_vocab()
+        try:
+            train = classification.encode_examples(train_examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=vocab, regression=regression)
+            dev = classification.encode_examples(dev_examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=vocab, regression=regression)
+        except DataFormatError as e:
+            raise TaskError(str(e)) from None
+        eval_fn = classification.make_eval_fn(spec.metrics, regression, diagnostics=True)
+        names = list(spec.metrics) + ([] if spec.best_metric in spec.metrics else [spec.best_metric])
+        if regression:
+            constant = mean_baseline(dev["labels"], names)
+        else:
+            constant = majority_class_baseline(dev["labels"], names, label_names=vocab.labels)
+        return classification.examples_dataset(train), classification.examples_dataset(dev), eval_fn, constant
+
+    def build_model(self, encoder, spec, hyper):
+        from albert_tf.tasks.classification import build_task_model
+
+        return build_task_model(encoder, None if spec.kind == "regression" else len(spec.labels),
+                                dropout=hyper["dropout"], pooling=hyper["pooling"])
+
+    def split_names(self, spec, data):
+        from albert_tf.data.glue import find_split_file, glue_layout
+
+        if spec.task in GLUE_TASKS:
+            layout = glue_layout(spec.task)
+            return {
+                "dev": [s for s in layout.dev_files if os.path.isfile(os.path.join(data, layout.dev_files[s]))],
+                "test": [s for s in layout.test_files if os.path.isfile(os.path.join(data, layout.test_files[s]))],
+            }
+        out = {}
+        for kind in ("dev", "test"):
+            try:
+                find_split_file(data, kind)
+                out[kind] = [kind]
+            except ValueError:
+                pass
+        return out
+
+    def read_split(self, spec, data, split, *, on_error="raise", cache=None, table_format=None):
+        from albert_tf.data.glue import (
+            DataFormatError,
+            MissingColumnError,
+            detect_file_format,
+            find_split_file,
+            read_glue_split,
+            read_table,
+        )
+
+        try:
+            if spec.task in GLUE_TASKS:
+                try:
+                    return read_glue_split(spec.task, data, split, on_error=on_error)
+                except MissingColumnError as e:
+                    # Most often a table of another layout given to a GLUE task name.
+                    raise TaskError(
+                        f"{e}: not the GLUE {spec.task} layout; for any other table use --task classification "
+                        f"--text-column COLUMN --label-column COLUMN"
+                    ) from None
+            path = find_split_file(data, split)
+            label_column = spec.columns.get("label")
+            options = dict(
+                text_column=spec.columns["text"], text_b_column=spec.columns.get("text_b"),
+                table_format=table_format or detect_file_format(path, spec.columns.get("format")),
+                tsv_quoting=spec.columns.get("quoting") or "csv", on_error=on_error,
+            )
+            if split == "test":
+                # A test file may or may not carry labels.
+                try:
+                    return read_table(path, label_column=label_column, **options)
+                except MissingColumnError as e:
+                    if label_column and e.column == label_column:
+                        return read_table(path, **options)
+                    raise
+            return read_table(path, label_column=label_column, **options)
+        except (DataFormatError, ValueError) as e:
+            if isinstance(e, TaskError):
+                raise
+            raise TaskError(str(e)) from None
+
+    def evaluate_examples(self, model, spec, tokenizer, examples, batch_size, label="evaluating"):
+        from albert_tf.data.glue import DataFormatError
+        from albert_tf.tasks import classification
+
+        regression = spec.kind == "regression"
+        try:
+            features = classification.encode_examples(
+                examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=spec.label_vocab(), regression=regression
+            )
+        except DataFormatError as e:
+            raise TaskError(str(e)) from None
+        scores = classification.predict_scores(model, features, batch_size, callbacks=_progress(label))
+        return classification.score_predictions(scores, features["labels"], spec.metrics, regression)
+
+    def predict_examples(self, model, spec, tokenizer, examples, batch_size, label="predicting"):
+        """Classification: `label` and `probabilities`; regression: `prediction`."""
+        import numpy as np
+
+        from albert_tf.tasks import classification
+
+        features = classification.encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, with_labels=False)
+        scores = classification.predict_scores(model, features, batch_size, callbacks=_progress(label))
+        if spec.kind == "regression":
+            return [{"prediction": float(v)} for v in scores]
+        shifted = scores - scores.max(axis=-1, keepdims=True)
+        probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+        return [
+            {"label": spec.labels[int(p.argmax())], "probabilities": {name: float(q) for name, q in zip(spec.labels, p)}}
+            for p in probabilities
+        ]
+
+    def prediction_row(self, spec, index, example, record):
+        value = record["label"] if spec.kind == "classification" else f"{record['prediction']:.6f}"
+        guid = example.guid if example.guid and ":" not in example.guid else str(index)
+        return guid, value
+
+    def examples_from_texts(self, spec, texts, texts_b):
+        from albert_tf.data.glue import TextExample
+
+        if spec.is_pair:
+            if not texts_b or len(texts_b) != len(texts):
+                raise TaskError(f"{spec.task} is a sentence-pair task: give one --text-b per TEXT ({len(texts)} texts, {len(texts_b or [])} --text-b)")
+        elif texts_b:
+            raise TaskError(f"{spec.task} takes single texts; --text-b is for sentence-pair tasks")
+        examples = []
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise TaskError(f"text {i + 1} is empty")
+            b = texts_b[i] if texts_b else None
+            if b is not None and not b.strip():
+                raise TaskError(f"--text-b {i + 1} is empty")
+            examples.append(TextExample(text, b, None, "<command line>", i + 1, str(i)))
+        return examples
+
+    def examples_from_file(self, spec, path):
+        """A TSV/CSV/JSONL table with the training columns, in the file's own format, or `.txt`
+        with one text per line."""
+        from albert_tf.data.glue import DataFormatError, TextExample, _read_text, detect_file_format, glue_layout, read_table
+
+        try:
+            if path.lower().endswith(".txt"):
+                lines = _read_text(path).split("\n")
+                examples = [TextExample(l.rstrip("\r"), None, None, path, n, str(n - 1)) for n, l in enumerate(lines, 1) if l.strip()]
+                if spec.is_pair:
+                    raise TaskError(f"{spec.task} is a pair task: give a .tsv/.csv/.jsonl --input with both text columns")
+                if not examples:
+                    raise TaskError(f"{path} has no text")
+                return examples
+            columns = spec.columns
+            if not columns.get("text"):
+                layout = glue_layout(spec.task)
+                text, text_b = layout.test_text_a, layout.test_text_b
+            else:
+                text, text_b = columns["text"], columns.get("text_b")
+            # The file's own format (its extension, else its first line), not the training files'.
+            return read_table(
+                path, text_column=text, text_b_column=text_b, table_format=detect_file_format(path, columns.get("format")),
+                tsv_quoting=columns.get("quoting") or "csv",
+            )
+        except DataFormatError as e:
+            raise TaskError(str(e)) from None
+
+    def export_arguments(self, spec):
+        result = super().export_arguments(spec)
+        result["pair"] = spec.is_pair
+        if spec.kind == "classification":
+            result["labels"] = list(spec.labels)
+        return result
+
+    @classmethod
+    def export_kind(cls, model):
+        from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
+
+        if isinstance(model, AlbertClassifier):
+            return "classifier"
+        if isinstance(model, AlbertRegressor):
+            return "regressor"
+        return None
+
+
+class TaggingFamily(_TableFamily):
+    """Token classification (BIO tags): CoNLL-style files (`conll`) or the People's Daily corpus
+    cut 80/10/10 by position (`peoples-daily`, per character)."""
+
+    tasks = TAGGING_TASKS
+    kinds = ("tagging",)
+    recipe_kind = "tagging"
+    spec_kind_when_reading = "tagging"
+
+    def build_spec(self, settings, hyper, tokenizer_entry, train_examples) -> TaskSpec:
+        from albert_tf.data.tagging import TagVocab
+
+        vocab = TagVocab.from_sentences(train_examples)
+        return TaskSpec(
+            settings.task, "tagging", list(vocab.tags), hyper["max_seq_length"],
+            ["entity_f1", "entity_precision", "entity_recall", "token_accuracy"], "entity_f1", tokenizer_entry,
+            token_unit="char" if settings.task == "peoples-daily" else "word",
+        )
+
+    def prepare_data(self, spec, tokenizer, train_examples, dev_examples, hyper):
+        from albert_tf.data.glue import DataFormatError
+        from albert_tf.evaluation import majority_tag_baseline
+        from albert_tf.tasks import tagging
+        from albert_tf.tasks.classification import examples_dataset
+
+        vocab = spec.label_vocab()
+        try:
+            train = tagging.encode_sentences(train_examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
+            dev = tagging.encode_sentences(dev_examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
+        except DataFormatError as e:
+            raise TaskError(str(e)) from None
+        eval_fn = tagging.make_eval_fn(dev, dev_examples, vocab, batch_size=hyper["eval_batch_size"])
+        gold = dev.features["labels"][dev.features["labels"] >= 0]
+        constant = majority_tag_baseline(gold, vocab.tags) if gold.size else None
+        return examples_dataset(train.features), examples_dataset(dev.features), eval_fn, constant
+
+    def build_model(self, encoder, spec, hyper):
+        from albert_tf.tasks.tagging import AlbertTokenClassifier
+
+        return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=hyper["dropout"])
+
+    def split_names(self, spec, data):
+        if spec.task == "peoples-daily":
+            return {"dev": ["dev"], "test": ["test"]}
+        return {kind: [kind] for kind in ("dev", "test") if conll_split_file(data, kind)}
+
+    def read_split(self, spec, data, split, *, on_error="raise", cache=None, table_format=None):
+        from albert_tf.data.glue import DataFormatError
+        from albert_tf.data.tagging import read_conll, split_long_sentences
+
+        try:
+            if spec.task == "peoples-daily":
+                if cache is None or "peoples-daily" not in cache:
+                    splits = peoples_daily_splits(data)
+                    if cache is not None:
+                        cache["peoples-daily"] = splits
+                else:
+                    splits = cache["peoples-daily"]
+                sentences = splits[split]
+            else:
+                path = conll_split_file(data, split)
+                if path is None:
+                    raise TaskError(f"no CoNLL {split} file in {data} (looked for {', '.join(CONLL_FILES[split])})")
+                sentences = read_conll(path)
+            # Long sentences are cut so that every token gets a prediction.
+            return split_long_sentences(sentences, max(1, spec.max_seq_length - 2))
+        except (DataFormatError, ValueError) as e:
+            if isinstance(e, TaskError):
+                raise
+            raise TaskError(str(e)) from None
+
+    def has_labels(self, spec, examples):
+        return True
+
+    def evaluate_examples(self, model, spec, tokenizer, examples, batch_size, label="evaluating"):
+        from albert_tf.data.glue import DataFormatError
+        from albert_tf.tasks import tagging
+
+        vocab = spec.label_vocab()
+        try:
+            encoded = tagging.encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
+        except DataFormatError as e:
+            raise TaskError(str(e)) from None
+        logits = tagging.predict_logits(model, encoded.features, batch_size, callbacks=_progress(label))
+        return tagging.score_tagging(logits, encoded, examples, vocab)
+
+    def predict_examples(self, model, spec, tokenizer, examples, batch_size, label="predicting"):
+        """`tokens`, `tags` and `entities` per sentence."""
+        from albert_tf.metrics import get_entities
+        from albert_tf.tasks import tagging
+
+        vocab = spec.label_vocab()
+        encoded = tagging.encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab, with_labels=False)
+        logits = tagging.predict_logits(model, encoded.features, batch_size, callbacks=_progress(label))
+        records = []
+        joiner = "" if spec.token_unit == "char" else " "
+        for sentence, tags in zip(examples, tagging.decode_predictions(logits, encoded.word_positions, vocab)):
+            entities = [
+                {"type": kind, "text": joiner.join(sentence.tokens[start : end + 1]), "start": start, "end": end + 1}
+                for kind, start, end in get_entities(tags)
+            ]
+            records.append({"tokens": list(sentence.tokens), "tags": tags, "entities": entities})
+        return records
+
+    def prediction_row(self, spec, index, example, record):
+        return f"{example.source}:{example.line}", " ".join(record["tags"])
+
+    def examples_from_texts(self, spec, texts, texts_b):
+        from albert_tf.data.tagging import TaggedSentence
+
+        if texts_b:
+            raise TaskError("--text-b is for sentence-pair tasks")
+        sentences = []
+        for i, text in enumerate(texts):
+            tokens = [c for c in text if not c.isspace()] if spec.token_unit == "char" else text.split()
+            if not tokens:
+                raise TaskError(f"text {i + 1} is empty")
+            sentences.append(TaggedSentence(tuple(tokens), tuple("O" for _ in tokens), "<command line>", i + 1))
+        return sentences
+
+    def examples_from_file(self, spec, path):
+        """`.txt`: one sentence per line; else CoNLL columns (the first is the token; tags, if
+        any, are ignored)."""
+        from albert_tf.data.glue import DataFormatError, _read_text
+        from albert_tf.data.tagging import read_conll
+
+        try:
+            if path.lower().endswith(".txt"):
+                texts = [l for l in _read_text(path).split("\n") if l.strip()]
+                if not texts:
+                    raise TaskError(f"{path} has no text")
+                return self.examples_from_texts(spec, texts, None)
+            return read_conll(path, with_tags=False)
+        except DataFormatError as e:
+            raise TaskError(str(e)) from None
+
+    def export_arguments(self, spec):
+        result = super().export_arguments(spec)
+        result["labels"] = list(spec.labels)
+        result["task_settings"] = {"token_unit": spec.token_unit}
+        return result
+
+    @classmethod
+    def export_kind(cls, model):
+        from albert_tf.tasks.tagging import AlbertTokenClassifier
+
+        return "tagger" if isinstance(model, AlbertTokenClassifier) else None
+
+
+# --- reading comprehension: SQuAD and RACE --------------------------------------------------------
+
+
+class _ReadingFamily(TaskFamily):
+    """Families that read whole files: no example limits, a malformed question stops the run."""
+
+    reading = True
+
+    def preset(self):
+        from albert_tf.tasks.presets import reading_preset
+
+        return reading_preset(self.task)
+
+    def check_eval_options(self, spec: TaskSpec, max_examples: Optional[int], on_error: str) -> None:
+        if on_error != "raise":
+            raise TaskError(f"--on-error {on_error} is not supported for {spec.task}")
+        if max_examples is not None:
+            raise TaskError(f"--max-examples is not supported for {spec.task}; cut the data files instead")
+
+    def check_predict_inputs(self, spec: TaskSpec, texts, text_b, data) -> None:
+        if texts or text_b:
+            raise TaskError(f"{spec.task} reads questions from a file: give --input FILE or --data DIR, not TEXT arguments")
+        if data and not os.path.exists(data):
+            raise TaskError(f"--data not found: {data}")
+
+
+class SquadFamily(_ReadingFamily):
+    """Extractive question answering from the official SQuAD v1.1 / v2.0 files, scored by the
+    official EM/F1; v2's no-answer threshold is tuned on dev and stored in `task.json`."""
+
+    tasks = SQUAD_TASKS
+    kinds = ("squad",)
+
+    def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
+        from albert_tf.data.squad import DEFAULT_DOC_STRIDE, DEFAULT_MAX_QUERY_LENGTH
+        from albert_tf.tasks import squad_postprocessing as post
+        from albert_tf.tasks.squad import build_squad_model, evaluate_squad, prepare_squad_task, write_squad_outputs
+
+        s = settings
+        if tokenizer_type != "sentencepiece":
+            raise TaskError(
+                f"{s.task} needs a SentencePiece tokenizer (--spm-model): the answer alignment follows the "
+                f"original SentencePiece preprocessing"
+            )
+        version = "v1" if s.task == "squad-v1" else "v2"
+        train_file = squad_split_file(s.task, s.data, "train")
+        dev_file = squad_split_file(s.task, s.data, "dev")
+        options = dict(
+            max_seq_length=hyper["max_seq_length"],
+            doc_stride=s.doc_stride or DEFAULT_DOC_STRIDE,
+            max_query_length=s.max_query_length or DEFAULT_MAX_QUERY_LENGTH,
+            n_best_size=s.n_best_size or post.DEFAULT_N_BEST_SIZE,
+            max_answer_length=s.max_answer_length or post.DEFAULT_MAX_ANSWER_LENGTH,
+        )
+        eval_batch_size = hyper["eval_batch_size"]
+        with reading_data_errors():
+            data = prepare_squad_task(
+                tokenizer, version=version, train_file=train_file, eval_file=dev_file, eval_batch_size=eval_batch_size, **options
+            )
+        for path, count in ((train_file, len(data.train_features)), (dev_file, len(data.eval_features))):
+            if not count:
+                raise TaskError(f"{path} gives no SQuAD features (no question whose answer could be aligned)")
+        for path, skipped in data.skipped.items():
+            if skipped:
+                print(f"{path}: left out {len(skipped)} question(s): {skipped[0].reason} ...", flush=True)
+        spec = TaskSpec(
+            s.task, "squad", None, hyper["max_seq_length"], list(hyper["metrics"]), data.best_metric,
+            self.tokenizer_entry(s, tokenizer_type, tokenizer_file), settings=dict(data.settings),
+        )
+
+        def build_head(encoder):
+            return build_squad_model(encoder, version, dropout=hyper["dropout"])
+
+        def write_results(directory: str, model) -> Dict[str, Any]:
+            # v2: the no-answer threshold is tuned on dev here and kept for `predict`, as the original
+            # run_squad_v2 tunes it on the dev predictions.
+            metrics, outputs = evaluate_squad(
+                model, data.eval_json, data.eval_examples, data.eval_features, data.eval_dataset, version=version,
+                batch_size=eval_batch_size, n_best_size=options["n_best_size"], max_answer_length=options["max_answer_length"],
+                callbacks=_progress(None if s.quiet else "evaluating dev"),
+            )
+            metrics = {k: float(v) for k, v in metrics.items()}
+            if version == "v2":
+                spec.settings["null_score_diff_threshold"] = metrics["null_score_diff_threshold"]
+            write_squad_outputs(outputs, os.path.join(directory, SQUAD_PREDICTIONS_DIR))
+            print("dev: " + _format_metrics(metrics), flush=True)
+            return {"dev": metrics}
+
+        summary = (
+            f"{len(data.train_examples)} train questions ({len(data.train_features)} features) / "
+            f"{len(data.eval_examples)} dev questions ({len(data.eval_features)} features)"
+        )
+        return TrainingPlan(spec, data.train_dataset, data.eval_dataset, data.eval_fn, len(data.train_features), summary, build_head, write_results)
+
+    def split_names(self, spec, data):
+        # The official test set is hidden; SQuAD runs are scored on dev.
+        return {"dev": ["dev"]} if os.path.isfile(os.path.join(data, SQUAD_FILES[spec.task]["dev"])) else {}
+
+    def default_eval_splits(self, spec, data):
+        if os.path.isfile(data):
+            return [os.path.basename(data)], False
+        return super().default_eval_splits(spec, data)
+
+    def evaluate_file(self, model, spec: TaskSpec, tokenizer, path: str, batch_size: int, *, tune_threshold: bool = False,
+                      label: Optional[str] = "evaluating"):
+        """The official scores of `model` on a SQuAD file, and its predictions.
+
+        Args:
+            tune_threshold: v2: tune the no-answer threshold on this file (as after training)
+                rather than apply the one stored in `spec.settings`.
+
+        Returns:
+            `(metrics, outputs)` of `albert_tf.tasks.squad.evaluate_squad`, the metrics as floats
+            and with `num_examples`.
+        """
+        from albert_tf.tasks.squad import evaluate_squad, prepare_squad_task
+
+        settings = spec.settings
+        with reading_data_errors():
+            data = prepare_squad_task(
+                tokenizer, version=settings["version"], eval_file=path, max_seq_length=spec.max_seq_length,
+                doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"], eval_batch_size=batch_size,
+                n_best_size=settings["n_best_size"], max_answer_length=settings["max_answer_length"],
+            )
+        if not data.eval_features:
+            raise TaskError(f"{path} has no question to evaluate")
+        threshold = None if tune_threshold else settings.get("null_score_diff_threshold")
+        metrics, outputs = evaluate_squad(
+            model, data.eval_json, data.eval_examples, data.eval_features, data.eval_dataset,
+            version=settings["version"], batch_size=batch_size, n_best_size=settings["n_best_size"],
+            max_answer_length=settings["max_answer_length"], null_score_diff_threshold=threshold,
+            callbacks=_progress(label),
+        )
+        metrics = {k: float(v) for k, v in metrics.items()}
+        metrics["num_examples"] = len(data.eval_examples)
+        return metrics, outputs
+
+    def predict_file(self, model, spec: TaskSpec, tokenizer, path: str, batch_size: int,
+                     label: Optional[str] = "predicting") -> Dict[str, Any]:
+        """`albert_tf.tasks.squad.predict_squad_file` with the run's settings (and, for v2, its
+        tuned no-answer threshold); progress under `label` when it is slow (None: none)."""
+        from albert_tf.tasks.squad import predict_squad_file
+
+        settings = spec.settings
+        with reading_data_errors():
+            return predict_squad_file(
+                model, tokenizer, path, version=settings["version"], max_seq_length=spec.max_seq_length,
+                doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"], batch_size=batch_size,
+                n_best_size=settings["n_best_size"], max_answer_length=settings["max_answer_length"],
+                null_score_diff_threshold=settings.get("null_score_diff_threshold"), callbacks=_progress(label),
+            )
+
+    def evaluate_splits(self, model_dir, spec, tokenizer, data, splits, explicit, *, batch_size, max_examples, on_error,
+                        predictions_dir):
+        from albert_tf.tasks.resources import load_model
+        from albert_tf.tasks.squad import write_squad_outputs
+
+        self.check_eval_options(spec, max_examples, on_error)
+        if os.path.isfile(data):
+            # The file is the one split, whatever the named splits say.
+            splits = [os.path.basename(data)]
+        # Find every file before the model is loaded, so that a bad one fails fast.
+        sources = {split: squad_split_file(spec.task, data, split) for split in splits}
+        model = load_model(model_dir)
+        results = {}
+        for split, path in sources.items():
+            results[split], outputs = self.evaluate_file(model, spec, tokenizer, path, batch_size, label=f"evaluating {split}")
+            if predictions_dir:
+                target = predictions_dir if len(sources) == 1 else os.path.join(predictions_dir, split)
+                write_squad_outputs(outputs, target)
+        return results
+
+    def predict(self, model_dir, spec, tokenizer, *, texts, text_b, input, data, split, batch_size, output):
+        from albert_tf.tasks.resources import load_model
+        from albert_tf.tasks.squad import write_squad_outputs
+
+        self.check_predict_inputs(spec, texts, text_b, data)
+        if output and output.lower().endswith((".json", ".jsonl", ".tsv")):
+            raise TaskError(f"for {spec.task}, --output is a directory (it receives predictions.json, nbest_predictions.json, ...)")
+        path = input or squad_split_file(spec.task, data, split or "dev")
+        if not os.path.isfile(path):
+            raise TaskError(f"SQuAD file {path} does not exist")
+        model = load_model(model_dir)
+        outputs = self.predict_file(model, spec, tokenizer, path, batch_size)
+        notes = []
+        if outputs["skipped"]:
+            notes.append(f"{path}: {len(outputs['skipped'])} question(s) could not be aligned and got a default answer")
+        if output:
+            write_squad_outputs(outputs, output)
+            return Predictions(written=output, notes=notes)
+        return Predictions(records=[{"id": qas_id, "answer": answer} for qas_id, answer in outputs["predictions"].items()], notes=notes)
+
+    def export_arguments(self, spec):
+        result = super().export_arguments(spec)
+        settings = dict(spec.settings or {})
+        if settings.get("null_score_diff_threshold") is None:
+            settings.pop("null_score_diff_threshold", None)
+        result["qa_settings"] = settings
+        return result
+
+    @classmethod
+    def export_kind(cls, model):
+        from albert_tf.tasks.squad import SquadV1Model, SquadV2Model
+
+        if isinstance(model, SquadV1Model):
+            return "squad_v1"
+        if isinstance(model, SquadV2Model):
+            return "squad_v2"
+        return None
+
+
+class MultipleChoiceFamily(_ReadingFamily):
+    """Multiple choice from the `RACE/` folder (`train/`, `dev/`, optionally `test/`, each with
+    `middle/` and `high/`), scored by accuracy."""
+
+    tasks = RACE_TASKS
+    kinds = ("multiple_choice",)
+
+    def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
+        from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
+        from albert_tf.tasks.multiple_choice import MultipleChoiceModel, prepare_race_task
+
+        s = settings
+        train_path = race_split_path(s.data, "train")
+        dev_path = race_split_path(s.data, "dev")
+        with reading_data_errors():
+            data = prepare_race_task(
+                tokenizer, train_path=train_path, eval_path=dev_path, max_seq_length=hyper["max_seq_length"],
+                max_qa_length=s.max_qa_length or DEFAULT_MAX_QA_LENGTH,
+            )
+        num_choices = len(data.train_examples[0].options)
+        spec = TaskSpec(
+            s.task, "multiple_choice", [chr(ord("A") + i) for i in range(num_choices)], hyper["max_seq_length"],
+            list(hyper["metrics"]), data.best_metric, self.tokenizer_entry(s, tokenizer_type, tokenizer_file),
+            settings=dict(data.settings),
+        )
+        eval_batch_size = hyper["eval_batch_size"]
+
+        def build_head(encoder):
+            return MultipleChoiceModel(encoder, dropout=hyper["dropout"])
+
+        def write_results(directory: str, model) -> Dict[str, Any]:
+            results = {"dev": self.scores(self.predict_examples(
+                model, spec, tokenizer, data.eval_examples, eval_batch_size, None if s.quiet else "evaluating dev"
+            ))}
+            print(f"dev: accuracy={results['dev']['accuracy']:.4f}", flush=True)
+            if os.path.isdir(os.path.join(s.data, "test")):
+                examples = self.read_examples(spec, race_split_path(s.data, "test"))
+                records = self.predict_examples(model, spec, tokenizer, examples, eval_batch_size, None if s.quiet else "test")
+                if all(e.label is not None for e in examples):
+                    results["test"] = self.scores(records)
+                    print(f"test: accuracy={results['test']['accuracy']:.4f}", flush=True)
+                else:
+                    write_jsonl(os.path.join(directory, "predictions_test.jsonl"), records)
+                    print(f"test: wrote predictions_test.jsonl ({len(records)} predictions)", flush=True)
+            return results
+
+        summary = f"{len(data.train_examples)} train / {len(data.eval_examples)} dev questions"
+        return TrainingPlan(spec, data.train_dataset, data.eval_dataset, None, len(data.train_examples), summary, build_head, write_results)
+
+    def split_names(self, spec, data):
+        return {kind: [kind] for kind in ("dev", "test") if os.path.isdir(os.path.join(data, kind))}
+
+    def read_examples(self, spec: TaskSpec, path: str):
+        """The `RaceExample`s of a split folder, file or glob, at the run's levels."""
+        from albert_tf.data.race import LEVELS, read_race_examples
+
+        with reading_data_errors():
+            return read_race_examples(path, levels=tuple(spec.settings.get("levels", LEVELS)))
+
+    def predict_examples(self, model, spec: TaskSpec, tokenizer, examples, batch_size: int,
+                         label: Optional[str] = "predicting") -> List[Dict[str, Any]]:
+        """One record per RACE question: `id`, `question_index`, `prediction` (the option
+        letter), `probabilities` and, when known, the gold `answer` (progress under `label` when
+        it is slow; None: none)."""
+        from albert_tf.tasks.multiple_choice import predict_race_examples
+
+        if not examples:
+            raise TaskError("there are no RACE questions to predict")
+        with reading_data_errors():
+            return predict_race_examples(
+                model, tokenizer, examples, max_seq_length=spec.max_seq_length,
+                max_qa_length=spec.settings["max_qa_length"], batch_size=batch_size, callbacks=_progress(label),
+            )
+
+    @staticmethod
+    def scores(records: Sequence[Dict[str, Any]]) -> Dict[str, float]:
+        """`accuracy` and `num_examples` of prediction records that all carry their `answer`."""
+        from albert_tf.tasks.multiple_choice import race_accuracy
+
+        return {
+            "accuracy": race_accuracy([r["prediction"] for r in records], [r["answer"] for r in records]),
+            "num_examples": len(records),
+        }
+
+    def evaluate_splits(self, model_dir, spec, tokenizer, data, splits, explicit, *, batch_size, max_examples, on_error,
+                        predictions_dir):
+        from albert_tf.tasks.resources import load_model
+
+        self.check_eval_options(spec, max_examples, on_error)
+        # Read every split before the model is loaded, so that a bad file fails fast.
+        sources = {}
+        for split in splits:
+            examples = self.read_examples(spec, race_split_path(data, split))
+            if any(e.label is None for e in examples):
+                if explicit:
+                    raise TaskError(f"split {split!r} has no answers to evaluate against; use `albert-tf predict`")
+                continue
+            sources[split] = examples
+        if not sources:
+            raise TaskError("no labelled split to evaluate")
+        model = load_model(model_dir)
+        return {
+            split: self.scores(self.predict_examples(model, spec, tokenizer, examples, batch_size, f"evaluating {split}"))
+            for split, examples in sources.items()
+        }
+
+    def predict(self, model_dir, spec, tokenizer, *, texts, text_b, input, data, split, batch_size, output):
+        from albert_tf.tasks.resources import load_model
+
+        self.check_predict_inputs(spec, texts, text_b, data)
+        if output and output.lower().endswith(".tsv"):
+            raise TaskError(f"for {spec.task}, --output is a .jsonl file")
+        examples = self.read_examples(spec, input or race_split_path(data, split or "test"))
+        model = load_model(model_dir)
+        records = self.predict_examples(model, spec, tokenizer, examples, batch_size)
+        if output:
+            write_jsonl(output, records)
+            return Predictions(written=output)
+        return Predictions(records=records)
+
+    def export_arguments(self, spec):
+        result = super().export_arguments(spec)
+        max_qa_length = (spec.settings or {}).get("max_qa_length")
+        result["task_settings"] = {} if max_qa_length is None else {"max_qa_length": max_qa_length}
+        return result
+
+    @classmethod
+    def export_kind(cls, model):
+        from albert_tf.tasks.multiple_choice import MultipleChoiceModel
+
+        return "multiple_choice" if isinstance(model, MultipleChoiceModel) else None
+
+
+# --- the lookup ------------------------------------------------------------------------------------
+
+# In the order a model's export kind is looked up (a more specific model class first).
+FAMILIES = (TaggingFamily, MultipleChoiceFamily, SquadFamily, ClassificationFamily)
+_BY_TASK = {task: family for family in FAMILIES for task in family.tasks}
+_BY_KIND = {kind: family for family in FAMILIES for kind in family.kinds}
+
+
+def task_family(task: Union[str, TaskSpec]) -> TaskFamily:
+    """The family of a task name (`TASKS`, case-insensitive) or of a model directory's `TaskSpec`
+    (by its kind: the pipeline's specs carry the generic task name).
+
+    Raises:
+        TaskError: An unknown task name or kind.
+    """
+    if isinstance(task, TaskSpec):
+        family = _BY_KIND.get(task.kind)
+        if family is None:
+            raise TaskError(f"unknown task kind {task.kind!r} in task.json; kinds: {', '.join(_BY_KIND)}")
+        return family(task.task)
+    if not isinstance(task, str):
+        raise TaskError(f"task_family takes a task name or a TaskSpec, got {type(task).__name__}")
+    name = task.lower()
+    family = _BY_TASK.get(name)
+    if family is None:
+        raise TaskError(f"unknown task {task!r}; tasks: {', '.join(TASKS)}")
+    return family(name)
+
+
+def model_export_kind(model) -> Optional[str]:
+    """The export kind of a fine-tuned task model (`TaskFamily.export_kind`), None for any other
+    model (an encoder, a pretrainer, ...)."""
+    for family in FAMILIES:
+        kind = family.export_kind(model)
+        if kind is not None:
+            return kind
+    return None

@@ -1,0 +1,405 @@
+"""`finetune(FinetuneSettings(...))`: one fine-tuning run of any task, from data files to a
+model directory that `albert_tf.tasks.inference` (and `albert-tf evaluate / predict / export`)
+reads.
+
+`FinetuneSettings` mirrors the flags of `albert-tf finetune` (same names, same defaults); the
+command maps its flags onto it and calls `finetune`. The task's family
+(`albert_tf.tasks.families.task_family`) reads and encodes the data and builds the head; the run is
+`albert_tf.training.finetuning.run_finetuning`. Hyper-parameters not given come from the task's
+preset (GLUE, SQuAD, RACE), else the generic defaults, and the learning rate, pooling and bias
+correction from `albert_tf.training.recipes.recommended_recipe` for the model's size.
+
+Bad settings, data or checkpoints raise `albert_tf.tasks.errors.TaskError` with a one-line message
+(it names the command-line flag, as the command reports it unchanged).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from albert_tf.tasks.errors import TaskError
+from albert_tf.tasks.families import (
+    GENERIC_DEFAULTS,
+    RACE_TASKS,
+    SQUAD_TASKS,
+    TABLE_TASKS,
+    TASKS,
+    TrainingPlan,
+    task_family,
+)
+from albert_tf.tasks.resources import check_init, check_tokenizer_fits, find_tokenizer_file, load_tokenizer, resolve_model_config
+from albert_tf.tasks.spec import CONFIG_FILE, RESULTS_FILE, TaskSpec, write_json
+
+# Settings that only mean something for some tasks: (attribute, tasks).
+READING_FLAGS = (
+    ("doc_stride", SQUAD_TASKS),
+    ("max_query_length", SQUAD_TASKS),
+    ("n_best_size", SQUAD_TASKS),
+    ("max_answer_length", SQUAD_TASKS),
+    ("max_qa_length", RACE_TASKS),
+)
+# Settings with a fixed set of values: (attribute, values).
+CHOICES = (
+    ("table_format", (None, "tsv", "csv", "jsonl")),
+    ("tsv_quoting", ("csv", "none")),
+    ("on_error", ("raise", "skip")),
+    ("pooling", (None, "mean", "cls")),
+    ("precision", ("float32", "mixed_bfloat16")),
+)
+# Training examples held in the shuffle buffer: all of any GLUE task but MNLI/QQP/QNLI, whose
+# full buffers would hold gigabytes of features at length 512.
+SHUFFLE_BUFFER = 100_000
+
+
+@dataclasses.dataclass
+class FinetuneSettings:
+    """Everything a fine-tuning run takes; the fields are `albert-tf finetune`'s flags.
+
+    Attributes:
+        task: One of `albert_tf.tasks.families.TASKS`.
+        data: The data directory (the corpus file for peoples-daily, the `RACE/` folder for race).
+        model_dir: The output directory (written atomically).
+        text_column, text_b_column, label_column, table_format, tsv_quoting: Tables of
+            `classification` / `regression`.
+        on_error: Malformed rows: "raise" or "skip".
+        max_train_examples, max_eval_examples: Use only the first N examples.
+        doc_stride, max_query_length, n_best_size, max_answer_length: SQuAD conversion.
+        max_qa_length: RACE question+option tokens.
+        init, config: The starting checkpoint and the encoder architecture.
+        spm_model, vocab_file, lower_case: The tokenizer (default: the one stored with `init`).
+        allow_vocab_mismatch: Accept a tokenizer smaller than the model's vocabulary.
+        dropout, encoder_dropout: Dropout before the head and inside the encoder.
+        The remaining fields are the run's training options (see `albert-tf finetune --help`).
+    """
+
+    task: str
+    data: str
+    model_dir: str
+    text_column: Optional[str] = None
+    text_b_column: Optional[str] = None
+    label_column: Optional[str] = None
+    table_format: Optional[str] = None
+    tsv_quoting: str = "csv"
+    on_error: str = "raise"
+    max_train_examples: Optional[int] = None
+    max_eval_examples: Optional[int] = None
+    doc_stride: Optional[int] = None
+    max_query_length: Optional[int] = None
+    n_best_size: Optional[int] = None
+    max_answer_length: Optional[int] = None
+    max_qa_length: Optional[int] = None
+    init: Optional[str] = None
+    config: Optional[str] = None
+    spm_model: Optional[str] = None
+    vocab_file: Optional[str] = None
+    lower_case: Optional[bool] = None
+    allow_vocab_mismatch: bool = False
+    dropout: Optional[float] = None
+    encoder_dropout: Optional[float] = None
+    overwrite: bool = False
+    max_seq_length: Optional[int] = None
+    learning_rate: Optional[float] = None
+    batch_size: Optional[int] = None
+    eval_batch_size: Optional[int] = None
+    num_train_steps: Optional[int] = None
+    num_epochs: Optional[float] = None
+    warmup_steps: Optional[int] = None
+    warmup_proportion: Optional[float] = None
+    eval_every: Optional[int] = None
+    weight_decay: float = 0.01
+    pooling: Optional[str] = None
+    bias_correction: Optional[bool] = None
+    gradient_accumulation_steps: int = 1
+    precision: str = "float32"
+    strategy: str = "default"
+    tpu: Optional[str] = None
+    jit_compile: Optional[bool] = None
+    seed: int = 12345
+    quiet: bool = False
+
+    @classmethod
+    def from_namespace(cls, namespace) -> "FinetuneSettings":
+        """The settings of an `argparse.Namespace` (or any object) with these attribute names."""
+        return cls(**{f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls) if hasattr(namespace, f.name)})
+
+
+@dataclasses.dataclass
+class FinetuneOutcome:
+    """What `finetune` did.
+
+    Attributes:
+        model_dir: The written model directory.
+        spec: Its `task.json`.
+        result: The `albert_tf.training.finetuning.FinetuningResult` of the run.
+        num_train_steps, warmup_steps: The schedule it ran.
+        constant_baseline: The dev set's best constant answer, where the family has one.
+    """
+
+    model_dir: str
+    spec: TaskSpec
+    result: Any
+    num_train_steps: int
+    warmup_steps: int
+    constant_baseline: Any = None
+
+
+def check_settings(s: FinetuneSettings) -> None:
+    """Refuses settings that cannot make a run, before any data is read.
+
+    Raises:
+        TaskError: The first problem found, naming its flag.
+    """
+    if s.task not in TASKS:
+        raise TaskError(f"--task must be one of {', '.join(TASKS)}, got {s.task!r}")
+    for name, values in CHOICES:
+        if getattr(s, name) not in values:
+            shown = ", ".join(v for v in values if v is not None)
+            raise TaskError(f"--{name.replace('_', '-')} must be one of {shown}, got {getattr(s, name)!r}")
+    if s.task in TABLE_TASKS:
+        if not s.text_column or not s.label_column:
+            raise TaskError(f"--task {s.task} needs --text-column and --label-column")
+    elif s.text_column or s.text_b_column or s.label_column:
+        raise TaskError(f"--text-column/--text-b-column/--label-column are for --task classification or regression, not {s.task}")
+    if s.task == "peoples-daily":
+        if not os.path.isfile(s.data):
+            raise TaskError(f"--data for peoples-daily must be the corpus file; not a file: {s.data}")
+    elif not os.path.isdir(s.data):
+        raise TaskError(f"--data must be a directory: {s.data}")
+    for name in ("max_seq_length", "batch_size", "num_train_steps", "eval_every", "max_train_examples", "max_eval_examples"):
+        value = getattr(s, name)
+        if value is not None and value < 1:
+            raise TaskError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    for name, tasks in READING_FLAGS:
+        value = getattr(s, name)
+        flag = "--" + name.replace("_", "-")
+        if value is None:
+            continue
+        if s.task not in tasks:
+            raise TaskError(f"{flag} is for --task {' / '.join(tasks)}, not {s.task}")
+        if value < 1:
+            raise TaskError(f"{flag} must be >= 1, got {value}")
+    if task_family(s.task).reading:
+        # Their readers convert whole files; a malformed question stops the run with its place named.
+        for name in ("max_train_examples", "max_eval_examples"):
+            if getattr(s, name) is not None:
+                raise TaskError(f"--{name.replace('_', '-')} is not supported for {s.task}; cut the data files instead")
+        if s.on_error != "raise":
+            raise TaskError(f"--on-error {s.on_error} is not supported for {s.task}")
+    if s.num_epochs is not None and not s.num_epochs > 0:
+        raise TaskError(f"--num-epochs must be > 0, got {s.num_epochs}")
+    if s.warmup_proportion is not None and not 0 <= s.warmup_proportion <= 1:
+        raise TaskError(f"--warmup-proportion must be in [0, 1], got {s.warmup_proportion}")
+    if s.init:
+        check_init(s.init)
+
+
+def hyper_parameters(s: FinetuneSettings) -> Dict[str, Any]:
+    """Hyper-parameters from the settings, else the task's preset (GLUE, SQuAD, RACE), else the
+    generic defaults (steps and warmup are settled by `schedule`, which knows the training-set
+    size)."""
+    preset = task_family(s.task).preset()
+
+    def pick(value, preset_field, default):
+        if value is not None:
+            return value
+        return getattr(preset, preset_field) if preset is not None else default
+
+    batch_size = pick(s.batch_size, "batch_size", GENERIC_DEFAULTS["batch_size"])
+    return {
+        "preset": preset,
+        "learning_rate": pick(s.learning_rate, "learning_rate", GENERIC_DEFAULTS["learning_rate"]),
+        "batch_size": batch_size,
+        "eval_batch_size": s.eval_batch_size or batch_size,
+        "max_seq_length": pick(s.max_seq_length, "max_seq_length", GENERIC_DEFAULTS["max_seq_length"]),
+        "dropout": pick(s.dropout, "classifier_dropout", 0.1),
+        "encoder_dropout": pick(s.encoder_dropout, "encoder_dropout", None),
+        "metrics": list(preset.metrics) if preset else None,
+        "best_metric": preset.best_metric if preset else None,
+    }
+
+
+def schedule(s: FinetuneSettings, hyper: Dict[str, Any], num_train: int) -> Tuple[int, int]:
+    """(train steps, warmup steps): `num_train_steps`, else `num_epochs`, else the GLUE preset's
+    steps, else 3 epochs; warmup `warmup_steps`, else `warmup_proportion`, else the preset's when
+    its steps are used, else 10%. Epochs count full batches, as the run does
+    (`albert_tf.training.finetuning.steps_for_epochs`)."""
+    from albert_tf.training.finetuning import steps_for_epochs
+
+    preset = hyper["preset"]
+    uses_preset_steps = False
+    if s.num_train_steps is not None:
+        steps = s.num_train_steps
+    elif s.num_epochs is not None or preset is None:
+        epochs = s.num_epochs if s.num_epochs is not None else GENERIC_DEFAULTS["num_epochs"]
+        steps = steps_for_epochs(num_train, epochs, hyper["batch_size"], s.gradient_accumulation_steps)
+    else:
+        steps, uses_preset_steps = preset.num_train_steps, True
+    if s.warmup_steps is not None:
+        warmup = s.warmup_steps
+    elif s.warmup_proportion is not None:
+        warmup = int(steps * s.warmup_proportion)
+    elif uses_preset_steps:
+        warmup = preset.warmup_steps
+    else:
+        warmup = int(steps * GENERIC_DEFAULTS["warmup_proportion"])
+    if warmup > steps:
+        raise TaskError(f"--warmup-steps ({warmup}) exceeds the number of training steps ({steps})")
+    return steps, warmup
+
+
+def write_model_assets(directory: str, tokenizer_file: str, config, spec: TaskSpec, results: Callable[[], Dict[str, Any]]) -> None:
+    """Everything of a fine-tuned model directory but the weights: the tokenizer file, the
+    encoder's `albert_config.json`, `eval_results.json` (what `results()` returns; it runs after
+    the first two are written and may add to `spec.settings`) and `task.json`."""
+    shutil.copyfile(tokenizer_file, os.path.join(directory, spec.tokenizer["file"]))
+    config.to_json_file(os.path.join(directory, CONFIG_FILE))
+    write_json(os.path.join(directory, RESULTS_FILE), results())
+    spec.write(directory)
+
+
+def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
+    """Fine-tunes the encoder on the task and writes `settings.model_dir`.
+
+    The directory receives, atomically, `model.keras`, `albert_config.json`, the tokenizer file,
+    `task.json`, `eval_results.json` (the best model on every dev split and on labelled test
+    files) and prediction files for unlabelled test data. Progress and results are printed as
+    `albert-tf finetune` shows them.
+
+    Raises:
+        TaskError: Bad settings, data, tokenizer or checkpoint, an existing `model_dir` without
+            `overwrite`, or a failed run.
+    """
+    # The run fills in what was left to defaults; the caller's settings stay as given.
+    s = dataclasses.replace(settings, task=settings.task.lower() if isinstance(settings.task, str) else settings.task)
+    check_settings(s)
+    from albert_tf.training.finetuning import is_complete
+
+    if os.path.exists(s.model_dir) and os.listdir(s.model_dir) and not s.overwrite:
+        what = "a completed fine-tuning run" if is_complete(s.model_dir) else "not empty"
+        raise TaskError(f"--model-dir {s.model_dir} is {what}; pass --overwrite to replace it")
+
+    from albert_tf.training.strategies import StrategyError, get_strategy
+
+    # First TensorFlow work of the process: multi-worker and TPU strategies must configure the
+    # runtime before anything else runs.
+    try:
+        strategy = get_strategy(s.strategy, tpu=s.tpu)
+    except StrategyError as e:
+        raise TaskError(str(e)) from None
+    family = task_family(s.task)
+    hyper = hyper_parameters(s)
+    config, config_source = resolve_model_config(s.config, s.init)
+    tokenizer_type, tokenizer_file, stored_lower_case = find_tokenizer_file(s.spm_model, s.vocab_file, s.init)
+    if s.lower_case is None:
+        # The casing the tokenizer was made with, where it was stored with it; else lower-cased.
+        s.lower_case = True if stored_lower_case is None else bool(stored_lower_case)
+    tokenizer = load_tokenizer(tokenizer_type, tokenizer_file, s.lower_case)
+    check_tokenizer_fits(tokenizer, tokenizer_file, config, config_source, s.allow_vocab_mismatch)
+    if hyper["max_seq_length"] > config.max_position_embeddings:
+        given = "" if s.max_seq_length is not None else f" (the {s.task} default)"
+        raise TaskError(
+            f"--max-seq-length {hyper['max_seq_length']}{given} exceeds the max_position_embeddings of "
+            f"{config_source} ({config.max_position_embeddings}); pass --max-seq-length "
+            f"{config.max_position_embeddings} or less"
+        )
+    if hyper["encoder_dropout"] is not None:
+        config = config.replace(
+            hidden_dropout_prob=hyper["encoder_dropout"], attention_probs_dropout_prob=hyper["encoder_dropout"]
+        )
+
+    from albert_tf.training.recipes import recommended_recipe
+
+    recipe = recommended_recipe(config, family.recipe_kind)
+    if family.recipe_kind == "tagging" and s.num_epochs is None and s.num_train_steps is None:
+        s.num_epochs = recipe.epochs
+    if s.learning_rate is None and (hyper["preset"] is None or recipe.size_class != "base"):
+        # The presets' rates are the paper's, for base-size models and larger; smaller encoders
+        # collapse at them (BENCHMARKS.md, "Fine-tuning recipes").
+        hyper["learning_rate"] = recipe.learning_rate
+    hyper["pooling"] = s.pooling or recipe.pooling
+    hyper["bias_correction"] = recipe.bias_correction if s.bias_correction is None else s.bias_correction
+    plan = family.plan(s, hyper, tokenizer_type, tokenizer_file, tokenizer)
+    spec = plan.spec
+    steps, warmup = schedule(s, hyper, plan.num_train)
+    result = _run(s, hyper, plan, config, tokenizer_file, strategy, steps, warmup)
+    shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_metrics.items()))
+    print(f"best dev {spec.best_metric} at step {result.best_step}: {shown}")
+    if plan.constant_baseline is not None:
+        constant = plan.constant_baseline
+        print(f"best constant answer: {spec.best_metric}={constant.metrics[spec.best_metric]:.4f} ({constant.description})")
+    if result.collapsed:
+        print(f"WARNING: the model collapsed: {result.collapse.reason}. It answers like a constant; see "
+              f"albert_tf.training.recipes for settings that learn (learning rate, --pooling mean, more epochs).",
+              flush=True)
+    print(f"wrote {result.model_dir}")
+    return FinetuneOutcome(result.model_dir, spec, result, steps, warmup, plan.constant_baseline)
+
+
+def _run(s: FinetuneSettings, hyper, plan: TrainingPlan, config, tokenizer_file, strategy, steps, warmup):
+    """`run_finetuning` of the plan: the encoder from `init` (or random), the plan's head, and the
+    model directory's assets written beside the weights."""
+    from albert_tf.checkpoints.any_format import init_encoder
+    from albert_tf.checkpoints.original import CheckpointError
+    from albert_tf.modeling import AlbertEncoder
+    from albert_tf.training.finetuning import FinetuningError, run_finetuning
+
+    spec = plan.spec
+    init_info: Dict[str, Any] = {}
+
+    def build_model():
+        encoder = AlbertEncoder.from_albert_config(config, dtype=s.precision)
+        if s.init:
+            try:
+                loaded = init_encoder(encoder, s.init)
+            except (CheckpointError, ValueError) as e:
+                raise TaskError(str(e)) from None
+            init_info.update(kind=loaded.kind, source=loaded.source)
+            print(f"initialised the encoder from {loaded.source} ({loaded.kind})", flush=True)
+        else:
+            print("no --init: the encoder starts from random weights", flush=True)
+        return plan.build_head(encoder)
+
+    def save_assets(directory: str, model) -> None:
+        write_model_assets(directory, tokenizer_file, config, spec, lambda: plan.write_results(directory, model))
+
+    print(
+        f"fine-tuning {s.task}: {plan.summary}, "
+        f"{steps} steps (warmup {warmup}), batch {hyper['batch_size']}, lr {hyper['learning_rate']}, "
+        f"seq {spec.max_seq_length}, pooling {hyper['pooling']}, "
+        f"{'bias-corrected' if hyper['bias_correction'] else 'uncorrected'} AdamW",
+        flush=True,
+    )
+    try:
+        return run_finetuning(
+            build_model,
+            plan.train_data,
+            plan.eval_data,
+            num_train_steps=steps,
+            warmup_steps=warmup,
+            learning_rate=hyper["learning_rate"],
+            model_dir=s.model_dir,
+            eval_fn=plan.eval_fn,
+            best_metric=spec.best_metric,
+            eval_every_n_steps=s.eval_every,
+            batch_size=hyper["batch_size"],
+            eval_batch_size=hyper["eval_batch_size"],
+            shuffle_buffer=min(plan.num_train, SHUFFLE_BUFFER),
+            weight_decay=s.weight_decay,
+            gradient_accumulation_steps=s.gradient_accumulation_steps,
+            jit_compile=s.jit_compile,
+            precision=s.precision,
+            strategy=strategy,
+            seed=s.seed,
+            save_assets=save_assets,
+            metadata={"task": spec.task, "init": init_info, "config": config.to_dict(), "data": os.path.abspath(s.data)},
+            overwrite=s.overwrite,
+            verbose=0 if s.quiet else "auto",  # "auto": a bar on a terminal, one line per interval otherwise
+            bias_correction=hyper["bias_correction"],
+            constant_baseline=plan.constant_baseline,
+            collapse_metric=spec.best_metric if plan.constant_baseline is not None else None,
+        )
+    except (FinetuningError, FileExistsError) as e:
+        raise TaskError(str(e)) from None

@@ -1,0 +1,49 @@
+"""The same weights exported by two processes give the same SavedModel bytes.
+
+The Pusher compares `fingerprint`s to skip pushing a model identical to the serving one; before,
+the variables were saved in the (process-dependent) order of the functions' captures and the
+protobuf maps of `saved_model.pb` and the warmup records were serialized in hash order, so two
+exports of one model never matched.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from albert_tf.pipeline_steps.pusher import fingerprint
+
+EXPORT = """
+import sys
+import keras
+from albert_tf.config import AlbertConfig
+from albert_tf.export.saved_model import export_saved_model
+from albert_tf.modeling import AlbertEncoder
+from albert_tf.tasks.classification import AlbertClassifier
+from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+keras.utils.set_random_seed(7)
+config = AlbertConfig(vocab_size=64, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=32)
+model = AlbertClassifier(AlbertEncoder.from_albert_config(config), num_labels=2)
+tokenizer = AlbertTokenizerLayer.from_sentencepiece(sys.argv[1], sequence_length=16)
+export_saved_model(model, tokenizer, sys.argv[2], "m", 1, labels=["neg", "pos"], check=False)
+"""
+
+COMPARED = ("saved_model.pb", "variables/variables.index", "variables/variables.data-00000-of-00001",
+            "assets.extra/tf_serving_warmup_requests")
+
+
+def test_two_processes_export_identical_bytes(tmp_path, tiny_spm_model):
+    exports = []
+    for name in ("first", "second"):
+        base = tmp_path / name
+        proc = subprocess.run([sys.executable, "-c", EXPORT, str(tiny_spm_model), str(base)],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        exports.append(base / "m" / "1")
+    first, second = exports
+    for name in COMPARED:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    assert fingerprint(str(first)) == fingerprint(str(second))

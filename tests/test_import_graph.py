@@ -1,0 +1,144 @@
+"""The package's import graph, function-local imports included: no cycles among the modules of
+`albert_tf`, and the command line (`albert_tf.cli`) imported by nothing of the library (only by
+the CLI's own modules and the `python -m albert_tf` entry point)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, List, Set
+
+PACKAGE = Path(__file__).resolve().parents[1] / "albert_tf"
+
+
+def package_modules() -> Dict[str, Path]:
+    """Dotted module name -> file, for every module of the package (a package is its `__init__`)."""
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = ("albert_tf",) + path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _innermost(name: str, modules: Dict[str, Path]) -> str:
+    """`name` if it is a module of the package, else the nearest enclosing one ("" outside)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def imported_modules(module: str, path: Path, modules: Dict[str, Path]) -> Dict[str, int]:
+    """The package modules `module` imports anywhere in its file -> the first line that does.
+
+    Relative imports are resolved against the module's package, and `from package import name`
+    counts as importing the submodule `package.name` where there is one.
+    """
+    is_package = path.name == "__init__.py"
+    found: Dict[str, int] = {}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        names: List[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module if is_package else module.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                base = f"{anchor}.{base}" if base else anchor
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        for name in names:
+            target = _innermost(name, modules)
+            # A module's own package is already being imported when the module runs.
+            if target and target != module and not module.startswith(target + "."):
+                found.setdefault(target, node.lineno)
+    return found
+
+
+def import_graph() -> Dict[str, Dict[str, int]]:
+    modules = package_modules()
+    return {module: imported_modules(module, path, modules) for module, path in modules.items()}
+
+
+def cycles(graph: Dict[str, Dict[str, int]]) -> List[List[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    on_stack: Set[str] = set()
+    found: List[List[str]] = []
+
+    def visit(start: str) -> None:
+        # Iterative, so that a long import chain cannot hit the recursion limit.
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            advanced = False
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    advanced = True
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_graph_sees_function_local_relative_and_from_imports():
+    graph = import_graph()
+    # `from albert_tf.cli import main` in the entry point; function-local imports in the CLI.
+    assert "albert_tf.cli" in graph["albert_tf.__main__"]
+    assert "albert_tf.tasks.runner" in graph["albert_tf.cli.finetune"]
+    # `from albert_tf.pipeline_steps import example_gen, transform, vocab_gen` names three modules.
+    assert {"albert_tf.pipeline_steps.example_gen", "albert_tf.pipeline_steps.vocab_gen"} <= set(graph["albert_tf.pipeline_steps.trainer"])
+    assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    found = cycles(graph)
+    report = []
+    for component in found:
+        members = set(component)
+        edges = [f"{m} -> {t} (line {line})" for m in component for t, line in sorted(graph[m].items()) if t in members]
+        report.append(f"cycle among {', '.join(component)}: " + "; ".join(edges))
+    assert not found, "\n".join(report)
+
+
+def test_only_the_command_line_imports_the_command_line():
+    offenders = []
+    for module, targets in sorted(import_graph().items()):
+        if module == "albert_tf.cli" or module.startswith("albert_tf.cli.") or module == "albert_tf.__main__":
+            continue
+        for target, line in sorted(targets.items()):
+            if target == "albert_tf.cli" or target.startswith("albert_tf.cli."):
+                offenders.append(f"{module} (line {line}) imports {target}")
+    assert not offenders, "\n".join(offenders)
