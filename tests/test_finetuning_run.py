@@ -272,20 +272,33 @@ def test_progress_line_waits_then_reports():
     assert short.getvalue() == ""  # work shorter than the delay stays silent
 
 
-def test_prediction_progress_reports_model_predict_and_evaluate(tmp_path):
+def test_progress_callbacks_report_model_predict_and_evaluate(tmp_path):
     model = new_model()
     features = easy_features(24)
     data = examples_dataset(features).batch(8)
     model.compile(optimizer="sgd")
     stream = io.StringIO()
     options = dict(stream=stream, tty=False, delay=0, every=0, clock=lambda: 0.0)
-    with finetuning.prediction_progress(model, "scoring", **options):
-        model.predict(data.map(lambda x: {k: v for k, v in x.items() if k != "labels"}), verbose=0)
-        model.evaluate(data, verbose=0)
+    model.predict(data.map(lambda x: {k: v for k, v in x.items() if k != "labels"}), verbose=0,
+                  callbacks=finetuning.progress_callbacks("scoring", **options))
+    model.evaluate(data, verbose=0, callbacks=finetuning.progress_callbacks("scoring", **options))
     assert stream.getvalue().splitlines() == [f"scoring: {i}/3 batches, 0s" for i in (1, 2, 3)] * 2
-    assert "predict" not in model.__dict__ and "evaluate" not in model.__dict__  # the class's methods again
-    with finetuning.prediction_progress(model, "scoring", verbose=0, stream=stream):
-        assert "predict" not in model.__dict__
+    assert finetuning.progress_callbacks("scoring", verbose=0, stream=stream) == []
+    # Nothing is patched onto the model: its methods are the class's.
+    assert "predict" not in model.__dict__ and "evaluate" not in model.__dict__
+
+
+def test_an_eval_fn_without_a_callbacks_parameter_still_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(finetuning, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(finetuning, "PROGRESS_EVERY_S", 0.0)
+    seen = []
+
+    def plain(model, data):
+        seen.append(data)
+        return {"accuracy": 0.5}
+
+    scripted_run(tmp_path, "plain", 2, eval_fn=plain)
+    assert len(seen) == 2 and "evaluating at step" not in capsys.readouterr().err
 
 
 def test_slow_evaluations_show_progress_on_stderr(tmp_path, capsys, monkeypatch):

@@ -338,7 +338,7 @@ def score_predictions(
 
 
 def make_eval_fn(metric_names: Sequence[str], regression: bool, diagnostics: bool = False) -> Callable:
-    """`eval_fn(model, eval_dataset) -> metrics` for `run_finetuning`.
+    """`eval_fn(model, eval_dataset, callbacks=None) -> metrics` for `run_finetuning`.
 
     The dataset is batched feature dicts with `labels`; the labels are read from it once and
     cached, the predictions come from `model.predict`. `diagnostics` as `score_predictions`
@@ -346,11 +346,11 @@ def make_eval_fn(metric_names: Sequence[str], regression: bool, diagnostics: boo
     """
     cache: Dict[str, object] = {"dataset": None, "labels": None}
 
-    def eval_fn(model, eval_dataset) -> Dict[str, float]:
+    def eval_fn(model, eval_dataset, callbacks=None) -> Dict[str, float]:
         if cache["dataset"] is not eval_dataset:
             labels = np.concatenate([batch["labels"] for batch in eval_dataset.as_numpy_iterator()])
             cache.update(dataset=eval_dataset, labels=labels)
-        scores = predict_scores(model, eval_dataset)
+        scores = predict_scores(model, eval_dataset, callbacks=callbacks)
         return score_predictions(scores, cache["labels"], metric_names, regression, diagnostics=diagnostics)
 
     return eval_fn

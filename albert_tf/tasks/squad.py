@@ -441,7 +441,7 @@ def make_squad_eval_fn(
     if version not in SQUAD_VERSIONS:
         raise ValueError(f"version must be one of {SQUAD_VERSIONS}, got {version!r}")
 
-    def eval_fn(model, eval_dataset) -> Dict[str, float]:
+    def eval_fn(model, eval_dataset, callbacks=None) -> Dict[str, float]:
         metrics, _ = evaluate_squad(
             model,
             dataset_json,
@@ -452,6 +452,7 @@ def make_squad_eval_fn(
             batch_size=batch_size,
             n_best_size=n_best_size,
             max_answer_length=max_answer_length,
+            callbacks=callbacks,
         )
         return metrics
 

@@ -205,8 +205,8 @@ def make_eval_fn(encoded: EncodedSentences, sentences: Sequence[TaggedSentence],
     """`eval_fn(model, eval_data) -> metrics` for `run_finetuning`; `eval_data` is ignored in
     favour of the encoded dev sentences, whose word alignment the entity scores need."""
 
-    def eval_fn(model, eval_data=None) -> Dict[str, float]:
-        logits = predict_logits(model, encoded.features, batch_size)
+    def eval_fn(model, eval_data=None, callbacks=None) -> Dict[str, float]:
+        logits = predict_logits(model, encoded.features, batch_size, callbacks=callbacks)
         return score_tagging(logits, encoded, sentences, tag_vocab)
 
     return eval_fn

@@ -37,14 +37,15 @@ batches of one pass over the training examples (a last partial batch is not a st
 
 Progress (`verbose`): a Keras progress bar per evaluation interval on a terminal, one line per
 interval otherwise (logs stay free of carriage returns and colour codes), each evaluation on its own
-line after it; `prediction_progress` shows how far an evaluation or prediction that runs longer
-than a few seconds has got.
+line after it; an evaluation that runs longer than a few seconds shows how far it has got, through
+the Keras callbacks of `progress_callbacks`, which the run passes to an `eval_fn` that takes a
+``callbacks`` keyword (the task modules' all do).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import inspect
 import json
 import logging
 import math
@@ -52,7 +53,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, TextIO, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Union
 
 from albert_tf import file_io
 
@@ -338,53 +339,6 @@ def progress_callbacks(label: str, *, verbose: Union[int, bool] = True, **option
     return [_progress_callback(keras, label, options)]
 
 
-@contextlib.contextmanager
-def prediction_progress(model, label: str, *, verbose: Union[int, bool] = True, **options) -> Iterator[Any]:
-    """Within the block, `model.predict` and `model.evaluate` report their progress.
-
-    The task modules call `model.predict(..., verbose=0)` so that library code stays quiet; where
-    the call is in reach, pass `progress_callbacks` to it instead. This is for code that is not:
-    the run's evaluations call any `eval_fn(model, dataset)`, so the run opts in here. Nothing is shown for work shorter than
-    `PROGRESS_DELAY_S`; after that a line redrawn in place on a terminal, else a line every
-    `PROGRESS_EVERY_S` (`ProgressLine`), on stderr by default.
-
-    Args:
-        model: A Keras model.
-        label: What the work is, for the progress line ("evaluating dev").
-        verbose: False or 0 shows nothing.
-        **options: `ProgressLine` options (`stream`, `tty`, `delay`, `every`, `clock`).
-
-    Yields:
-        The model.
-    """
-    if not verbose:
-        yield model
-        return
-    import keras
-
-    names = ("predict", "evaluate")
-    own = {name: model.__dict__[name] for name in names if name in model.__dict__}
-
-    def with_progress(method):
-        def run(*args, callbacks=None, **kwargs):
-            progress = _progress_callback(keras, label, options)
-            return method(*args, callbacks=[*(callbacks or []), progress], **kwargs)
-
-        return run
-
-    # Set on the instance, past Keras's attribute tracking, and removed afterwards.
-    for name in names:
-        object.__setattr__(model, name, with_progress(getattr(model, name)))
-    try:
-        yield model
-    finally:
-        for name in names:
-            if name in own:
-                object.__setattr__(model, name, own[name])
-            else:
-                object.__delattr__(model, name)
-
-
 # --- evaluation and the best checkpoint ----------------------------------------------------------
 
 
@@ -395,9 +349,19 @@ def _to_float(name: str, value) -> float:
         raise FinetuningError(f"eval_fn returned a non-numeric value for {name!r}: {value!r}") from None
 
 
-def default_eval_fn(model, eval_dataset) -> Dict[str, float]:
+def default_eval_fn(model, eval_dataset, callbacks=None) -> Dict[str, float]:
     """`model.evaluate` on the dev data: the loss and the model's Keras metrics."""
-    return {k: float(v) for k, v in model.evaluate(eval_dataset, return_dict=True, verbose=0).items()}
+    results = model.evaluate(eval_dataset, return_dict=True, verbose=0, callbacks=callbacks)
+    return {k: float(v) for k, v in results.items()}
+
+
+def _takes_callbacks(eval_fn) -> bool:
+    """Whether `eval_fn` accepts a ``callbacks`` keyword (or any keyword)."""
+    try:
+        parameters = inspect.signature(eval_fn).parameters.values()
+    except (TypeError, ValueError):  # builtins and some C callables have no signature
+        return False
+    return any(p.name == "callbacks" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def resolve_best_mode(best_metric: str, best_mode: str) -> str:
@@ -512,6 +476,7 @@ class _Run:
         self.staging = staging
         self.eval_dataset = eval_dataset
         self.eval_fn = eval_fn
+        self.eval_fn_takes_callbacks = _takes_callbacks(eval_fn)
         self.best_metric = best_metric
         self.best_mode = best_mode
         self.num_train_steps = num_train_steps
@@ -535,7 +500,10 @@ class _Run:
     def evaluate(self, model, step: int) -> Dict[str, float]:
         if self.eval_dataset is None:
             return {}
-        with prediction_progress(model, f"evaluating at step {step}", verbose=self.verbose):
+        callbacks = progress_callbacks(f"evaluating at step {step}", verbose=self.verbose)
+        if callbacks and self.eval_fn_takes_callbacks:
+            metrics = self.eval_fn(model, self.eval_dataset, callbacks=callbacks)
+        else:
             metrics = self.eval_fn(model, self.eval_dataset)
         if not isinstance(metrics, Mapping):
             raise FinetuningError(f"eval_fn must return a dict of metrics, got {type(metrics).__name__}")
@@ -714,7 +682,8 @@ def run_finetuning(
         learning_rate: Peak learning rate.
         model_dir: The output directory (local, or any `tf.io.gfile` filesystem).
         eval_fn: `eval_fn(model, eval_dataset) -> {name: value}`; defaults to `model.evaluate`
-            (loss and the model's metrics).
+            (loss and the model's metrics). One that takes a ``callbacks`` keyword gets the
+            progress callbacks to pass on to its `model.predict` / `model.evaluate`.
         best_metric: The metric that selects the kept weights.
         best_mode: "max", "min", or "auto" ("min" for names with "loss"/"error", else "max").
         eval_every_n_steps: Updates between evaluations; default one pass over the training
@@ -745,7 +714,7 @@ def run_finetuning(
         verbose: 0: silent; 1: a progress bar per evaluation interval; 2: one line per interval;
             "auto": 1 when stdout is a terminal, else 2. Unless 0, each evaluation is printed on
             a line of its own and evaluations longer than a few seconds show their progress on
-            stderr (`prediction_progress`).
+            stderr (`progress_callbacks`, passed to an `eval_fn` that takes ``callbacks``).
         bias_correction: Adam's bias correction in the AdamW update (False: the original's
             update; `albert_tf.training.recipes` recommends True).
         constant_baseline: The best constant answer on the dev data (a `ConstantBaseline`);

@@ -648,7 +648,7 @@ def _check_dataset(dataset, config: PretrainingRunConfig) -> None:
     _check_element_spec(dataset.element_spec, config)
 
 
-def _prepare_dataset(dataset, skip_batches: int, config: PretrainingRunConfig):
+def prepare_pretraining_dataset(dataset, skip_batches: int, config: PretrainingRunConfig):
     """The model's features, as int32/float32, from batch `skip_batches` on, deterministically."""
     import tensorflow as tf
 
@@ -833,7 +833,8 @@ def effective_steps_per_execution(strategy, steps_per_execution: int) -> int:
     return steps_per_execution
 
 
-def _build_model(config: PretrainingRunConfig, albert_config: AlbertConfig, strategy, jit_compile: bool):
+def build_pretraining_model(config: PretrainingRunConfig, albert_config: AlbertConfig, strategy, jit_compile: bool):
+    """`(AlbertPretrainer, optimizer)` of a run, built and compiled under `strategy` as `run_pretraining` does."""
     import keras
 
     from albert_tf.modeling import AlbertEncoder
@@ -873,7 +874,7 @@ def _build_model(config: PretrainingRunConfig, albert_config: AlbertConfig, stra
 
 
 @contextlib.contextmanager
-def _fit_scope(model, strategy):
+def pretraining_fit_scope(model, strategy):
     """The context `model.fit` runs in: the strategy's scope, without Keras's batch-eating build.
 
     Keras 3's TensorFlow trainer, for a model created under a strategy, takes one batch off the
@@ -1055,7 +1056,7 @@ def run_pretraining(
     _check_dataset(first_dataset, config)
 
     keras.utils.set_random_seed(config.seed)
-    model, optimizer = _build_model(config, albert_config, strategy, jit_compile)
+    model, optimizer = build_pretraining_model(config, albert_config, strategy, jit_compile)
     checkpoint = training_state(model, optimizer)
 
     restored_from, skipped = None, []
@@ -1126,8 +1127,8 @@ def run_pretraining(
                 )
         fit_callbacks.extend(callbacks or ())
         source, first_dataset = (first_dataset if first_dataset is not None else make_dataset()), None
-        dataset = _prepare_dataset(source, step * accumulation, config)
-        with _fit_scope(model, strategy):
+        dataset = prepare_pretraining_dataset(source, step * accumulation, config)
+        with pretraining_fit_scope(model, strategy):
             model.fit(
                 dataset,
                 epochs=end_epoch,
