@@ -3,7 +3,7 @@
 Why: in a TensorFlow training step without whole-model XLA, every elementwise op of Keras's
 `LayerNormalization` and of the tanh-approximate GELU (and of their autodiff gradients) is its own
 kernel and its own pass over memory. On a CPU those passes cost as much as the matmuls in float32
-and about twice as much in `mixed_bfloat16`, where oneDNN's AMX kernels make the matmuls cheap but
+and about twice as much in `mixed_bfloat16`, where oneDNN's AVX512_BF16 kernels make the matmuls cheap but
 TensorFlow's bfloat16 elementwise kernels are slow. Here each op's forward and backward is one small
 `jit_compile` function (XLA fuses it into one or two loops, computing in float32 whatever the input
 dtype) joined by `tf.custom_gradient`.
@@ -150,7 +150,7 @@ def inference_layer_norm(x, gamma, beta, epsilon: float):
     zero offset) -> Reshape -> Mul(gamma) -> AddV2(beta): the one sequence of core ops that
     Grappler's oneDNN remapper replaces with a single `_MklLayerNorm` kernel when the graph runs in a
     session (TF Serving, `SessionServable`). Keras's own layer is seven elementwise ops and two
-    reductions; in mixed bfloat16 on the AMX CPU here the fused kernel takes 1.35 instead of 5.2 ms
+    reductions; in mixed bfloat16 on the AVX512_BF16 CPU here the fused kernel takes 1.35 instead of 5.2 ms
     per [4096, 768] LayerNorm. Where no fusion happens (another TF build, a GPU, eager mode) the
     same ops still compute a LayerNorm: statistics in float32, the output in `x.dtype`.
 

@@ -487,7 +487,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sharing", default="all", choices=SHARING_MODES)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--precision", default="float32", choices=("float32", "mixed_bfloat16"),
-                        help="mixed_bfloat16 trains ~1.8x faster on a CPU with AMX (see training_throughput.py)")
+                        help="mixed_bfloat16 trains ~1.8x faster on a CPU with AVX512_BF16 (see training_throughput.py)")
     parser.add_argument("--learning-rate", type=float, default=0.005, help="peak LAMB learning rate")
     parser.add_argument("--warmup-fraction", type=float, default=0.1)
     parser.add_argument("--warmup-steps", type=int, help="overrides --warmup-fraction")

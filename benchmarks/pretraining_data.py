@@ -32,7 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
-SOTU = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "en" / "sotu"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_common  # noqa: E402
+
+SOTU = bench_common.SOTU
 SEQ, PRED = 512, 20
 
 
@@ -135,39 +138,12 @@ def _run_job(kind: str, **kwargs) -> dict:
 
 
 def _make_corpus(work: Path, num_files: int, offset: int = 0):
-    from albert_tf.data.documents import read_documents
-
+    """`num_files` addresses from `offset` on, one sentence per line; the paths."""
     sources = sorted(SOTU.glob("*.txt"))[offset : offset + num_files]
-    folder = work / f"corpus{num_files}"
-    folder.mkdir()
-    paths = []
-    for source in sources:
-        path = folder / source.name
-        with open(path, "w", encoding="utf-8") as f:
-            for document in read_documents(str(source), "paragraphs"):
-                f.write("\n".join(document.sentences) + "\n\n")
-        paths.append(str(path))
-    return paths
+    return bench_common.sentence_files(work, sources, folder=f"corpus{num_files}")
 
 
-def _train_spm(work: Path, paths) -> str:
-    import sentencepiece as spm
-
-    prefix = work / "sp"
-    spm.SentencePieceTrainer.train(
-        input=",".join(paths),
-        model_prefix=str(prefix),
-        vocab_size=4000,
-        model_type="unigram",
-        pad_id=0,
-        unk_id=1,
-        bos_id=-1,
-        eos_id=-1,
-        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-        minloglevel=2,
-        num_threads=2,
-    )
-    return f"{prefix}.model"
+_train_spm = bench_common.train_sample_spm
 
 
 def main() -> int:

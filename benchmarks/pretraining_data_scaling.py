@@ -40,7 +40,10 @@ import tempfile
 import time
 from pathlib import Path
 
-SOTU = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "en" / "sotu"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_common  # noqa: E402
+
+SOTU = bench_common.SOTU
 PREDICTIONS = 20
 JOBS = ("reference", "direct-1", "direct-2", "dask-1", "dask-2", "dask-1-warm", "dask-2-warm")
 
@@ -135,38 +138,10 @@ def _run_job(job: str, inputs, spm: str, out: Path, seq: int, dupe: int) -> dict
 
 def _convert(work: Path, corpus: Path):
     """Every address as one sentence per line (the original script's format); returns the paths."""
-    from albert_tf.data.documents import read_documents
-
-    folder = work / "sentences"
-    folder.mkdir()
-    paths = []
-    for source in sorted(corpus.glob("*.txt")):
-        path = folder / source.name
-        with open(path, "w", encoding="utf-8") as f:
-            for document in read_documents(str(source), "paragraphs"):
-                f.write("\n".join(document.sentences) + "\n\n")
-        paths.append(str(path))
-    return paths
+    return bench_common.sentence_files(work, sorted(corpus.glob("*.txt")))
 
 
-def _train_spm(work: Path, paths) -> str:
-    import sentencepiece as spm
-
-    prefix = work / "sp"
-    spm.SentencePieceTrainer.train(
-        input=",".join(paths),
-        model_prefix=str(prefix),
-        vocab_size=4000,
-        model_type="unigram",
-        pad_id=0,
-        unk_id=1,
-        bos_id=-1,
-        eos_id=-1,
-        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-        minloglevel=2,
-        num_threads=2,
-    )
-    return f"{prefix}.model"
+_train_spm = bench_common.train_sample_spm
 
 
 def _spread(paths, count: int):

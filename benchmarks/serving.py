@@ -23,18 +23,27 @@ For batch 1 and 32 it prints throughput (texts/s) and latency p50/p99 (ms per re
 Markdown table, plus the ratio of each row to the best PyTorch row of the same batch size and
 precision.
 
+Every case sends requests for at least `--min-seconds` (default 10) and at least `--iters` (batch
+< 8) / `--big-iters` (batch >= 8) requests, after `--warmup` untimed ones, cycling over the texts.
+The header names the TF, torch and transformers versions that ran, and the SentencePiece model's
+real size: `--vocab-size` is a target (`hard_vocab_limit=False`), and the SOTU corpus yields 22,368
+pieces for `--vocab-size 30000`.
+
 torch and transformers are not dependencies of this project. Install them beside the venv, not
-into it (CPU-only torch wheel; `--no-deps` so that the venv's numpy/protobuf/tokenizers are the
-ones used), and put them on PYTHONPATH only for this script:
+into it (`--no-deps` so that the venv's numpy/protobuf/tokenizers are the ones used), and put them
+on PYTHONPATH only for this script. The CPU-only wheel (`torch==2.13.0+cpu`, about 1 GB installed)
+comes from PyTorch's own index, which this project's machines do not reach; PyPI's `torch` (2.14.1
+when last run) is the CUDA build, which runs on the CPU but imports only with its `nvidia-*` /
+`cuda-*` wheels present (about 4 GB), so install it with those:
 
-    .venv/bin/pip install --target /tmp/torchsite --no-deps torch==2.13.0+cpu \
-        --index-url https://download.pytorch.org/whl/cpu
-    .venv/bin/pip install --target /tmp/torchsite --no-deps transformers sympy mpmath networkx jinja2 markupsafe
+    .venv/bin/pip download -d /tmp/torchwheels torch==2.14.1   # torch, its nvidia-*/cuda-* wheels, sympy, ...
+    .venv/bin/pip install --target /tmp/torchsite --no-deps /tmp/torchwheels/*.whl transformers
     PYTHONPATH=/tmp/torchsite .venv/bin/python benchmarks/serving.py --torch --torch-threads 1,2 \
-        --corpus ../shared/data/en/sotu --vocab-size 30000 --iters 5 --big-iters 3
+        --corpus ../shared/data/en/sotu --vocab-size 30000
 
-(`torch==2.13.0+cpu` is the CPU-only build: about 1 GB installed, where the default CUDA build
-also needs the nvidia-* wheels to import at all.)
+(or, where PyTorch's index is reachable, `pip install --target /tmp/torchsite --no-deps
+torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu` instead of the first two lines'
+torch part).
 
     python benchmarks/serving.py --tiny --seq 32 --iters 5        # a quick functional check
 """
@@ -131,19 +140,24 @@ def percentiles(latencies):
     return float(np.percentile(latencies, 50) * 1e3), float(np.percentile(latencies, 99) * 1e3)
 
 
-def time_calls(call, batches, warmup: int):
+def time_calls(call, batches, warmup: int, min_seconds: float = 0.0):
+    """Texts/s, p50 and p99 ms of `call` over `batches` (at least all of them once, and at least
+    `min_seconds` of requests, cycling over them), after `warmup` untimed requests."""
     for batch in batches[:warmup]:
         call(batch)
-    latencies = []
+    latencies, texts = [], 0
     start = time.perf_counter()
-    for batch in batches:
+    while len(latencies) < len(batches) or time.perf_counter() - start < min_seconds:
+        batch = batches[len(latencies) % len(batches)]
         t = time.perf_counter()
         call(batch)
         latencies.append(time.perf_counter() - t)
+        texts += len(batch)
     elapsed = time.perf_counter() - start
-    result = (sum(len(b) for b in batches) / elapsed, *percentiles(latencies))
+    result = (texts / elapsed, *percentiles(latencies), len(latencies))
     # Each case as soon as it is measured (stderr), so a long run that is cut short still tells.
-    print(f"  -> {result[0]:.2f} texts/s, p50 {result[1]:.0f} ms, p99 {result[2]:.0f} ms", file=sys.stderr, flush=True)
+    print(f"  -> {result[0]:.2f} texts/s, p50 {result[1]:.0f} ms, p99 {result[2]:.0f} ms, {result[3]} requests",
+          file=sys.stderr, flush=True)
     return result
 
 
@@ -165,7 +179,7 @@ def torch_model(spm: str, config, seq: int):
     return tokenizer, model
 
 
-def bench_torch(tokenizer, model, precision: str, seq: int, batches, warmup: int):
+def bench_torch(tokenizer, model, precision: str, seq: int, batches, warmup: int, min_seconds: float = 0.0):
     import contextlib
 
     import torch
@@ -176,7 +190,7 @@ def bench_torch(tokenizer, model, precision: str, seq: int, batches, warmup: int
             encoded = tokenizer(texts, padding="max_length", truncation=True, max_length=seq, return_tensors="pt")
             return torch.softmax(model(**encoded).logits.float(), -1).numpy()
 
-    return time_calls(call, batches, warmup=warmup)
+    return time_calls(call, batches, warmup=warmup, min_seconds=min_seconds)
 
 
 class TorchWorker:
@@ -191,12 +205,13 @@ class TorchWorker:
             [sys.executable, os.path.abspath(__file__), "--torch-worker", json.dumps(
                 {"spm": spm, "config": config.to_dict(), "seq": seq, "texts": texts_path, "warmup": warmup, "threads": threads})],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.ready = json.loads(self.process.stdout.readline())["ready"]
+        ready = json.loads(self.process.stdout.readline())
+        self.ready, self.versions = ready["ready"], ready.get("versions")
 
-    def run(self, precision: str, batch_size: int, iters: int):
+    def run(self, precision: str, batch_size: int, iters: int, min_seconds: float = 0.0):
         import json
 
-        self.process.stdin.write(json.dumps([precision, batch_size, iters]) + "\n")
+        self.process.stdin.write(json.dumps([precision, batch_size, iters, min_seconds]) + "\n")
         self.process.stdin.flush()
         return json.loads(self.process.stdout.readline())["result"]
 
@@ -218,11 +233,18 @@ def torch_worker(spec_json: str) -> int:
 
         torch.set_num_threads(spec["threads"])
     built = torch_model(spec["spm"], AlbertConfig(**spec["config"]), spec["seq"])
-    print(json.dumps({"ready": built is not None}), flush=True)
+    versions = None
+    if built is not None:
+        import torch
+        import transformers
+
+        versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
+    print(json.dumps({"ready": built is not None, "versions": versions}), flush=True)
     for line in sys.stdin:
-        precision, batch_size, iters = json.loads(line)
+        precision, batch_size, iters, min_seconds = json.loads(line)
         batches = [texts[i * batch_size:(i + 1) * batch_size] for i in range(iters)]
-        result = None if built is None else bench_torch(*built, precision, spec["seq"], batches, spec["warmup"])
+        result = None if built is None else bench_torch(*built, precision, spec["seq"], batches, spec["warmup"],
+                                                        min_seconds)
         print(json.dumps({"result": result}), flush=True)
     return 0
 
@@ -236,8 +258,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--precisions", default="fp32,bf16")
-    parser.add_argument("--iters", type=int, default=30, help="requests timed per case of batch < 8")
-    parser.add_argument("--big-iters", type=int, default=None, help="requests timed per case of batch >= 8 (default --iters)")
+    parser.add_argument("--iters", type=int, default=20, help="requests timed per case of batch < 8, at least")
+    parser.add_argument("--big-iters", type=int, default=3,
+                        help="requests timed per case of batch >= 8, at least")
+    parser.add_argument("--min-seconds", type=float, default=10.0, help="timed seconds per case, at least")
     parser.add_argument("--warmup", type=int, default=1, help="untimed requests before each case")
     parser.add_argument("--vocab-size", type=int, default=1000)
     parser.add_argument("--spm-model", help="an existing SentencePiece model (default: train one)")
@@ -319,16 +343,17 @@ def main(argv=None) -> int:
 
                     log(f"TF {precision} in-process batch {batch_size}")
                     rows.append((precision, "albert_tf in-process (session)", batch_size,
-                                 *time_calls(in_process, batches, warmup=args.warmup)))
+                                 *time_calls(in_process, batches, warmup=args.warmup, min_seconds=args.min_seconds)))
                     for threads, worker in workers.items():
                         log(f"PyTorch {precision} batch {batch_size} threads {threads}")
-                        torch_rows[(precision, batch_size, threads)] = worker.run(precision, batch_size, len(batches))
+                        torch_rows[(precision, batch_size, threads)] = worker.run(precision, batch_size, len(batches),
+                                                                                  args.min_seconds)
                     if not args.no_server:
                         address = f"127.0.0.1:{server.grpc_port}"
                         log(f"TF {precision} local server batch {batch_size}")
                         rows.append((precision, "albert_tf local server (gRPC)", batch_size,
                                      *time_calls(lambda b, p=precision: predict_text(address, f"clf_{p}", b, timeout=900),
-                                                 batches, warmup=args.warmup)))
+                                                 batches, warmup=args.warmup, min_seconds=args.min_seconds)))
         finally:
             for worker in workers.values():
                 worker.close()
@@ -337,26 +362,29 @@ def main(argv=None) -> int:
             for servable in servables.values():
                 servable.close()
     name = "tiny" if args.tiny else args.preset
-    print(f"\n{name}, seq {args.seq}, requests per case: {args.iters} (batch < 8) / {big_iters} (batch >= 8), "
-          f"{args.warmup} warm-up, raw text in (TF {tf.__version__})\n")
-    print("| precision | path | batch | texts/s | p50 ms | p99 ms | vs best PyTorch same precision and batch |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    versions = [f"TF {tf.__version__}"] + sorted({w.versions for w in workers.values() if w.versions})
+    print(f"\n{name}, seq {args.seq}, SentencePiece model of {layer.vocab_size} pieces, raw text in; each case "
+          f">= {args.min_seconds:g} s and >= {args.iters} (batch < 8) / {big_iters} (batch >= 8) requests after "
+          f"{args.warmup} warm-up; {', '.join(versions)}\n")
+    print("| precision | path | batch | texts/s | p50 ms | p99 ms | requests | vs best PyTorch same precision and batch |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
 
     def best_torch(precision, batch):
         measured = [m for (p, b, _), m in torch_rows.items() if (p, b) == (precision, batch) and m]
         return max(m[0] for m in measured) if measured else None
 
-    for precision, path, batch, throughput, p50, p99 in rows:
+    for precision, path, batch, throughput, p50, p99, requests in rows:
         peer = best_torch(precision, batch)
         ratio = f"{throughput / peer:.2f}x" if peer else "–"
-        print(f"| {precision} | {path} | {batch} | {throughput:.1f} | {p50:.1f} | {p99:.1f} | {ratio} |")
+        print(f"| {precision} | {path} | {batch} | {throughput:.1f} | {p50:.1f} | {p99:.1f} | {requests} | {ratio} |")
     for (precision, batch, threads), measured in torch_rows.items():
         name = "PyTorch transformers (fast tokenizer" + (f", {threads} thread{'s' if threads > 1 else ''})" if threads else ")")
         if measured is None:
-            print(f"| {precision} | {name} | {batch} | not run: transformers/torch not installed | | | |")
+            print(f"| {precision} | {name} | {batch} | not run: transformers/torch not installed | | | | |")
         else:
             ratio = f"{measured[0] / best_torch(precision, batch):.2f}x"
-            print(f"| {precision} | {name} | {batch} | {measured[0]:.1f} | {measured[1]:.1f} | {measured[2]:.1f} | {ratio} |")
+            print(f"| {precision} | {name} | {batch} | {measured[0]:.1f} | {measured[1]:.1f} | {measured[2]:.1f} | "
+                  f"{measured[3]} | {ratio} |")
     return 0
 
 

@@ -1,15 +1,22 @@
-"""Pretraining throughput and peak memory: albert_tf `AlbertPretrainer.fit` beside keras-hub `AlbertMaskedLM.fit`.
+"""Pretraining throughput and peak memory: albert_tf `AlbertPretrainer` beside keras-hub `AlbertMaskedLM`.
 
 Same shapes, random weights (no preset download), the same synthetic batches, the same optimizer
-(albert_tf's LAMB, a fresh instance per model), `model.fit` on both sides. albert_tf trains its MLM
-and SOP heads (the ALBERT objective); keras-hub's `AlbertMaskedLM` has only the MLM head (its SOP
-would be one extra [H, 2] dense layer, negligible here). Every (implementation, precision, XLA) case
-runs in its own subprocess, as in `encoder_inference.py`, so its peak RSS is its own. Prints a
-Markdown table with sequences/s, s/step, peak RSS and the ratio against keras-hub in the same mode.
+(albert_tf's LAMB, a fresh instance per model). albert_tf trains its MLM and SOP heads (the ALBERT
+objective); keras-hub's `AlbertMaskedLM` has only the MLM head (its SOP would be one extra [H, 2]
+dense layer, negligible here). Two ways of timing:
+
+* default: every (implementation, precision, XLA) case runs `model.fit` in its own subprocess, as
+  in `encoder_inference.py`, so its peak RSS is its own;
+* `--interleave`: both implementations of a mode in one subprocess, their steps alternated, each
+  step one `train_on_batch` call (not `model.fit`), so a change of machine load hits both alike.
+
+Each case is timed for at least `--min-seconds` (default 10) and `--steps` steps after `--warmup`
+untimed steps; the table has the median step and the range. Prints a Markdown table with
+sequences/s, s/step, peak RSS and the ratio against keras-hub in the same mode.
 
     python benchmarks/training_throughput.py                             # base and small, all modes
-    python benchmarks/training_throughput.py --shapes small --steps 5
-    python benchmarks/training_throughput.py --shapes base --precisions float32 --xla off --steps 2
+    python benchmarks/training_throughput.py --shapes small --interleave
+    python benchmarks/training_throughput.py --shapes base --precisions float32 --xla off --min-seconds 30
 
 Shapes: "base" is ALBERT-base (vocab 30000, E=128, H=768, L=12, 12 heads, I=3072), "small" the
 model of `pretrain_sotu.py` (vocab 8000, E=128, H=256, L=6, 4 heads, I=1024), "tiny" a test size.
@@ -24,6 +31,9 @@ import resource
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_common  # noqa: E402
 
 SHAPES = {
     # vocab, E, H, L, heads, I
@@ -94,8 +104,9 @@ def build_case(impl: str, precision: str, xla: bool, shape: str, batch: int, seq
 
 
 def run_case(impl: str, precision: str, xla: bool, shape: str, batch: int, seq: int, predictions: int,
-             steps: int, warmup: int) -> dict:
-    """One implementation in this process: `model.fit` over the repeated batch, per-step times."""
+             steps: int, warmup: int, min_seconds: float = 0.0) -> dict:
+    """One implementation in this process: `model.fit` over the repeated batch, per-step times; after
+    `warmup` steps it stops once `steps` steps and `min_seconds` of them are timed."""
     import keras
     import tensorflow as tf
 
@@ -107,9 +118,16 @@ def run_case(impl: str, precision: str, xla: bool, shape: str, batch: int, seq: 
         def on_train_batch_end(self, index, logs=None):
             float(logs["loss"])  # waits for the step's result
             ends.append(time.perf_counter())
+            timed = ends[warmup:]
+            if warmup and len(ends) > warmup:
+                timed_seconds = ends[-1] - ends[warmup - 1]
+            else:
+                timed_seconds = ends[-1] - start
+            if len(timed) >= steps and timed_seconds >= min_seconds:
+                self.model.stop_training = True
 
     start = time.perf_counter()
-    model.fit(dataset, steps_per_epoch=warmup + steps, epochs=1, verbose=0, callbacks=[Timer()])
+    model.fit(dataset, steps_per_epoch=10**9, epochs=1, verbose=0, callbacks=[Timer()])
     starts = ([start] + ends[:-1])[warmup:]
     step_times = sorted(b - a for a, b in zip(starts, ends[warmup:]))
     return _result(impl, shape, precision, xla, batch, step_times, ends[warmup - 1] - start if warmup else None,
@@ -117,13 +135,15 @@ def run_case(impl: str, precision: str, xla: bool, shape: str, batch: int, seq: 
 
 
 def run_interleaved(precision: str, xla: bool, shape: str, batch: int, seq: int, predictions: int,
-                    steps: int, warmup: int, impls) -> list:
+                    steps: int, warmup: int, impls, min_seconds: float = 0.0) -> list:
     """Both implementations in one process, their steps alternated (`train_on_batch`), so that a
-    machine whose load changes during the run slows both alike; peak RSS is then the pair's."""
+    machine whose load changes during the run slows both alike; peak RSS is then the pair's. After
+    `warmup` steps each, it stops once every implementation has `steps` steps and `min_seconds` timed."""
     built = {impl: build_case(impl, precision, xla, shape, batch, seq, predictions) for impl in impls}
     times = {impl: [] for impl in impls}
     first = {}
-    for i in range(warmup + steps):
+    i = 0
+    while i < warmup or min(len(t) for t in times.values()) < steps or min(sum(t) for t in times.values()) < min_seconds:
         for impl in (impls if i % 2 == 0 else list(reversed(impls))):
             model, args = built[impl]
             t0 = time.perf_counter()
@@ -134,6 +154,7 @@ def run_interleaved(precision: str, xla: bool, shape: str, batch: int, seq: int,
                 first[impl] = first.get(impl, 0.0) + elapsed
             else:
                 times[impl].append(elapsed)
+        i += 1
     return [
         _result(impl, shape, precision, xla, batch, sorted(times[impl]), first.get(impl), built[impl][0], interleaved=True)
         for impl in impls
@@ -141,7 +162,8 @@ def run_interleaved(precision: str, xla: bool, shape: str, batch: int, seq: int,
 
 
 def _result(impl, shape, precision, xla, batch, step_times, first_steps_s, model, interleaved=False) -> dict:
-    median = step_times[len(step_times) // 2]
+    stats = bench_common.spread(step_times)
+    median = stats["median_s"]
     return {
         "impl": impl,
         "shape": shape,
@@ -149,6 +171,10 @@ def _result(impl, shape, precision, xla, batch, step_times, first_steps_s, model
         "xla": xla,
         "seq_per_s": batch / median,
         "s_per_step": median,
+        "s_per_step_min": stats["min_s"],
+        "s_per_step_max": stats["max_s"],
+        "timed_s": stats["total_s"],
+        "method": "train_on_batch" if interleaved else "model.fit",
         "first_steps_s": first_steps_s,
         "timed_steps": len(step_times),
         "peak_rss_mb": peak_rss_mb(),
@@ -163,8 +189,9 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--predictions", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=2, help="timed steps per case (median)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed steps first (tracing, compilation)")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per case, at least (median)")
+    parser.add_argument("--min-seconds", type=float, default=10.0, help="timed seconds per case, at least")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first (tracing, compilation)")
     parser.add_argument("--precisions", default="float32,mixed_bfloat16")
     parser.add_argument("--xla", default="off,on")
     parser.add_argument("--impls", default="keras_hub,albert_tf")
@@ -183,10 +210,10 @@ def main(argv=None) -> int:
         impl, precision, xla, shape = args.case.split(":")
         if impl == "pair":
             results = run_interleaved(precision, xla == "on", shape, args.batch, args.seq, args.predictions,
-                                      args.steps, args.warmup, args.impls.split(","))
+                                      args.steps, args.warmup, args.impls.split(","), args.min_seconds)
         else:
             results = [run_case(impl, precision, xla == "on", shape, args.batch, args.seq, args.predictions,
-                                args.steps, args.warmup)]
+                                args.steps, args.warmup, args.min_seconds)]
         for result in results:
             print("RESULT " + json.dumps(result))
         return 0
@@ -207,7 +234,8 @@ def main(argv=None) -> int:
                         continue
                     cmd = [sys.executable, __file__, "--case", f"{impl}:{precision}:{xla}:{shape}",
                            f"--batch={args.batch}", f"--seq={args.seq}", f"--predictions={args.predictions}",
-                           f"--steps={args.steps}", f"--warmup={args.warmup}", f"--impls={args.impls}"]
+                           f"--steps={args.steps}", f"--warmup={args.warmup}", f"--impls={args.impls}",
+                           f"--min-seconds={args.min_seconds}"]
                     try:
                         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
                     except subprocess.TimeoutExpired:
@@ -237,8 +265,9 @@ def table(results) -> str:
     peers = {(r["shape"], r["precision"], r["xla"], bool(r.get("interleaved"))): r
              for r in results if r["impl"] == "keras_hub"}
     lines = [
-        "| shape | implementation | precision | XLA | seq/s | s/step | peak RSS (MB) | vs keras-hub same mode | run |",
-        "|---|---|---|---|---:|---:|---:|---:|---|",
+        "| shape | implementation | precision | XLA | seq/s | s/step | s/step range | steps | peak RSS (MB) "
+        "| vs keras-hub same mode | run |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     order = {"keras_hub": 0, "albert_tf": 1}
     for r in sorted(results, key=lambda r: (r["shape"], bool(r.get("interleaved")), r["precision"], r["xla"],
@@ -247,10 +276,17 @@ def table(results) -> str:
         ratio = f"{r['seq_per_s'] / peer['seq_per_s']:.2f}x" if peer else "-"
         lines.append(
             f"| {r['shape']} | {r['impl']} | {r['precision']} | {'on' if r['xla'] else 'off'} | {r['seq_per_s']:.2f} | "
-            f"{r['s_per_step']:.2f} | {r['peak_rss_mb']:.0f} | {ratio} | "
-            f"{'interleaved (RSS of both)' if r.get('interleaved') else 'own process'} |"
+            f"{r['s_per_step']:.2f} | {_range(r)} | {r.get('timed_steps', '')} | {r['peak_rss_mb']:.0f} | {ratio} | "
+            f"{'interleaved, train_on_batch (RSS of both)' if r.get('interleaved') else 'own process, model.fit'} |"
         )
-    return "\nPretraining throughput (model.fit), batch/length as given, median of timed steps\n\n" + "\n".join(lines)
+    return ("\nPretraining throughput (own process: model.fit; interleaved: train_on_batch, alternating), "
+            "batch/length as given, median of the timed steps\n\n" + "\n".join(lines))
+
+
+def _range(result) -> str:
+    if "s_per_step_min" not in result:  # rows of older JSON files
+        return "-"
+    return f"{result['s_per_step_min']:.2f}-{result['s_per_step_max']:.2f}"
 
 
 if __name__ == "__main__":

@@ -106,7 +106,8 @@ def test_training_throughput_tiny(tmp_path, capsys):
     # One subprocess with both implementations alternating (the own-process cases run the same
     # code through `model.fit`, checked in-process below without another TensorFlow start-up).
     argv = ["--shapes", "tiny", "--batch", "4", "--seq", "32", "--predictions", "5", "--steps", "2",
-            "--precisions", "float32", "--xla", "off", "--interleave", "--json", str(out)]  # fmt: skip
+            "--precisions", "float32", "--xla", "off", "--interleave", "--min-seconds", "0",
+            "--json", str(out)]  # fmt: skip
     assert script.main(argv) == 0
     printed = capsys.readouterr().out
     assert "| shape | implementation | precision | XLA | seq/s |" in printed
@@ -115,8 +116,35 @@ def test_training_throughput_tiny(tmp_path, capsys):
     results = json.loads(out.read_text())
     assert {r["impl"] for r in results} == {"keras_hub", "albert_tf"}
     assert all(r["seq_per_s"] > 0 and r["peak_rss_mb"] > 0 and r["interleaved"] for r in results)
+    assert all(r["method"] == "train_on_batch" and r["timed_steps"] >= 2 for r in results)
+    assert "interleaved, train_on_batch" in printed
 
     for impl in ("albert_tf", "keras_hub"):
         result = script.run_case(impl, "float32", False, "tiny", 4, 32, 5, steps=2, warmup=1)
         assert result["timed_steps"] == 2 and result["seq_per_s"] > 0, result
+        assert result["method"] == "model.fit" and result["s_per_step_min"] <= result["s_per_step"], result
+    # --min-seconds: steps go on until that much time is timed.
+    result = script.run_case("albert_tf", "float32", False, "tiny", 4, 32, 5, steps=1, warmup=1, min_seconds=0.5)
+    assert result["timed_s"] >= 0.5 and result["timed_steps"] >= 1, result
     assert "|" in script.table(results + [result])
+
+
+def test_encoder_inference_and_profile_tiny(capsys):
+    """The inference benchmark's interleaved timing and the profile script, at a tiny size, float32
+    (the global dtype policy stays the default)."""
+    pytest.importorskip("keras_hub")
+    script = load_script("encoder_inference")
+    results = script.run_interleaved(["keras_hub", "albert_tf"], "float32", False, "tiny", 2, 16, iters=2, warmup=1)
+    assert [r["impl"] for r in results] == ["keras_hub", "albert_tf"]
+    assert all(r["interleaved"] and r["batches"] >= 2 and r["ms_min"] <= r["ms_per_batch"] for r in results)
+
+    profile = load_script("profile_encoder")
+    argv = ["--preset", "tiny", "--precision", "float32", "--batch", "2", "--seq", "16", "--min-seconds", "0",
+            "--warmup", "1", "--trace-calls", "1"]  # fmt: skip
+    assert profile.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "| albert_tf encoder |" in printed and "| plain matmuls of its shapes |" in printed
+    assert "encoder: op time per call by group" in printed
+    assert re.search(r"\| _Mkl\w*MatMul\w* \[\+bias\] \| matmul \|", printed) or "| MatMul | matmul |" in printed
+    assert profile.classify("enc/layer_0_attention_1/Softmax", "_MklSoftmax") == ("_MklSoftmax", "softmax")
+    assert profile.classify("enc/layer_0_ffn_1/Gelu/mul_3", "_MklNativeFusedMatMul")[0].endswith("[+bias+GELU]")

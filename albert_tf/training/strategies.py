@@ -43,12 +43,12 @@ def default_jit_compile(device_kind: str, precision: str = "float32") -> bool:
 
     GPU and TPU: yes (TPUs always compile; on GPUs XLA fuses the many small element-wise ops of
     the transformer). CPU: no, for both precisions. Measured on this project's development
-    machine (2 cores, AMX) with `AlbertPretrainer.fit` on the small and base configs of
+    machine (2 cores of an AMD EPYC, AVX512_BF16, no AMX) with `AlbertPretrainer.fit` on the small and base configs of
     `benchmarks/training_throughput.py` (BENCHMARKS.md):
 
     * float32: 54.1 sequences/s plain vs 55.0 with XLA (small), 5.00 vs 4.53 (ALBERT-base);
     * mixed_bfloat16: 95.0 plain vs 44.5 with XLA (small), 12.64 vs 4.15 (base): the bfloat16
-      matmuls lose oneDNN's AMX kernels (XLA's CPU backend emits its own). Without XLA the
+      matmuls lose oneDNN's AVX512_BF16 kernels (XLA's CPU backend emits its own). Without XLA the
       elementwise ops run as the fused kernels of `albert_tf.fused_ops`.
 
     Args:
