@@ -234,7 +234,8 @@ def export_saved_model(
             except compatibility.CompatibilityError as e:
                 raise ExportError(str(e)) from None
     configs = serving_config.write_serving_configs(export_base, container_base, batching)
-    method_names = {key: signatures.METHOD_NAMES.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
+    non_predict = module.method_names()
+    method_names = {key: non_predict.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
     logger.info("exported %s version %d to %s (signatures %s)", model_name, version, final, ", ".join(method_names))
     return ExportResult(final, version, method_names, report, configs)
 

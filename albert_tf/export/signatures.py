@@ -1,35 +1,40 @@
 """The serving signatures of an exported model: a `tf.Module` whose `tf.function`s TF Serving calls.
 
-`ServingModule(model, tokenizer_layer, labels=...)` wraps one of
+`ServingModule(model, tokenizer_layer, labels=...)` builds the subclass that exports the model's
+kind (`SERVING_CLASSES`, kind -> class): each kind's class owns its inputs, outputs, extra
+signatures and settings; the base class holds what they share. It wraps one of
 
-* an `AlbertClassifier` (outputs `logits`): `serving_default` takes raw text and returns
-  `probabilities`, `logits`, `label_id` and `label`; `tokens` the same from token ids; `classify`
-  takes serialized `tf.Example`s (`inputs`) and returns `classes` and `scores` (TF Serving's
-  Classify API);
-* an `AlbertRegressor` (outputs `predictions`): `serving_default` / `tokens` return `score`;
-  `regress` takes serialized `tf.Example`s and returns `outputs` (TF Serving's Regress API);
-* an `AlbertEncoder` or an `AlbertPretrainer`: `serving_default` returns `pooled_output`,
-  `sequence_output` (and the `input_mask`), `tokens` the same from token ids (the TF-Hub
-  module's signature), and for a pretrainer also `sop` (`sop_logits`, `sop_probabilities`) and
-  `mlm` (`mlm_logits` at `mlm_positions`, as the original hub module's `mlm` signature);
-* a `SquadV1Model` / `SquadV2Model` (extractive QA, `albert_tf.export.qa`): `serving_default`
-  takes `question` and `context` and returns `answer_text`, `start_char`, `end_char` (character
-  offsets into the context, end exclusive), `score`, `has_answer`, `num_windows` (doc-stride
-  windows used) and for v2 `null_score`; `tokens` returns the head's outputs for token ids
-  (v1: `start_logits`, `end_logits`; v2 also takes `p_mask` and returns the beam
-  `start_top_log_probs`, `start_top_index`, `end_top_log_probs`, `end_top_index` and
-  `cls_logits`);
-* an `AlbertTokenClassifier` (NER, `albert_tf.export.tagging`): `serving_default` takes `text`
-  and returns the entities of each text, padded to the batch's largest count: `entity_labels`,
-  `entity_texts` (string `[-1, E]`), `entity_starts`, `entity_ends` (int32 code-point offsets into
-  the text, end exclusive, -1 padding), `entity_scores` (float), `num_entities` (int32 `[-1]`),
-  and the tagged units `words`, `word_tags` (string `[-1, W]`), `num_words`; `tokens` returns
-  per token `logits`, `probabilities` (`[-1, seq, tags]`), `tag_id` (int32) and `tag` (string);
-* a `MultipleChoiceModel` (RACE, `albert_tf.export.multiple_choice`): `serving_default` takes
-  `text` (the article / context) and `question` string `[-1]` and `choices` string `[-1, -1]`
-  (any number of choices) and returns `logits`, `scores` (softmax over the choices) float
-  `[-1, choices]` and `predicted_choice` int32 `[-1]`; `tokens` the same from token ids
-  `[-1, choices, seq]`.
+* an `AlbertClassifier` (outputs `logits`; `ClassifierServing`): `serving_default` takes raw
+  text and returns `probabilities`, `logits`, `label_id` and `label`; `tokens` the same from
+  token ids; `classify` takes serialized `tf.Example`s (`inputs`) and returns `classes` and
+  `scores` (TF Serving's Classify API);
+* an `AlbertRegressor` (outputs `predictions`; `RegressorServing`): `serving_default` / `tokens`
+  return `score`; `regress` takes serialized `tf.Example`s and returns `outputs` (TF Serving's
+  Regress API);
+* an `AlbertEncoder` or an `AlbertPretrainer` (`EncoderServing`, `PretrainerServing`):
+  `serving_default` returns `pooled_output`, `sequence_output` (and the `input_mask`), `tokens`
+  the same from token ids (the TF-Hub module's signature), and for a pretrainer also `sop`
+  (`sop_logits`, `sop_probabilities`) and `mlm` (`mlm_logits` at `mlm_positions`, as the
+  original hub module's `mlm` signature);
+* a `SquadV1Model` / `SquadV2Model` (extractive QA, `albert_tf.export.qa`; `SquadV1Serving` /
+  `SquadV2Serving`): `serving_default` takes `question` and `context` and returns
+  `answer_text`, `start_char`, `end_char` (character offsets into the context, end exclusive),
+  `score`, `has_answer`, `num_windows` (doc-stride windows used) and for v2 `null_score`;
+  `tokens` returns the head's outputs for token ids (v1: `start_logits`, `end_logits`; v2 also
+  takes `p_mask` and returns the beam `start_top_log_probs`, `start_top_index`,
+  `end_top_log_probs`, `end_top_index` and `cls_logits`);
+* an `AlbertTokenClassifier` (NER, `albert_tf.export.tagging`; `TaggerServing`):
+  `serving_default` takes `text` and returns the entities of each text, padded to the batch's
+  largest count: `entity_labels`, `entity_texts` (string `[-1, E]`), `entity_starts`,
+  `entity_ends` (int32 code-point offsets into the text, end exclusive, -1 padding),
+  `entity_scores` (float), `num_entities` (int32 `[-1]`), and the tagged units `words`,
+  `word_tags` (string `[-1, W]`), `num_words`; `tokens` returns per token `logits`,
+  `probabilities` (`[-1, seq, tags]`), `tag_id` (int32) and `tag` (string);
+* a `MultipleChoiceModel` (RACE, `albert_tf.export.multiple_choice`; `MultipleChoiceServing`):
+  `serving_default` takes `text` (the article / context) and `question` string `[-1]` and
+  `choices` string `[-1, -1]` (any number of choices) and returns `logits`, `scores` (softmax
+  over the choices) float `[-1, choices]` and `predicted_choice` int32 `[-1]`; `tokens` the same
+  from token ids `[-1, choices, seq]`.
 
 Raw text is tokenized in the graph by the `AlbertTokenizerLayer` (the training preprocessing);
 the `tf.Example` signatures read the text from the features `text` (and `text_b` for pairs).
@@ -38,7 +43,7 @@ Every output is dense, has a batch dimension of -1 and a JSON-mappable dtype.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -91,6 +96,10 @@ def _token_specs(sequence_length: int) -> Dict[str, tf.TensorSpec]:
     return {k: tf.TensorSpec([None, sequence_length], tf.int32, name=k) for k in TOKEN_KEYS}
 
 
+def _string_spec(name: str) -> tf.TensorSpec:
+    return tf.TensorSpec([None], tf.string, name=name)
+
+
 class _Untracked:
     """A plain attribute holder: `tf.Module` does not track what is inside it."""
 
@@ -128,6 +137,12 @@ def _find_resources(obj, depth: int = 3) -> list:
 class ServingModule(tf.Module):
     """The exported object: the model, the tokenizer layer and the signature functions.
 
+    `ServingModule(model, ...)` returns an instance of the subclass for the model's kind
+    (`SERVING_CLASSES`), so callers need not know the kind; a subclass can also be built
+    directly. The base class holds what every kind shares (validation, the token-id checks,
+    the text and token signatures of a single-text model, variable and resource tracking);
+    a subclass overrides only what its kind does differently.
+
     Args:
       model: an `AlbertClassifier`, `AlbertRegressor`, `AlbertEncoder`, `AlbertPretrainer`,
         `SquadV1Model`, `SquadV2Model`, `AlbertTokenClassifier` or `MultipleChoiceModel`.
@@ -143,15 +158,33 @@ class ServingModule(tf.Module):
         `settings`; default 128, at most `sequence_length - 3`).
 
     Raises:
-      TypeError: an unsupported model.
+      TypeError: an unsupported model, or a model of another kind than the subclass exports.
       ValueError: labels that do not match the classifier, labels for a model without any,
         settings for another kind of model, or invalid settings.
     """
 
+    # The export kind (one of `KINDS`) of the subclass; the base class has none.
+    kind: Optional[str] = None
+    # Signatures beyond `serving_default` and `tokens`, key -> TF Serving method name; the
+    # function of key `k` is the attribute `serve_<k>`.
+    extra_signatures: Dict[str, str] = {}
+    # The token-id inputs of `tokens`, in signature order.
+    token_keys: Tuple[str, ...] = TOKEN_KEYS
+
+    def __new__(cls, model=None, *args, **kwargs):
+        if cls is ServingModule:
+            # The one place a kind picks its class; `model_kind` raises for unsupported models.
+            cls = SERVING_CLASSES[model_kind(model)]
+        return super().__new__(cls)
+
     def __init__(self, model, tokenizer_layer, labels: Optional[Sequence[str]] = None, pair: bool = False,
                  qa_settings: Optional[Dict] = None, task_settings: Optional[Dict] = None):
         super().__init__(name="albert_serving")
-        self.kind = model_kind(model)
+        kind = model_kind(model)
+        if kind != self.kind:
+            raise TypeError(
+                f"{type(self).__name__} exports {self.kind} models, got a {type(model).__name__} (kind {kind})"
+            )
         # The Keras objects stay untracked (a plain holder): what the SavedModel checkpoints is
         # the tf.Variables the functions read and the tokenizer's tables (see `track_resources`).
         # Tracking a Keras 3 model directly writes a second copy of every variable that the
@@ -159,50 +192,13 @@ class ServingModule(tf.Module):
         self._objects = _Untracked(model=model, tokenizer=tokenizer_layer)
         self.pair = bool(pair)
         self.sequence_length = int(tokenizer_layer.sequence_length)
-        if self.kind == KIND_CLASSIFIER:
-            num_labels = int(model.num_labels)
-            labels = [str(i) for i in range(num_labels)] if labels is None else [str(l) for l in labels]
-            if len(labels) != num_labels:
-                raise ValueError(f"{len(labels)} labels for a classifier of {num_labels} classes")
-            if len(set(labels)) != len(labels):
-                raise ValueError(f"labels must be distinct, got {labels}")
-            self.labels: Optional[List[str]] = labels
-            self._label_table = tf.constant(labels, tf.string)
-        elif self.kind == KIND_TAGGER:
-            if labels is None:
-                raise ValueError("a token classifier export needs its tags in id order (labels=task.json's labels)")
-            self.labels = [str(l) for l in labels]
+        # Checked in this order (labels, QA settings, task settings) so the first error reported
+        # for a call with several problems stays the same.
+        self.labels: Optional[List[str]] = self._check_labels(labels)
+        if self.labels is not None:
             self._label_table = tf.constant(self.labels, tf.string)
-        elif labels is not None:
-            raise ValueError(f"labels are for classifiers; a {self.kind} has none")
-        else:
-            self.labels = None
-        self.qa_settings: Optional[Dict] = None
-        if self.kind in QA_KINDS:
-            from albert_tf.export import qa
-
-            if pair:
-                raise ValueError("a SQuAD model takes question and context, not pair=True")
-            self.qa_settings = qa.qa_settings(qa_settings, "v1" if self.kind == KIND_SQUAD_V1 else "v2")
-            self._objects.qa = qa.QaGraph(model, tokenizer_layer, self.qa_settings)
-        elif qa_settings is not None:
-            raise ValueError(f"qa_settings are for SQuAD models; a {self.kind} has none")
-        self.task_settings: Optional[Dict] = None
-        if self.kind in (KIND_TAGGER, KIND_MULTIPLE_CHOICE):
-            if pair:
-                raise ValueError(f"a {self.kind} export takes no pair=True (its inputs are fixed)")
-            if self.kind == KIND_TAGGER:
-                from albert_tf.export import tagging
-
-                self.task_settings = tagging.tagging_settings(task_settings, self.labels)
-                self._objects.task = tagging.TaggingGraph(model, tokenizer_layer, self.labels, self.task_settings)
-            else:
-                from albert_tf.export import multiple_choice
-
-                self.task_settings = multiple_choice.multiple_choice_settings(task_settings, self.sequence_length)
-                self._objects.task = multiple_choice.MultipleChoiceGraph(model, tokenizer_layer, self.task_settings)
-        elif task_settings is not None:
-            raise ValueError(f"task_settings are for token classifiers and multiple-choice models; a {self.kind} has none")
+        self.qa_settings: Optional[Dict] = self._check_qa_settings(qa_settings)
+        self.task_settings: Optional[Dict] = self._check_task_settings(task_settings)
         self.vocab_size = int(self.encoder.vocab_size)
         if tokenizer_layer.vocab_size > self.vocab_size:
             raise ValueError(
@@ -219,6 +215,35 @@ class ServingModule(tf.Module):
     def tokenizer(self):
         return self._objects.tokenizer
 
+    # --- per-kind settings (the defaults reject what a kind does not take) -------------------------
+
+    def _check_labels(self, labels: Optional[Sequence[str]]) -> Optional[List[str]]:
+        """The labels in id order, or None for a kind without labels."""
+        if labels is not None:
+            raise ValueError(f"labels are for classifiers; a {self.kind} has none")
+        return None
+
+    def _check_qa_settings(self, qa_settings: Optional[Dict]) -> Optional[Dict]:
+        """The SQuAD settings (and the QA graph built from them), or None for other kinds."""
+        if qa_settings is not None:
+            raise ValueError(f"qa_settings are for SQuAD models; a {self.kind} has none")
+        return None
+
+    def _check_task_settings(self, task_settings: Optional[Dict]) -> Optional[Dict]:
+        """The task settings (and the task graph built from them), or None for other kinds."""
+        if task_settings is not None:
+            raise ValueError(f"task_settings are for token classifiers and multiple-choice models; a {self.kind} has none")
+        return None
+
+    def _reject_pair(self) -> None:
+        """For kinds whose text inputs are fixed by the task."""
+        if self.pair:
+            raise ValueError(f"a {self.kind} export takes no pair=True (its inputs are fixed)")
+
+    def _extra_resources(self) -> list:
+        """Lookup-table resources outside the tokenizer layer that the functions read."""
+        return []
+
     def track_resources(self) -> None:
         """Tracks the variables of every signature and the tokenizer's lookup tables (call last)."""
         functions = self.signatures().values()
@@ -231,21 +256,17 @@ class ServingModule(tf.Module):
         # The captures' order can differ between processes; by name it does not, so the same
         # weights exported twice give the same checkpoint (and the Pusher sees no change).
         self.exported_variables = sorted(variables, key=lambda v: v.name)
-        self.tokenizer_resources = _find_resources(self.tokenizer)
-        if self.kind in QA_KINDS:
-            # The offsets tokenizer of the QA graph holds its own SentencePiece model resource.
-            self.tokenizer_resources += _find_resources(self._objects.qa._sp_offsets)
+        self.tokenizer_resources = _find_resources(self.tokenizer) + self._extra_resources()
 
     # --- the model on token ids -----------------------------------------------------------------
 
     @property
     def encoder(self):
         """The `AlbertEncoder` inside the model (the model itself for an encoder export)."""
-        return self.model if self.kind == KIND_ENCODER else self.model.encoder
+        return self.model.encoder
 
     def _from_tokens(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-        keys = TOKEN_KEYS + (("p_mask",) if self.kind == KIND_SQUAD_V2 else ())
-        features = {k: tf.cast(features[k], tf.int32) for k in keys}
+        features = {k: tf.cast(features[k], tf.int32) for k in self.token_keys}
         # Keras's `take` wraps a negative id to the end of the table (and on GPU an id past the
         # table reads zeros): under TF Serving these asserts make such requests INVALID_ARGUMENT.
         # `Assert` with the message alone keeps the client's error short (no tensor dumps).
@@ -253,49 +274,17 @@ class ServingModule(tf.Module):
         tf.debugging.Assert(tf.reduce_all(ids >= 0), ["input_ids must be >= 0"])
         tf.debugging.Assert(tf.reduce_all(ids < self.vocab_size), [f"input_ids must be < the vocabulary size {self.vocab_size}"])
         tf.debugging.Assert(tf.reduce_all(features["segment_ids"] >= 0), ["segment_ids must be >= 0"])
-        if self.kind in QA_KINDS:
-            outputs = self.model(features, training=False)
-            return {k: (tf.cast(v, tf.float32) if v.dtype.is_floating else tf.cast(v, tf.int32))
-                    for k, v in outputs.items() if k != "unique_ids"}
-        if self.kind == KIND_TAGGER:
-            logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
-            tag_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-            return {
-                "logits": logits,
-                "probabilities": tf.nn.softmax(logits, axis=-1),
-                "tag_id": tag_id,
-                "tag": tf.gather(self._label_table, tag_id),
-            }
-        if self.kind == KIND_MULTIPLE_CHOICE:
-            return self._objects.task.scores(features)
-        if self.kind == KIND_CLASSIFIER:
-            logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
-            label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-            return {
-                "probabilities": tf.nn.softmax(logits, axis=-1),
-                "logits": logits,
-                "label_id": label_id,
-                "label": tf.gather(self._label_table, label_id),
-            }
-        if self.kind == KIND_REGRESSOR:
-            score = tf.cast(self.model(features, training=False)["predictions"], tf.float32)
-            return {"score": tf.reshape(score, [-1])}
-        outputs = self.encoder(features, training=False)
-        return {
-            "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
-            "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
-        }
+        return self._token_outputs(features)
+
+    def _token_outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """The `tokens` signature's outputs for checked int32 `features` (`token_keys`)."""
+        raise NotImplementedError
 
     def _tokenize(self, text: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
         return self.tokenizer((text, text_b) if text_b is not None else text)
 
     def _from_text(self, text, text_b=None) -> Dict[str, tf.Tensor]:
-        features = self._tokenize(text, text_b)
-        outputs = self._from_tokens(features)
-        if self.kind in (KIND_ENCODER, KIND_PRETRAINER):
-            # Which sequence positions are real tokens: needed to read `sequence_output`.
-            outputs["input_mask"] = features["input_mask"]
-        return outputs
+        return self._from_tokens(self._tokenize(text, text_b))
 
     def _parse_examples(self, serialized: tf.Tensor):
         spec = {TEXT_KEY: tf.io.FixedLenFeature([], tf.string)}
@@ -307,80 +296,76 @@ class ServingModule(tf.Module):
     # --- the tf.functions ---------------------------------------------------------------------------
 
     def _build_functions(self) -> None:
-        text_spec = tf.TensorSpec([None], tf.string, name=TEXT_KEY)
-        text_b_spec = tf.TensorSpec([None], tf.string, name=TEXT_B_KEY)
-        specs = _token_specs(self.sequence_length)
-        if self.kind in QA_KINDS:
-            from albert_tf.export.qa import CONTEXT_KEY, QUESTION_KEY
+        """Sets `serve_text`, `serve_tokens` and a `serve_<key>` per `extra_signatures` key."""
+        self.serve_text = self._text_function()
+        self.serve_tokens = self._tokens_function()
 
-            self.serve_text = tf.function(
-                lambda question, context: self._objects.qa(question, context),
-                input_signature=[tf.TensorSpec([None], tf.string, name=QUESTION_KEY),
-                                 tf.TensorSpec([None], tf.string, name=CONTEXT_KEY)],
-            )
-            token_specs = [specs[k] for k in TOKEN_KEYS]
-            if self.kind == KIND_SQUAD_V2:
-                self.serve_tokens = tf.function(
-                    lambda input_ids, input_mask, segment_ids, p_mask: self._from_tokens(
-                        {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids, "p_mask": p_mask}
-                    ),
-                    input_signature=token_specs + [tf.TensorSpec([None, self.sequence_length], tf.int32, name="p_mask")],
-                )
-            else:
-                self.serve_tokens = tf.function(
-                    lambda input_ids, input_mask, segment_ids: self._from_tokens(
-                        {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-                    ),
-                    input_signature=token_specs,
-                )
-            return
-        if self.kind == KIND_TAGGER:
-            self.serve_text = tf.function(lambda text: self._objects.task(text), input_signature=[text_spec])
-            self.serve_tokens = tf.function(
-                lambda input_ids, input_mask, segment_ids: self._from_tokens(
-                    {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-                ),
-                input_signature=[specs[k] for k in TOKEN_KEYS],
-            )
-            return
-        if self.kind == KIND_MULTIPLE_CHOICE:
-            from albert_tf.export.multiple_choice import CHOICES_KEY, QUESTION_KEY
-
-            self.serve_text = tf.function(
-                lambda text, question, choices: self._objects.task(text, question, choices),
-                input_signature=[text_spec, tf.TensorSpec([None], tf.string, name=QUESTION_KEY),
-                                 tf.TensorSpec([None, None], tf.string, name=CHOICES_KEY)],
-            )
-            choice_specs = [tf.TensorSpec([None, None, self.sequence_length], tf.int32, name=k) for k in TOKEN_KEYS]
-            self.serve_tokens = tf.function(
-                lambda input_ids, input_mask, segment_ids: self._from_tokens(
-                    {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-                ),
-                input_signature=choice_specs,
-            )
-            return
+    def _text_function(self) -> tf.types.experimental.PolymorphicFunction:
+        """`serving_default`: raw `text` (and `text_b` for pairs) through `_from_text`."""
         if self.pair:
-            self.serve_text = tf.function(lambda text, text_b: self._from_text(text, text_b), input_signature=[text_spec, text_b_spec])
-        else:
-            self.serve_text = tf.function(lambda text: self._from_text(text), input_signature=[text_spec])
-        self.serve_tokens = tf.function(
+            return tf.function(lambda text, text_b: self._from_text(text, text_b),
+                               input_signature=[_string_spec(TEXT_KEY), _string_spec(TEXT_B_KEY)])
+        return tf.function(lambda text: self._from_text(text), input_signature=[_string_spec(TEXT_KEY)])
+
+    def _tokens_function(self) -> tf.types.experimental.PolymorphicFunction:
+        """`tokens`: `input_ids`, `input_mask`, `segment_ids` through `_from_tokens`."""
+        return tf.function(
             lambda input_ids, input_mask, segment_ids: self._from_tokens(
                 {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
             ),
-            input_signature=[specs[k] for k in TOKEN_KEYS],
+            input_signature=self._token_input_signature(),
         )
-        examples_spec = [tf.TensorSpec([None], tf.string, name="inputs")]
-        if self.kind == KIND_CLASSIFIER:
-            self.serve_classify = tf.function(self._classify, input_signature=examples_spec)
-        if self.kind == KIND_REGRESSOR:
-            self.serve_regress = tf.function(self._regress, input_signature=examples_spec)
-        if self.kind == KIND_PRETRAINER:
-            self.serve_sop = tf.function(self._sop, input_signature=[specs[k] for k in TOKEN_KEYS])
-            self.serve_mlm = tf.function(
-                self._mlm,
-                input_signature=[specs[k] for k in TOKEN_KEYS]
-                + [tf.TensorSpec([None, None], tf.int32, name=MLM_POSITIONS_KEY)],
-            )
+
+    def _token_input_signature(self) -> List[tf.TensorSpec]:
+        specs = _token_specs(self.sequence_length)
+        return [specs[k] for k in TOKEN_KEYS]
+
+    def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
+        """Signature key -> concrete function, for `tf.saved_model.save(..., signatures=...)`."""
+        result = {
+            "serving_default": self.serve_text.get_concrete_function(),
+            "tokens": self.serve_tokens.get_concrete_function(),
+        }
+        for key in self.extra_signatures:
+            result[key] = getattr(self, f"serve_{key}").get_concrete_function()
+        return result
+
+    def method_names(self) -> Dict[str, str]:
+        """Signature key -> TF Serving method name, for those that are not `predict`."""
+        return {k: v for k, v in self.extra_signatures.items() if v != PREDICT_METHOD}
+
+    def signatures_keys(self) -> List[str]:
+        return ["serving_default", "tokens"] + list(self.extra_signatures)
+
+
+class ClassifierServing(ServingModule):
+    """An `AlbertClassifier`: class probabilities and labels, plus TF Serving's Classify API."""
+
+    kind = KIND_CLASSIFIER
+    extra_signatures = {"classify": CLASSIFY_METHOD}
+
+    def _check_labels(self, labels):
+        num_labels = int(self.model.num_labels)
+        labels = [str(i) for i in range(num_labels)] if labels is None else [str(l) for l in labels]
+        if len(labels) != num_labels:
+            raise ValueError(f"{len(labels)} labels for a classifier of {num_labels} classes")
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"labels must be distinct, got {labels}")
+        return labels
+
+    def _token_outputs(self, features):
+        logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
+        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {
+            "probabilities": tf.nn.softmax(logits, axis=-1),
+            "logits": logits,
+            "label_id": label_id,
+            "label": tf.gather(self._label_table, label_id),
+        }
+
+    def _build_functions(self):
+        super()._build_functions()
+        self.serve_classify = tf.function(self._classify, input_signature=[_string_spec("inputs")])
 
     def _classify(self, inputs):
         outputs = self._from_text(*self._parse_examples(inputs))
@@ -388,8 +373,67 @@ class ServingModule(tf.Module):
         classes = tf.tile(self._label_table[None, :], tf.stack([batch, 1]))
         return {"classes": classes, "scores": outputs["probabilities"]}
 
+
+class RegressorServing(ServingModule):
+    """An `AlbertRegressor`: one `score` per input, plus TF Serving's Regress API."""
+
+    kind = KIND_REGRESSOR
+    extra_signatures = {"regress": REGRESS_METHOD}
+
+    def _token_outputs(self, features):
+        score = tf.cast(self.model(features, training=False)["predictions"], tf.float32)
+        return {"score": tf.reshape(score, [-1])}
+
+    def _build_functions(self):
+        super()._build_functions()
+        self.serve_regress = tf.function(self._regress, input_signature=[_string_spec("inputs")])
+
     def _regress(self, inputs):
         return {"outputs": self._from_text(*self._parse_examples(inputs))["score"]}
+
+
+class _EncoderOutputsServing(ServingModule):
+    """The TF-Hub module's outputs (`pooled_output`, `sequence_output`) of an encoder."""
+
+    def _token_outputs(self, features):
+        outputs = self.encoder(features, training=False)
+        return {
+            "pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+            "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
+        }
+
+    def _from_text(self, text, text_b=None):
+        features = self._tokenize(text, text_b)
+        outputs = self._from_tokens(features)
+        # Which sequence positions are real tokens: needed to read `sequence_output`.
+        outputs["input_mask"] = features["input_mask"]
+        return outputs
+
+
+class EncoderServing(_EncoderOutputsServing):
+    """A bare `AlbertEncoder` (the TF-Hub module's signatures)."""
+
+    kind = KIND_ENCODER
+
+    @property
+    def encoder(self):
+        return self.model
+
+
+class PretrainerServing(_EncoderOutputsServing):
+    """An `AlbertPretrainer`: the encoder's signatures plus its `sop` and `mlm` heads."""
+
+    kind = KIND_PRETRAINER
+    extra_signatures = {"sop": PREDICT_METHOD, "mlm": PREDICT_METHOD}
+
+    def _build_functions(self):
+        super()._build_functions()
+        token_signature = self._token_input_signature()
+        self.serve_sop = tf.function(self._sop, input_signature=token_signature)
+        self.serve_mlm = tf.function(
+            self._mlm,
+            input_signature=token_signature + [tf.TensorSpec([None, None], tf.int32, name=MLM_POSITIONS_KEY)],
+        )
 
     def _sop(self, input_ids, input_mask, segment_ids):
         features = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
@@ -406,26 +450,137 @@ class ServingModule(tf.Module):
         logits = self.model.mlm_head(sequence, self.model.encoder.embeddings.word_embeddings, mlm_positions)
         return {"mlm_logits": tf.cast(logits, tf.float32)}
 
-    def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
-        """Signature key -> concrete function, for `tf.saved_model.save(..., signatures=...)`."""
-        result = {
-            "serving_default": self.serve_text.get_concrete_function(),
-            "tokens": self.serve_tokens.get_concrete_function(),
+
+class SquadServing(ServingModule):
+    """A SQuAD model: `question` + `context` to answers in the graph (`albert_tf.export.qa`).
+
+    `SquadV1Serving` and `SquadV2Serving` differ in `qa_version` (the post-processing) and in
+    v2's extra `p_mask` token input.
+    """
+
+    qa_version = "v1"
+
+    def _check_qa_settings(self, qa_settings):
+        from albert_tf.export import qa
+
+        if self.pair:
+            raise ValueError("a SQuAD model takes question and context, not pair=True")
+        settings = qa.qa_settings(qa_settings, self.qa_version)
+        self._objects.qa = qa.QaGraph(self.model, self.tokenizer, settings)
+        return settings
+
+    def _extra_resources(self):
+        # The offsets tokenizer of the QA graph holds its own SentencePiece model resource.
+        return _find_resources(self._objects.qa._sp_offsets)
+
+    def _token_outputs(self, features):
+        outputs = self.model(features, training=False)
+        return {k: (tf.cast(v, tf.float32) if v.dtype.is_floating else tf.cast(v, tf.int32))
+                for k, v in outputs.items() if k != "unique_ids"}
+
+    def _text_function(self):
+        from albert_tf.export.qa import CONTEXT_KEY, QUESTION_KEY
+
+        return tf.function(
+            lambda question, context: self._objects.qa(question, context),
+            input_signature=[_string_spec(QUESTION_KEY), _string_spec(CONTEXT_KEY)],
+        )
+
+
+class SquadV1Serving(SquadServing):
+    """A `SquadV1Model`: `tokens` returns `start_logits` and `end_logits`."""
+
+    kind = KIND_SQUAD_V1
+    qa_version = "v1"
+
+
+class SquadV2Serving(SquadServing):
+    """A `SquadV2Model`: `tokens` also takes `p_mask` and returns the beam and `cls_logits`."""
+
+    kind = KIND_SQUAD_V2
+    qa_version = "v2"
+    token_keys = TOKEN_KEYS + ("p_mask",)
+
+    def _tokens_function(self):
+        return tf.function(
+            lambda input_ids, input_mask, segment_ids, p_mask: self._from_tokens(
+                {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids, "p_mask": p_mask}
+            ),
+            input_signature=self._token_input_signature()
+            + [tf.TensorSpec([None, self.sequence_length], tf.int32, name="p_mask")],
+        )
+
+
+class TaggerServing(ServingModule):
+    """An `AlbertTokenClassifier`: entities from `text` in the graph (`albert_tf.export.tagging`)."""
+
+    kind = KIND_TAGGER
+
+    def _check_labels(self, labels):
+        if labels is None:
+            raise ValueError("a token classifier export needs its tags in id order (labels=task.json's labels)")
+        return [str(l) for l in labels]
+
+    def _check_task_settings(self, task_settings):
+        from albert_tf.export import tagging
+
+        self._reject_pair()
+        settings = tagging.tagging_settings(task_settings, self.labels)
+        self._objects.task = tagging.TaggingGraph(self.model, self.tokenizer, self.labels, settings)
+        return settings
+
+    def _token_outputs(self, features):
+        logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
+        tag_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {
+            "logits": logits,
+            "probabilities": tf.nn.softmax(logits, axis=-1),
+            "tag_id": tag_id,
+            "tag": tf.gather(self._label_table, tag_id),
         }
-        if self.kind == KIND_CLASSIFIER:
-            result["classify"] = self.serve_classify.get_concrete_function()
-        if self.kind == KIND_REGRESSOR:
-            result["regress"] = self.serve_regress.get_concrete_function()
-        if self.kind == KIND_PRETRAINER:
-            result["sop"] = self.serve_sop.get_concrete_function()
-            result["mlm"] = self.serve_mlm.get_concrete_function()
-        return result
 
-    def method_names(self) -> Dict[str, str]:
-        """Signature key -> TF Serving method name, for those that are not `predict`."""
-        return {k: v for k, v in METHOD_NAMES.items() if k in self.signatures_keys()}
+    def _text_function(self):
+        return tf.function(lambda text: self._objects.task(text), input_signature=[_string_spec(TEXT_KEY)])
 
-    def signatures_keys(self) -> List[str]:
-        keys = ["serving_default", "tokens"]
-        keys += {KIND_CLASSIFIER: ["classify"], KIND_REGRESSOR: ["regress"], KIND_PRETRAINER: ["sop", "mlm"]}.get(self.kind, [])
-        return keys
+
+class MultipleChoiceServing(ServingModule):
+    """A `MultipleChoiceModel`: one score per choice (`albert_tf.export.multiple_choice`)."""
+
+    kind = KIND_MULTIPLE_CHOICE
+
+    def _check_task_settings(self, task_settings):
+        from albert_tf.export import multiple_choice
+
+        self._reject_pair()
+        settings = multiple_choice.multiple_choice_settings(task_settings, self.sequence_length)
+        self._objects.task = multiple_choice.MultipleChoiceGraph(self.model, self.tokenizer, settings)
+        return settings
+
+    def _token_outputs(self, features):
+        return self._objects.task.scores(features)
+
+    def _text_function(self):
+        from albert_tf.export.multiple_choice import CHOICES_KEY, QUESTION_KEY
+
+        return tf.function(
+            lambda text, question, choices: self._objects.task(text, question, choices),
+            input_signature=[_string_spec(TEXT_KEY), _string_spec(QUESTION_KEY),
+                             tf.TensorSpec([None, None], tf.string, name=CHOICES_KEY)],
+        )
+
+    def _token_input_signature(self):
+        # One row of token ids per choice: [batch, choices, sequence].
+        return [tf.TensorSpec([None, None, self.sequence_length], tf.int32, name=k) for k in TOKEN_KEYS]
+
+
+# Export kind -> the class that exports it: the only place a kind picks its behaviour.
+SERVING_CLASSES: Dict[str, type] = {
+    KIND_CLASSIFIER: ClassifierServing,
+    KIND_REGRESSOR: RegressorServing,
+    KIND_ENCODER: EncoderServing,
+    KIND_PRETRAINER: PretrainerServing,
+    KIND_SQUAD_V1: SquadV1Serving,
+    KIND_SQUAD_V2: SquadV2Serving,
+    KIND_TAGGER: TaggerServing,
+    KIND_MULTIPLE_CHOICE: MultipleChoiceServing,
+}
