@@ -43,6 +43,7 @@ Every output is dense, has a batch dimension of -1 and a JSON-mappable dtype.
 
 from __future__ import annotations
 
+import abc
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -134,7 +135,7 @@ def _find_resources(obj, depth: int = 3) -> list:
     return found
 
 
-class ServingModule(tf.Module):
+class ServingModule(tf.Module, metaclass=abc.ABCMeta):
     """The exported object: the model, the tokenizer layer and the signature functions.
 
     `ServingModule(model, ...)` returns an instance of the subclass for the model's kind
@@ -276,9 +277,9 @@ class ServingModule(tf.Module):
         tf.debugging.Assert(tf.reduce_all(features["segment_ids"] >= 0), ["segment_ids must be >= 0"])
         return self._token_outputs(features)
 
+    @abc.abstractmethod
     def _token_outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         """The `tokens` signature's outputs for checked int32 `features` (`token_keys`)."""
-        raise NotImplementedError
 
     def _tokenize(self, text: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
         return self.tokenizer((text, text_b) if text_b is not None else text)

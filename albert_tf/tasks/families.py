@@ -18,6 +18,7 @@ Every user-facing problem is a one-line `albert_tf.tasks.errors.TaskError`.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import json
@@ -190,7 +191,7 @@ class Predictions:
     notes: List[str] = dataclasses.field(default_factory=list)
 
 
-class TaskFamily:
+class TaskFamily(abc.ABC):
     """The behaviour shared by the tasks of one family; subclasses fill in the family's parts.
 
     Attributes:
@@ -218,19 +219,19 @@ class TaskFamily:
         """The task's `albert_tf.tasks.presets.TaskPreset`, or None (the generic defaults)."""
         return None
 
+    @abc.abstractmethod
     def plan(self, settings, hyper: Dict[str, Any], tokenizer_type: str, tokenizer_file: str, tokenizer) -> TrainingPlan:
         """Reads and encodes the run's data (`settings` a `FinetuneSettings`, `hyper` its resolved
         hyper-parameters) and says how to build, evaluate and report the model."""
-        raise NotImplementedError
 
     def tokenizer_entry(self, settings, tokenizer_type: str, tokenizer_file: str) -> Dict[str, Any]:
         return {"type": tokenizer_type, "file": os.path.basename(tokenizer_file), "lower_case": bool(settings.lower_case)}
 
     # --- a fine-tuned model directory -----------------------------------------------------------
 
+    @abc.abstractmethod
     def split_names(self, spec: TaskSpec, data: str) -> Dict[str, List[str]]:
         """{"dev": [...], "test": [...]} split names available for the task in `data`."""
-        raise NotImplementedError
 
     def default_eval_splits(self, spec: TaskSpec, data: str) -> Tuple[List[str], bool]:
         """(splits, explicit=False) that `evaluate` scores when none are named: every dev and
@@ -241,19 +242,19 @@ class TaskFamily:
             raise TaskError(f"no dev or test split for {spec.task} in {data}")
         return requested, False
 
+    @abc.abstractmethod
     def evaluate_splits(self, model_dir: str, spec: TaskSpec, tokenizer, data: str, splits: Sequence[str], explicit: bool, *,
                         batch_size: int, max_examples: Optional[int], on_error: str,
                         predictions_dir: Optional[str]) -> Dict[str, Dict[str, Any]]:
         """{split: metrics} of the model in `model_dir` on the labelled `splits` of `data`
         (`explicit`: the splits were named, so an unlabelled one is an error)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def predict(self, model_dir: str, spec: TaskSpec, tokenizer, *, texts: Sequence[str], text_b: Optional[Sequence[str]],
                 input: Optional[str], data: Optional[str], split: Optional[str], batch_size: int,
                 output: Optional[str]) -> Predictions:
         """Predictions of the model in `model_dir` for `texts`, the file `input` or `split` of
         `data` (exactly one), written to `output` when it is given."""
-        raise NotImplementedError
 
     # --- export -----------------------------------------------------------------------------------
 
@@ -277,17 +278,20 @@ class _TableFamily(TaskFamily):
 
     spec_kind_when_reading = "classification"
 
+    @abc.abstractmethod
     def build_spec(self, settings, hyper, tokenizer_entry, train_examples) -> TaskSpec:
-        raise NotImplementedError
+        """The run's `task.json` spec (labels, metrics, columns) from its settings and training examples."""
 
+    @abc.abstractmethod
     def prepare_data(self, spec: TaskSpec, tokenizer, train_examples, dev_examples, hyper):
         """(train dataset, dev dataset, eval_fn, the dev set's best constant answer), unbatched
         datasets of encoded features."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def build_model(self, encoder, spec: TaskSpec, hyper):
-        raise NotImplementedError
+        """The task model (encoder + this family's head) for `spec`."""
 
+    @abc.abstractmethod
     def read_split(self, spec: TaskSpec, data: str, split: str, *, on_error: str = "raise",
                    cache: Optional[dict] = None, table_format: Optional[str] = None):
         """The examples of `split` for the task.
@@ -299,25 +303,24 @@ class _TableFamily(TaskFamily):
         Raises:
             TaskError: A missing or malformed file (the message names the file and line).
         """
-        raise NotImplementedError
 
     def has_labels(self, spec: TaskSpec, examples) -> bool:
         return all(e.label is not None for e in examples)
 
+    @abc.abstractmethod
     def evaluate_examples(self, model, spec: TaskSpec, tokenizer, examples, batch_size: int,
                           label: Optional[str] = "evaluating") -> Dict[str, float]:
         """The task's metrics of `model` on labelled examples (progress under `label` when it is
         slow; None: none)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def predict_examples(self, model, spec: TaskSpec, tokenizer, examples, batch_size: int,
                          label: Optional[str] = "predicting") -> List[Dict[str, Any]]:
         """One prediction record per example (progress under `label` when it is slow)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def prediction_row(self, spec: TaskSpec, index: int, example, record) -> Tuple[str, str]:
         """(index, prediction) of one row of the `index<TAB>prediction` file."""
-        raise NotImplementedError
 
     def write_predictions_tsv(self, path: str, examples, records, spec: TaskSpec) -> None:
         """GLUE-submission style `index<TAB>prediction`."""
@@ -327,11 +330,13 @@ class _TableFamily(TaskFamily):
                 guid, value = self.prediction_row(spec, index, example, record)
                 f.write(f"{guid}\t{value}\n")
 
+    @abc.abstractmethod
     def examples_from_texts(self, spec: TaskSpec, texts: Sequence[str], texts_b: Optional[Sequence[str]]):
-        raise NotImplementedError
+        """Unlabelled examples of the family's type for raw `texts` (and `texts_b` for pair tasks)."""
 
+    @abc.abstractmethod
     def examples_from_file(self, spec: TaskSpec, path: str):
-        raise NotImplementedError
+        """Unlabelled examples of the family's type read from the file `path`."""
 
     def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
         s = settings
