@@ -13,7 +13,9 @@ multiple choice `max_qa_length` (`text`, `question`, `choices` in, `albert_tf.ex
 `tokens` signature; a tokenizer whose size is not the encoder's `vocab_size` is refused (a smaller
 one is accepted with `--allow-vocab-mismatch`). The version goes to
 `<export-base>/<model-name>/<version>/`, atomically, after the TF Serving compatibility check;
-`models.config` and `batching_parameters.txt` are written for the export base.
+`models.config` and `batching_parameters.txt` are written for the export base. `--length-bucket N`
+(default 16) exports length-aware signatures (a batch padded to its longest text rounded up to a
+multiple of N); `--length-bucket 0` the fixed-length ones.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch-size", type=int, default=32, help="batching_parameters.txt max_batch_size")
     parser.add_argument("--batch-timeout-micros", type=int, default=2000, help="batching_parameters.txt batch_timeout_micros")
     parser.add_argument("--container-base", default="/models", help="where the server mounts --export-base (models.config)")
+    parser.add_argument(
+        "--length-bucket", type=int, default=16,
+        help="pad each batch to its longest text rounded up to a multiple of N (default 16); 0: always to the sequence length",
+    )
     parser.add_argument("--skip-check", action="store_true", help="skip the compatibility check (not recommended)")
 
 
@@ -83,12 +89,15 @@ def run(args) -> int:
         batching = BatchingConfig(max_batch_size=args.max_batch_size, batch_timeout_micros=args.batch_timeout_micros)
     except ValueError as e:
         raise CommandError(str(e)) from None
+    if args.length_bucket < 0:
+        raise CommandError(f"--length-bucket must be >= 0 (0: fixed length), got {args.length_bucket}")
     with library_errors():
         model, layer, arguments, extra = _from_model_dir(args) if args.model_dir else _from_init(args)
     try:
         result = export_saved_model(
             model, layer, args.export_base, args.model_name, version=args.version, extra_assets=extra,
-            check=not args.skip_check, batching=batching, container_base=args.container_base, **arguments,
+            check=not args.skip_check, batching=batching, container_base=args.container_base,
+            length_bucket=args.length_bucket or None, **arguments,
         )
     except (ExportError, ValueError) as e:
         raise CommandError(str(e)) from None

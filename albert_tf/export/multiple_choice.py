@@ -29,7 +29,7 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 
 from albert_tf.export.tagging import pad_columns
-from albert_tf.tokenization.in_graph import sanitize_utf8
+from albert_tf.tokenization.in_graph import check_length_bucket, packed_width, sanitize_utf8
 
 TEXT_KEY = "text"
 QUESTION_KEY = "question"
@@ -66,14 +66,17 @@ class MultipleChoiceGraph:
       model: a `MultipleChoiceModel`.
       tokenizer: the `AlbertTokenizerLayer` of training (its `sequence_length` is the row length).
       settings: from `multiple_choice_settings`.
+      length_bucket: None packs every choice to `sequence_length`; an int packs a batch to its
+        longest choice row rounded up to a multiple of it (same scores: padding is masked out).
     """
 
-    def __init__(self, model, tokenizer, settings: Dict[str, Any]):
+    def __init__(self, model, tokenizer, settings: Dict[str, Any], length_bucket: Optional[int] = None):
         self.model = model
         self.tokenizer = tokenizer
         self.settings = settings
         self.seq = int(tokenizer.sequence_length)
         self.max_qa_length = int(settings["max_qa_length"])
+        self.length_bucket = check_length_bucket(length_bucket)
 
     def _preprocess(self, texts: tf.Tensor) -> tf.Tensor:
         # The conversion preprocesses with the tokenizer's `preprocess` where it has one
@@ -101,7 +104,8 @@ class MultipleChoiceGraph:
         return tf.where(has_blank, filled, tf.strings.join([question, option], separator=" "))
 
     def features(self, text: tf.Tensor, question: tf.Tensor, choices: tf.Tensor) -> Dict[str, tf.Tensor]:
-        """`input_ids`, `input_mask`, `segment_ids` int32 `[batch, num_choices, sequence_length]`."""
+        """`input_ids`, `input_mask`, `segment_ids` int32 `[batch, num_choices, sequence_length]`
+        (length-aware: `[batch, num_choices, width]`, see the class)."""
         layer, seq = self.tokenizer, self.seq
         text = tf.reshape(text, [-1])
         question = tf.reshape(question, [-1])
@@ -123,7 +127,8 @@ class MultipleChoiceGraph:
 
         ending_dense = pad_columns(ending.to_tensor(0), 1, 0)
         context_dense = tf.gather(pad_columns(context.to_tensor(0), 1, 0), example)
-        position = tf.range(seq)[None, :]
+        width = packed_width(context_length + ending_length + 3, seq, self.length_bucket)
+        position = tf.range(width)[None, :]
         c_len, e_len = context_length[:, None], ending_length[:, None]
         ending_index = ending_first[:, None] + position - c_len - 2  # [B * C, seq]
         context_index = tf.broadcast_to(tf.clip_by_value(position - 1, 0, tf.shape(context_dense)[1] - 1), tf.shape(ending_index))
@@ -139,9 +144,10 @@ class MultipleChoiceGraph:
         )
         input_mask = tf.cast(position < total, tf.int32)
         segment_ids = tf.cast(tf.logical_and(position >= c_len + 2, position < total), tf.int32)
-        shape = tf.stack([batch, num_choices, seq])
+        shape = tf.stack([batch, num_choices, width])
+        static = seq if self.length_bucket is None else None
         return {
-            name: tf.ensure_shape(tf.reshape(value, shape), [None, None, seq])
+            name: tf.ensure_shape(tf.reshape(value, shape), [None, None, static])
             for name, value in (("input_ids", input_ids), ("input_mask", input_mask), ("segment_ids", segment_ids))
         }
 

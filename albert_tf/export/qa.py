@@ -35,6 +35,15 @@ original `squad_lib_sp` conversion) and the n-best post-processing of
    answerability logit over the windows and the answer is "" when it is greater than the
    threshold.
 
+Length-aware (`QaGraph(..., length_bucket=N)`): the windows of a batch are padded to the longest
+window rounded up to a multiple of N (at most `max_seq_length`, at least the v2 beam size)
+instead of to `max_seq_length`. The model sees the same real positions (padding is masked out
+of attention), so the logits of every real position are those of the fixed-length windows. For
+v1 the `n_best_size` candidates are then taken among the real positions only: the fixed-length
+search also ranks the padding positions, which can never be a legal span but can push a legal
+candidate out of the top `n_best_size`; where that happens the length-aware answer is the better
+legal span (a trained model scores padding low, so in practice both agree).
+
 Offsets are code points of the context as decoded from UTF-8 with invalid bytes replaced by
 U+FFFD (Python's `bytes.decode("utf-8", "replace")`), so for valid UTF-8 `context[start_char:
 end_char] == answer_text` in Python. With no legal span, a span of whitespace only, or a v2
@@ -49,7 +58,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.tokenization import _unicode
-from albert_tf.tokenization.in_graph import lower_utf8, sanitize_utf8
+from albert_tf.tokenization.in_graph import check_length_bucket, lower_utf8, packed_width, sanitize_utf8
 from albert_tf.tokenization.text import SPIECE_UNDERLINE
 
 QUESTION_KEY = "question"
@@ -88,9 +97,11 @@ class QaGraph:
       tokenizer: the `AlbertTokenizerLayer` of training (SentencePiece; its `sequence_length` is
         the feature length).
       settings: from `qa_settings`.
+      length_bucket: None pads every window to `sequence_length`; an int pads a batch's windows
+        to the longest rounded up to a multiple of it (see the module docstring).
     """
 
-    def __init__(self, model, tokenizer, settings: Dict[str, Any]):
+    def __init__(self, model, tokenizer, settings: Dict[str, Any], length_bucket: Optional[int] = None):
         if not tokenizer.is_sentencepiece:
             raise ValueError("the QA export needs a SentencePiece tokenizer (the SQuAD conversion is SentencePiece's)")
         if tokenizer.normalize_quotes:
@@ -100,6 +111,7 @@ class QaGraph:
         self.settings = settings
         self.version = settings["version"]
         self.seq = int(tokenizer.sequence_length)
+        self.length_bucket = check_length_bucket(length_bucket)
         if settings["max_query_length"] + 3 >= self.seq:
             raise ValueError(
                 f"sequence length {self.seq} must exceed max_query_length + 3 ({settings['max_query_length'] + 3})"
@@ -253,7 +265,11 @@ class QaGraph:
         w_start = k * w_step
         w_len = tf.maximum(tf.minimum(w_max, w_n - w_start), 0)
 
-        position = tf.range(seq)[None, :]
+        width = packed_width(w_q + 3 + w_len, seq, self.length_bucket)
+        if self.length_bucket is not None:
+            # The v2 head takes its top-k beam over the positions: at least that many.
+            width = tf.minimum(tf.maximum(width, self._beam_size()), seq)
+        position = tf.range(width)[None, :]
         doc_offset = (w_q + 2)[:, None]
         q_rows = tf.gather(q_dense, example)
         q_index = tf.clip_by_value(position - 1, 0, settings["max_query_length"] - 1)
@@ -292,11 +308,12 @@ class QaGraph:
         best_window = tf.argmax(o_score, axis=-1, output_type=tf.int32)  # first max
         is_max_context = tf.logical_and(in_doc, tf.equal(best_window, k[:, None]))
 
+        static = seq if self.length_bucket is None else None
         return {
-            "input_ids": tf.ensure_shape(input_ids, [None, seq]),
-            "input_mask": tf.ensure_shape(input_mask, [None, seq]),
-            "segment_ids": tf.ensure_shape(segment_ids, [None, seq]),
-            "p_mask": tf.ensure_shape(p_mask, [None, seq]),
+            "input_ids": tf.ensure_shape(input_ids, [None, static]),
+            "input_mask": tf.ensure_shape(input_mask, [None, static]),
+            "segment_ids": tf.ensure_shape(segment_ids, [None, static]),
+            "p_mask": tf.ensure_shape(p_mask, [None, static]),
             "is_max_context": is_max_context,
             "example": example, "num_windows": num_windows, "first_window": first_window,
             "doc_offset": w_q + 2, "window_start": w_start, "window_length": w_len,
@@ -304,6 +321,11 @@ class QaGraph:
         }
 
     # --- answers --------------------------------------------------------------------------------
+
+    def _beam_size(self) -> int:
+        """The v2 head's largest top-k over positions (1 for v1)."""
+        head = getattr(self.model, "start_n_top", None)
+        return max(int(head or 1), int(getattr(self.model, "end_n_top", None) or 1))
 
     def model_outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         inputs = {k: features[k] for k in ("input_ids", "input_mask", "segment_ids")}
@@ -315,9 +337,18 @@ class QaGraph:
     def candidates(self, features, outputs):
         """(start [W, C], end [W, C], score [W, C]) of the candidate spans of every window."""
         if self.version == "v1":
-            n_best = min(self.settings["n_best_size"], self.seq)
-            start_logit, start_index = tf.math.top_k(tf.cast(outputs["start_logits"], tf.float32), k=n_best)
-            end_logit, end_index = tf.math.top_k(tf.cast(outputs["end_logits"], tf.float32), k=n_best)
+            start_logits = tf.cast(outputs["start_logits"], tf.float32)
+            end_logits = tf.cast(outputs["end_logits"], tf.float32)
+            if self.length_bucket is None:
+                n_best = min(self.settings["n_best_size"], self.seq)
+            else:
+                # How much padding a window has depends on the batch: rank the real positions only.
+                n_best = tf.minimum(self.settings["n_best_size"], tf.shape(start_logits)[1])
+                real = tf.cast(features["input_mask"], tf.bool)
+                start_logits = tf.where(real, start_logits, _NEG)
+                end_logits = tf.where(real, end_logits, _NEG)
+            start_logit, start_index = tf.math.top_k(start_logits, k=n_best)
+            end_logit, end_index = tf.math.top_k(end_logits, k=n_best)
             start = tf.repeat(start_index, n_best, axis=1)
             end = tf.tile(end_index, [1, n_best])
             score = tf.repeat(start_logit, n_best, axis=1) + tf.tile(end_logit, [1, n_best])

@@ -8,7 +8,8 @@ The layout is TF Serving's: `<export_base>/<model_name>/<version>/` with
   SignatureDefs are rewritten after saving);
 * `assets/`: the vocabulary (`spiece.model` or `vocab.txt`), `albert_config.json` and
   `export.json` (kind, labels, sequence length, tokenizer settings), for provenance;
-* `assets.extra/tf_serving_warmup_requests`: one warmup request per signature.
+* `assets.extra/tf_serving_warmup_requests`: one warmup request per signature, and for a
+  length-aware export (`length_bucket`, default 16) one per length bucket of each text signature.
 
 A version is written into a hidden temporary directory inside `<export_base>/<model_name>/` (not
 an integer name, so TF Serving never loads it), checked (`albert_tf.export.compatibility`: ops,
@@ -33,6 +34,7 @@ import numpy as np
 
 from albert_tf import file_io
 from albert_tf.export import compatibility, serving_config, signatures, warmup
+from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +117,7 @@ def _write_assets(directory: str, module: signatures.ServingModule, extra_assets
         "labels": module.labels,
         "pair": module.pair,
         "sequence_length": module.sequence_length,
+        "length_bucket": module.length_bucket,
         "tokenizer": {
             "type": "sentencepiece" if tokenizer.is_sentencepiece else "wordpiece",
             "file": vocab_file,
@@ -161,6 +164,7 @@ def export_saved_model(
     check: bool = True,
     batching: Optional[serving_config.BatchingConfig] = None,
     container_base: str = "/models",
+    length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET,
 ) -> ExportResult:
     """Exports `model` with in-graph tokenization as `<export_base>/<model_name>/<version>/`.
 
@@ -188,6 +192,10 @@ def export_saved_model(
         Serving would otherwise be the first to find a broken export.
       batching: the `batching_parameters.txt` settings.
       container_base: where the server mounts `export_base` (for `models.config`).
+      length_bucket: length-aware packing: the text signatures pad a batch to its longest row
+        rounded up to a multiple of this (same answers, less work for short texts) and the
+        `tokens` signatures take ids of any length up to the sequence length; None exports the
+        fixed-length graphs (every row padded to the sequence length). Recorded in export.json.
 
     Returns:
       An `ExportResult`.
@@ -210,7 +218,8 @@ def export_saved_model(
     if os.path.exists(final):
         raise ExportError(f"{final} exists: a served version is never overwritten; pick another version")
     module = signatures.ServingModule(
-        model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings
+        model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings,
+        length_bucket=length_bucket,
     )
     # Staged under a name that is no integer, so TF Serving never loads a half-written version.
     with file_io.staged_directory(final, prefix=f"{TEMP_PREFIX}{version}-", create=False) as staging:
@@ -220,7 +229,8 @@ def export_saved_model(
         _write_assets(staging, module, extra_assets)
         meta_graph = compatibility.read_meta_graph(staging)
         inputs = warmup.warmup_inputs(meta_graph.signature_def, pair, module.sequence_length)
-        warmup.write_warmup_file(staging, warmup.prediction_logs(model_name, meta_graph.signature_def, inputs))
+        per_bucket = warmup.bucket_warmup_inputs(meta_graph.signature_def, module, pair)
+        warmup.write_warmup_file(staging, warmup.prediction_logs(model_name, meta_graph.signature_def, inputs, per_bucket))
         report = compatibility.check_ops(staging)
         if check:
             if not report.ok:

@@ -30,22 +30,33 @@ class BatchingConfig:
       batch_timeout_micros: how long a batch waits for more requests before it runs.
       max_enqueued_batches: queue bound; beyond it requests fail with UNAVAILABLE.
       num_batch_threads: batches processed in parallel.
+      pad_variable_length_inputs: merge requests whose inputs differ in a non-batch dimension
+        by padding them to the largest (the length-aware `tokens` signatures take ids of any
+        length); without it TF Serving fails such a merge.
     """
 
     max_batch_size: int = 32
     batch_timeout_micros: int = 2000
     max_enqueued_batches: int = 100
     num_batch_threads: int = 4
+    pad_variable_length_inputs: bool = True
 
     def __post_init__(self):
+        if not isinstance(self.pad_variable_length_inputs, bool):
+            raise ValueError(f"pad_variable_length_inputs must be a bool, got {self.pad_variable_length_inputs!r}")
         for field in dataclasses.fields(self):
+            if field.name == "pad_variable_length_inputs":
+                continue
             value = getattr(self, field.name)
             minimum = 0 if field.name == "batch_timeout_micros" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"{field.name} must be an integer >= {minimum}, got {value!r}")
 
     def to_text_proto(self) -> str:
-        return "".join(f"{f.name} {{ value: {getattr(self, f.name)} }}\n" for f in dataclasses.fields(self))
+        def text(value):
+            return str(value).lower() if isinstance(value, bool) else str(value)
+
+        return "".join(f"{f.name} {{ value: {text(getattr(self, f.name))} }}\n" for f in dataclasses.fields(self))
 
 
 def read_batching_parameters(path: str) -> BatchingConfig:
@@ -56,11 +67,13 @@ def read_batching_parameters(path: str) -> BatchingConfig:
     """
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    values: Dict[str, int] = {}
+    values: Dict[str, object] = {}
     stripped = re.sub(r"#[^\n]*", "", text)
-    for match in re.finditer(r"(\w+)\s*\{\s*value\s*:\s*(-?\d+)\s*\}", stripped):
-        values[match.group(1)] = int(match.group(2))
-    leftover = re.sub(r"(\w+)\s*\{\s*value\s*:\s*(-?\d+)\s*\}", "", stripped)
+    field = r"(\w+)\s*\{\s*value\s*:\s*(-?\d+|true|false)\s*\}"
+    for match in re.finditer(field, stripped):
+        value = match.group(2)
+        values[match.group(1)] = value == "true" if value in ("true", "false") else int(value)
+    leftover = re.sub(field, "", stripped)
     if leftover.strip():
         raise ValueError(f"{path}: not a BatchingParameters text proto near {leftover.strip()[:40]!r}")
     names = {f.name for f in dataclasses.fields(BatchingConfig)}

@@ -36,6 +36,15 @@ signatures and settings; the base class holds what they share. It wraps one of
   over the choices) float `[-1, choices]` and `predicted_choice` int32 `[-1]`; `tokens` the same
   from token ids `[-1, choices, seq]`.
 
+Length-aware packing (`length_bucket=N`, the default 16): every text signature pads a batch to
+its longest packed row (`[CLS]`/`[SEP]` included; for SQuAD the longest doc-stride window, for
+multiple choice the longest choice) rounded up to a multiple of N, at most `sequence_length`,
+instead of always to `sequence_length`; the answers are those of the fixed-length graph (padded
+positions are masked out of attention), only cheaper for short texts. Outputs with a sequence
+axis (`sequence_output`, `input_mask`) are then that wide. The `tokens` signatures take ids of
+any length up to `sequence_length` (`[-1, -1]`; longer fails with INVALID_ARGUMENT).
+`length_bucket=None` is the fixed-length export (token specs `[-1, sequence_length]`).
+
 Raw text is tokenized in the graph by the `AlbertTokenizerLayer` (the training preprocessing);
 the `tf.Example` signatures read the text from the features `text` (and `text_b` for pairs).
 Every output is dense, has a batch dimension of -1 and a JSON-mappable dtype.
@@ -47,6 +56,8 @@ import abc
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
+
+from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
 
 TEXT_KEY = "text"
 TEXT_B_KEY = "text_b"
@@ -93,7 +104,7 @@ def model_kind(model) -> str:
     )
 
 
-def _token_specs(sequence_length: int) -> Dict[str, tf.TensorSpec]:
+def _token_specs(sequence_length: Optional[int]) -> Dict[str, tf.TensorSpec]:
     return {k: tf.TensorSpec([None, sequence_length], tf.int32, name=k) for k in TOKEN_KEYS}
 
 
@@ -157,6 +168,8 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
       task_settings: token classifier: `token_unit` ("word" or "char", task.json's
         `token_unit`; default "word"); multiple choice: `max_qa_length` (task.json's
         `settings`; default 128, at most `sequence_length - 3`).
+      length_bucket: the text signatures pad to the batch's longest row rounded up to a
+        multiple of this (see the module docstring); None pads to `sequence_length`.
 
     Raises:
       TypeError: an unsupported model, or a model of another kind than the subclass exports.
@@ -179,7 +192,8 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         return super().__new__(cls)
 
     def __init__(self, model, tokenizer_layer, labels: Optional[Sequence[str]] = None, pair: bool = False,
-                 qa_settings: Optional[Dict] = None, task_settings: Optional[Dict] = None):
+                 qa_settings: Optional[Dict] = None, task_settings: Optional[Dict] = None,
+                 length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET):
         super().__init__(name="albert_serving")
         kind = model_kind(model)
         if kind != self.kind:
@@ -193,6 +207,7 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         self._objects = _Untracked(model=model, tokenizer=tokenizer_layer)
         self.pair = bool(pair)
         self.sequence_length = int(tokenizer_layer.sequence_length)
+        self.length_bucket = check_length_bucket(length_bucket)
         # Checked in this order (labels, QA settings, task settings) so the first error reported
         # for a call with several problems stays the same.
         self.labels: Optional[List[str]] = self._check_labels(labels)
@@ -266,15 +281,37 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         """The `AlbertEncoder` inside the model (the model itself for an encoder export)."""
         return self.model.encoder
 
+    @property
+    def static_length(self) -> Optional[int]:
+        """The sequence dimension of the token inputs: `sequence_length`, None when length-aware."""
+        return self.sequence_length if self.length_bucket is None else None
+
     def _from_tokens(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         features = {k: tf.cast(features[k], tf.int32) for k in self.token_keys}
         # Keras's `take` wraps a negative id to the end of the table (and on GPU an id past the
         # table reads zeros): under TF Serving these asserts make such requests INVALID_ARGUMENT.
         # `Assert` with the message alone keeps the client's error short (no tensor dumps).
         ids = features["input_ids"]
-        tf.debugging.Assert(tf.reduce_all(ids >= 0), ["input_ids must be >= 0"])
-        tf.debugging.Assert(tf.reduce_all(ids < self.vocab_size), [f"input_ids must be < the vocabulary size {self.vocab_size}"])
-        tf.debugging.Assert(tf.reduce_all(features["segment_ids"] >= 0), ["segment_ids must be >= 0"])
+        checks = [
+            tf.debugging.Assert(tf.reduce_all(ids >= 0), ["input_ids must be >= 0"]),
+            tf.debugging.Assert(tf.reduce_all(ids < self.vocab_size), [f"input_ids must be < the vocabulary size {self.vocab_size}"]),
+            tf.debugging.Assert(tf.reduce_all(features["segment_ids"] >= 0), ["segment_ids must be >= 0"]),
+        ]
+        if self.length_bucket is not None:
+            # Variable-length ids: longer than the position table would fail deep in the
+            # embeddings with an unreadable shape error; the inputs must also agree in shape.
+            checks.append(tf.debugging.Assert(
+                tf.shape(ids)[-1] <= self.sequence_length,
+                [f"token inputs must have at most sequence_length = {self.sequence_length} positions"],
+            ))
+            for key in self.token_keys[1:]:
+                checks.append(tf.debugging.Assert(
+                    tf.reduce_all(tf.equal(tf.shape(features[key]), tf.shape(ids))),
+                    [f"{key} must have the shape of input_ids"],
+                ))
+            # Run the checks before the model, so a bad request reports them and not a shape error.
+            with tf.control_dependencies(checks):
+                features = {k: tf.identity(v) for k, v in features.items()}
         return self._token_outputs(features)
 
     @abc.abstractmethod
@@ -282,7 +319,15 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         """The `tokens` signature's outputs for checked int32 `features` (`token_keys`)."""
 
     def _tokenize(self, text: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
-        return self.tokenizer((text, text_b) if text_b is not None else text)
+        inputs = (text, text_b) if text_b is not None else text
+        return self.tokenizer.tokenize_and_pack(inputs, length_bucket=self.length_bucket)
+
+    def text_input_mask(self, **inputs: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """`(input_mask [rows, width], request row of each row)` of the model rows that the
+        `serving_default` inputs `inputs` give (warmup requests pick their lengths with it)."""
+        features = self._tokenize(inputs[TEXT_KEY], inputs.get(TEXT_B_KEY))
+        mask = features["input_mask"]
+        return mask, tf.range(tf.shape(mask)[0])
 
     def _from_text(self, text, text_b=None) -> Dict[str, tf.Tensor]:
         return self._from_tokens(self._tokenize(text, text_b))
@@ -318,7 +363,7 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         )
 
     def _token_input_signature(self) -> List[tf.TensorSpec]:
-        specs = _token_specs(self.sequence_length)
+        specs = _token_specs(self.static_length)
         return [specs[k] for k in TOKEN_KEYS]
 
     def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
@@ -467,8 +512,14 @@ class SquadServing(ServingModule):
         if self.pair:
             raise ValueError("a SQuAD model takes question and context, not pair=True")
         settings = qa.qa_settings(qa_settings, self.qa_version)
-        self._objects.qa = qa.QaGraph(self.model, self.tokenizer, settings)
+        self._objects.qa = qa.QaGraph(self.model, self.tokenizer, settings, length_bucket=self.length_bucket)
         return settings
+
+    def text_input_mask(self, **inputs):
+        from albert_tf.export.qa import CONTEXT_KEY, QUESTION_KEY
+
+        features = self._objects.qa.features(inputs[QUESTION_KEY], inputs[CONTEXT_KEY])
+        return features["input_mask"], features["example"]
 
     def _extra_resources(self):
         # The offsets tokenizer of the QA graph holds its own SentencePiece model resource.
@@ -508,7 +559,7 @@ class SquadV2Serving(SquadServing):
                 {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids, "p_mask": p_mask}
             ),
             input_signature=self._token_input_signature()
-            + [tf.TensorSpec([None, self.sequence_length], tf.int32, name="p_mask")],
+            + [tf.TensorSpec([None, self.static_length], tf.int32, name="p_mask")],
         )
 
 
@@ -527,8 +578,13 @@ class TaggerServing(ServingModule):
 
         self._reject_pair()
         settings = tagging.tagging_settings(task_settings, self.labels)
-        self._objects.task = tagging.TaggingGraph(self.model, self.tokenizer, self.labels, settings)
+        self._objects.task = tagging.TaggingGraph(self.model, self.tokenizer, self.labels, settings,
+                                                  length_bucket=self.length_bucket)
         return settings
+
+    def text_input_mask(self, **inputs):
+        mask = self._objects.task.features(inputs[TEXT_KEY])["input_mask"]
+        return mask, tf.range(tf.shape(mask)[0])
 
     def _token_outputs(self, features):
         logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
@@ -554,8 +610,17 @@ class MultipleChoiceServing(ServingModule):
 
         self._reject_pair()
         settings = multiple_choice.multiple_choice_settings(task_settings, self.sequence_length)
-        self._objects.task = multiple_choice.MultipleChoiceGraph(self.model, self.tokenizer, settings)
+        self._objects.task = multiple_choice.MultipleChoiceGraph(self.model, self.tokenizer, settings,
+                                                                 length_bucket=self.length_bucket)
         return settings
+
+    def text_input_mask(self, **inputs):
+        from albert_tf.export.multiple_choice import CHOICES_KEY, QUESTION_KEY
+
+        mask = self._objects.task.features(inputs[TEXT_KEY], inputs[QUESTION_KEY], inputs[CHOICES_KEY])["input_mask"]
+        shape = tf.shape(mask)
+        rows = tf.repeat(tf.range(shape[0]), shape[1])
+        return tf.reshape(mask, [-1, shape[2]]), rows
 
     def _token_outputs(self, features):
         return self._objects.task.scores(features)
@@ -571,7 +636,7 @@ class MultipleChoiceServing(ServingModule):
 
     def _token_input_signature(self):
         # One row of token ids per choice: [batch, choices, sequence].
-        return [tf.TensorSpec([None, None, self.sequence_length], tf.int32, name=k) for k in TOKEN_KEYS]
+        return [tf.TensorSpec([None, None, self.static_length], tf.int32, name=k) for k in TOKEN_KEYS]
 
 
 # Export kind -> the class that exports it: the only place a kind picks its behaviour.

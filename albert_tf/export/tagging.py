@@ -39,12 +39,12 @@ read `num_entities` / `num_words`, not the width.
 
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
 from albert_tf.tokenization import _unicode
-from albert_tf.tokenization.in_graph import sanitize_utf8
+from albert_tf.tokenization.in_graph import check_length_bucket, sanitize_utf8
 
 TOKEN_UNITS = ("word", "char")
 # Tag prefixes as small ints; "O" (and padding) is 0.
@@ -82,12 +82,14 @@ class TaggingGraph:
       tokenizer: the `AlbertTokenizerLayer` of training (its `sequence_length` is the feature length).
       tags: the tags in id order (task.json's `labels`).
       settings: from `tagging_settings`.
+      length_bucket: None packs every text to `sequence_length`; an int packs a batch to its
+        longest text rounded up to a multiple of it (same tags: padding is masked out).
 
     Raises:
       ValueError: tags that are not a valid tag set or do not match the model.
     """
 
-    def __init__(self, model, tokenizer, tags: Sequence[str], settings: Dict):
+    def __init__(self, model, tokenizer, tags: Sequence[str], settings: Dict, length_bucket: Optional[int] = None):
         from albert_tf.data.tagging import TagVocab
         from albert_tf.metrics import _split_tag
 
@@ -98,6 +100,7 @@ class TaggingGraph:
         self.tokenizer = tokenizer
         self.settings = settings
         self.seq = int(tokenizer.sequence_length)
+        self.length_bucket = check_length_bucket(length_bucket)
         self.tags = list(vocab.tags)
         split = [_split_tag(tag) for tag in self.tags]
         types = sorted({kind for prefix, kind in split if prefix != "O"})
@@ -151,7 +154,7 @@ class TaggingGraph:
         selector = tf.where(tf.equal(pieces.row_lengths(), 0), count, tf.range(count, dtype=tf.int64))
         pieces = tf.gather(tf.concat([pieces, unk_row], axis=0), selector)
         row_pieces = tf.RaggedTensor.from_row_splits(pieces, units.row_splits).merge_dims(1, 2)
-        features = layer.pack(row_pieces)
+        features = layer.pack(row_pieces, length_bucket=self.length_bucket)
         # Position of each unit's first piece: 1 + the pieces of the row's earlier units; -1 when
         # that is beyond the `sequence_length - 2` pieces kept.
         lengths = tf.cast(pieces.row_lengths(), tf.int32)

@@ -5,12 +5,15 @@ the version serves, so the first real request does not pay for graph optimizatio
 initialization. `warmup_inputs` gives one small batch per signature (also the inputs of the
 compatibility check's reload comparison), `prediction_logs` the protos, `write_warmup_file`
 the file, and `read_warmup_file` reads it back (the local server replays it the same way).
+A length-aware export also gets `bucket_warmup_inputs`: for every text signature one request
+whose packed length falls in each length bucket (`N`, `2N`, ..., `sequence_length`), so that no
+first request of a new length pays for what the warmup would have done.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -25,6 +28,8 @@ WARMUP_CONTEXTS = (
 # Multiple choice: a cloze question ("_" filled by each choice) and a plain one.
 WARMUP_CHOICE_QUESTIONS = ("ALBERT reads _ sentence.", "How many words?")
 WARMUP_CHOICES = (("this", "that", "no", "every"), ("1,000", "ten", "none", "2024"))
+# The words that the per-bucket requests repeat until a text packs to the bucket's length.
+WARMUP_WORDS = ("ALBERT", "reads", "this", "sentence", "about", "1,000", "naïve", "words", "in", "2024!")
 
 
 def _example(text: str, text_b=None) -> "tf.train.Example":
@@ -97,35 +102,97 @@ def warmup_inputs(signature_defs, pair: bool, sequence_length: int, texts: Seque
     return result
 
 
-def prediction_logs(model_name: str, signature_defs, inputs: Dict[str, Dict[str, np.ndarray]]) -> List:
-    """The `PredictionLog`s for `inputs`: Classify/Regress requests for those method names, else Predict."""
+def bucket_bounds(sequence_length: int, length_bucket: int) -> List[int]:
+    """The upper ends of the length buckets: `N, 2N, ...` below `sequence_length`, then it."""
+    bounds = list(range(length_bucket, sequence_length, length_bucket))
+    return bounds + [sequence_length]
+
+
+def _bucket_text_inputs(names, text: str, pair: bool) -> Dict[str, np.ndarray]:
+    """One request of the text signature with input `names` whose varying text is `text`."""
+    encode = lambda values: np.array([v.encode("utf-8") for v in values], dtype=object)  # noqa: E731
+    if "choices" in names:
+        # No question: the shortest rows, so that the first bucket is reached too.
+        return {"text": encode([text]), "question": encode([""]),
+                "choices": np.array([[c.encode("utf-8") for c in WARMUP_CHOICES[0]]], dtype=object)}
+    if "question" in names:
+        return {"question": encode([WARMUP_QUESTIONS[0]]), "context": encode([text])}
+    inputs = {"text": encode([text])}
+    if pair:
+        inputs["text_b"] = encode([WARMUP_TEXTS[0]])
+    return inputs
+
+
+def bucket_warmup_inputs(signature_defs, module, pair: bool) -> List[Tuple[str, Dict[str, np.ndarray]]]:
+    """`(signature, inputs)` single-row requests, one per length bucket of every text signature.
+
+    The texts repeat `WARMUP_WORDS`: for each bucket the shortest such text whose packed length
+    (`module.text_input_mask`: the longest window / choice row for SQuAD / multiple choice) falls
+    in it; a bucket no text reaches (below the fixed question's length) gets none. `classify` /
+    `regress` get the same texts as `tf.Example`s. Empty for a fixed-length `module`.
+    """
+    import tensorflow as tf
+
+    bucket: Optional[int] = module.length_bucket
+    if bucket is None:
+        return []
+    seq = module.sequence_length
+    candidates = [" ".join(WARMUP_WORDS[i % len(WARMUP_WORDS)] for i in range(k)) for k in range(1, seq + 1)]
+    text_names = set(signature_defs["serving_default"].inputs.keys())
+    batch = {}
+    for text in candidates:
+        for name, value in _bucket_text_inputs(text_names, text, pair).items():
+            batch.setdefault(name, []).append(value)
+    mask, rows = module.text_input_mask(**{k: tf.constant(np.concatenate(v, axis=0)) for k, v in batch.items()})
+    lengths = tf.math.unsorted_segment_max(tf.reduce_sum(mask, axis=-1), rows, len(candidates)).numpy()
+    chosen, low = [], 0
+    for high in bucket_bounds(seq, bucket):
+        fits = [i for i, length in enumerate(lengths) if low < length <= high]
+        if fits:
+            chosen.append(candidates[fits[0]])
+        low = high
+    result = []
+    for key in sorted(signature_defs):
+        names = set(signature_defs[key].inputs.keys())
+        for text in chosen:
+            if key == "serving_default":
+                result.append((key, _bucket_text_inputs(names, text, pair)))
+            elif names == {"inputs"}:
+                example = _example(text, WARMUP_TEXTS[0] if pair else None).SerializeToString(deterministic=True)
+                result.append((key, {"inputs": np.array([example], dtype=object)}))
+    return result
+
+
+def _log(model_name: str, signature_defs, key: str, values: Dict[str, np.ndarray]):
     import tensorflow as tf
     from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2, regression_pb2
 
     from albert_tf.export.signatures import CLASSIFY_METHOD, REGRESS_METHOD
 
-    logs = []
-    for key in sorted(inputs):
-        method = signature_defs[key].method_name
-        if method in (CLASSIFY_METHOD, REGRESS_METHOD):
-            request = (classification_pb2.ClassificationRequest() if method == CLASSIFY_METHOD else regression_pb2.RegressionRequest())
-            request.model_spec.name = model_name
-            request.model_spec.signature_name = key
-            for serialized in inputs[key]["inputs"]:
-                request.input.example_list.examples.add().ParseFromString(serialized)
-            if method == CLASSIFY_METHOD:
-                log = prediction_log_pb2.PredictionLog(classify_log=prediction_log_pb2.ClassifyLog(request=request))
-            else:
-                log = prediction_log_pb2.PredictionLog(regress_log=prediction_log_pb2.RegressLog(request=request))
-        else:
-            request = predict_pb2.PredictRequest()
-            request.model_spec.name = model_name
-            request.model_spec.signature_name = key
-            for name, value in inputs[key].items():
-                request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
-            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
-        logs.append(log)
-    return logs
+    method = signature_defs[key].method_name
+    if method in (CLASSIFY_METHOD, REGRESS_METHOD):
+        request = (classification_pb2.ClassificationRequest() if method == CLASSIFY_METHOD else regression_pb2.RegressionRequest())
+        request.model_spec.name = model_name
+        request.model_spec.signature_name = key
+        for serialized in values["inputs"]:
+            request.input.example_list.examples.add().ParseFromString(serialized)
+        if method == CLASSIFY_METHOD:
+            return prediction_log_pb2.PredictionLog(classify_log=prediction_log_pb2.ClassifyLog(request=request))
+        return prediction_log_pb2.PredictionLog(regress_log=prediction_log_pb2.RegressLog(request=request))
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model_name
+    request.model_spec.signature_name = key
+    for name, value in values.items():
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
+    return prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+
+
+def prediction_logs(model_name: str, signature_defs, inputs: Dict[str, Dict[str, np.ndarray]],
+                    extra: Sequence[Tuple[str, Dict[str, np.ndarray]]] = ()) -> List:
+    """The `PredictionLog`s for `inputs` (then the `(signature, inputs)` requests of `extra`):
+    Classify/Regress requests for those method names, else Predict."""
+    logs = [_log(model_name, signature_defs, key, inputs[key]) for key in sorted(inputs)]
+    return logs + [_log(model_name, signature_defs, key, values) for key, values in extra]
 
 
 def write_warmup_file(saved_model_dir: str, logs: Sequence) -> str:

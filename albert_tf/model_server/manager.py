@@ -15,7 +15,11 @@ It mirrors what TF Serving's model manager does for a `model_config_list` with t
   Serving's REST API refuses an empty `instances` list;
 * each loaded version batches concurrent requests of the same signature and input shapes into
   one session run (`Batcher`): up to `max_batch_size` rows, waiting at most
-  `batch_timeout_micros` for more, like the server's `--enable_batching`.
+  `batch_timeout_micros` for more, like the server's `--enable_batching`. With
+  `pad_variable_length_inputs` (the default), requests to a variable-length `tokens` signature
+  ([-1, -1] token inputs) merge across lengths: each is padded to the longest of the batch
+  (pad id 0, mask 0, `p_mask` 1, so the real positions' outputs do not change) and each reply is
+  cut back to its own length.
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ logger = logging.getLogger(__name__)
 START, LOADING, AVAILABLE, UNLOADING, END = "START", "LOADING", "AVAILABLE", "UNLOADING", "END"
 
 
+# The token inputs a length-aware `tokens` signature takes, and what pads them: padding must be
+# masked out (mask 0) and never an answer position (`p_mask` 1, SQuAD v2).
+SEQUENCE_INPUT_PADDING = {"input_ids": 0, "input_mask": 0, "segment_ids": 0, "p_mask": 1}
+
+
 @dataclasses.dataclass
 class _Task:
     signature: str
@@ -55,6 +64,22 @@ class _Task:
     size: int
     key: tuple
     future: Future
+    # The sequence length of a request to a variable-length token signature (None otherwise).
+    length: Optional[int] = None
+
+
+def _variable_length_signature(definition) -> bool:
+    """Whether every input of a signature is a `[-1, -1]` token input (`SEQUENCE_INPUT_PADDING`)."""
+    for name, info in definition.inputs.items():
+        if name not in SEQUENCE_INPUT_PADDING or info.tensor_shape.unknown_rank:
+            return False
+        if [d.size for d in info.tensor_shape.dim] != [-1, -1]:
+            return False
+    return bool(definition.inputs)
+
+
+def _pad_length(value: np.ndarray, length: int, pad) -> np.ndarray:
+    return np.pad(value, [(0, 0), (0, length - value.shape[1])], constant_values=pad)
 
 
 class Batcher:
@@ -100,10 +125,14 @@ class Batcher:
             )
         if self._queue.qsize() >= self.config.max_enqueued_batches * self.config.max_batch_size:
             raise ServingError(UNAVAILABLE, "The batch scheduling queue to which this task was submitted is full")
-        key = (signature or "serving_default", tuple(output_filter)) + tuple(
-            (name, value.dtype.str, value.shape[1:]) for name, value in sorted(inputs.items())
+        length = None
+        lengths = {value.shape[1] for value in inputs.values() if value.ndim == 2}
+        if self.config.pad_variable_length_inputs and len(lengths) == 1 and _variable_length_signature(definition):
+            length = lengths.pop()
+        key = (signature or "serving_default", tuple(output_filter), length is not None) + tuple(
+            (name, value.dtype.str, value.shape[1:] if length is None else ()) for name, value in sorted(inputs.items())
         )
-        task = _Task(signature, inputs, tuple(output_filter), size, key, Future())
+        task = _Task(signature, inputs, tuple(output_filter), size, key, Future(), length)
         self._queue.put(task)
         return task.future.result()
 
@@ -153,8 +182,15 @@ class Batcher:
             if len(batch) == 1:
                 outputs = self.servable.run(first.signature, first.inputs, first.output_filter)
             else:
-                inputs = {name: np.concatenate([t.inputs[name] for t in batch], axis=0) for name in first.inputs}
+                longest = max(t.length or 0 for t in batch)
+                if first.length is not None:
+                    parts = {name: [_pad_length(t.inputs[name], longest, SEQUENCE_INPUT_PADDING[name]) for t in batch]
+                             for name in first.inputs}
+                else:
+                    parts = {name: [t.inputs[name] for t in batch] for name in first.inputs}
+                inputs = {name: np.concatenate(values, axis=0) for name, values in parts.items()}
                 merged = self.servable.run(first.signature, inputs, first.output_filter)
+                outputs_info = self.servable.signature(first.signature).outputs
                 total = sum(t.size for t in batch)
                 for name, value in merged.items():
                     if np.ndim(value) == 0 or value.shape[0] != total:
@@ -162,9 +198,19 @@ class Batcher:
                             FAILED_PRECONDITION,
                             f"Batched output tensor {name} has 0th dimension {np.shape(value)[:1]}, expected {total}",
                         )
+                # Outputs along the padded sequence axis ([-1, -1, ...] in the signature) are cut
+                # back to each request's own length.
+                sequence_outputs = {
+                    name for name, value in merged.items()
+                    if first.length is not None and np.ndim(value) >= 2 and value.shape[1] == longest
+                    and len(outputs_info[name].tensor_shape.dim) >= 2 and outputs_info[name].tensor_shape.dim[1].size == -1
+                }
                 start = 0
                 for task in batch:
-                    task.future.set_result({k: v[start : start + task.size] for k, v in merged.items()})
+                    task.future.set_result({
+                        k: v[start : start + task.size, : task.length] if k in sequence_outputs else v[start : start + task.size]
+                        for k, v in merged.items()
+                    })
                     start += task.size
                 return
             first.future.set_result(outputs)

@@ -61,7 +61,7 @@ import tensorflow as tf
 
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
-from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, AlbertTokenizerLayer, check_length_bucket, packed_width
 
 DEFAULT_BATCH_SIZE = 32
 SENTENCEPIECE = "sentencepiece"
@@ -367,6 +367,12 @@ class AlbertTextTask(keras.Model):
     define `preprocess_texts` (raw input batch -> token features) when it is not the tokenizer
     layer's, `compile`'s defaults (`default_loss`, `default_metrics`) and `export`.
     Not instantiated directly.
+
+    Every subclass takes `length_bucket` (default 16; in its config, and configs saved without
+    it load with the default): `predict` pads each batch only to its longest text rounded up to
+    a multiple of it (the same answers as fixed-length packing, padding being masked out, for
+    less work on short texts), and `export` writes length-aware signatures with it; None packs
+    to `sequence_length` everywhere. `fit` and `evaluate` always pack to `sequence_length`.
     """
 
     # The `recommended_recipe` task kind this model fine-tunes with.
@@ -418,14 +424,15 @@ class AlbertTextTask(keras.Model):
             metrics = self.default_metrics()
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
-    def preprocess_texts(self, x):
-        """Token features for one batch of raw inputs (`tf.data` map function; graph mode)."""
-        return self.preprocessor(x)
+    def preprocess_texts(self, x, length_bucket: Optional[int] = None):
+        """Token features for one batch of raw inputs (`tf.data` map function; graph mode),
+        length-aware with `length_bucket`."""
+        return self.preprocessor.tokenize_and_pack(x, length_bucket=length_bucket)
 
-    def _preprocess_element(self, *args):
+    def _preprocess_element(self, *args, length_bucket: Optional[int] = None):
         x, y, sample_weight = _split_element(args)
         if not isinstance(x, dict):
-            x = self.preprocess_texts(x)
+            x = self.preprocess_texts(x, length_bucket)
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
 
     def _texts_to_tensors(self, x):
@@ -437,7 +444,8 @@ class AlbertTextTask(keras.Model):
             return a, b
         return _string_tensor(x)
 
-    def make_dataset(self, x, y=None, sample_weight=None, *, batch_size=None, shuffle=False):
+    def make_dataset(self, x, y=None, sample_weight=None, *, batch_size=None, shuffle=False,
+                     length_bucket: Optional[int] = None):
         """The batched `tf.data.Dataset` of token features (and labels) for raw inputs `x`.
 
         Args:
@@ -447,6 +455,7 @@ class AlbertTextTask(keras.Model):
             sample_weight: Per-example weights, as an array.
             batch_size: Batch size for array inputs and unbatched datasets (default 32).
             shuffle: Shuffle array inputs (once per epoch).
+            length_bucket: Pack each batch length-aware (see the class); None: to `sequence_length`.
 
         Raises:
             ValueError: Inconsistent arguments (labels twice, a batch size for a batched
@@ -481,7 +490,9 @@ class AlbertTextTask(keras.Model):
             if shuffle:
                 dataset = dataset.shuffle(count, reshuffle_each_iteration=True)
             dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
-        return dataset.map(self._preprocess_element, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        length_bucket = check_length_bucket(length_bucket)
+        preprocess = lambda *args: self._preprocess_element(*args, length_bucket=length_bucket)  # noqa: E731
+        return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
     def _labels_array(self, y):
         return np.asarray(y)
@@ -513,8 +524,9 @@ class AlbertTextTask(keras.Model):
         return super().evaluate(self.make_dataset(x, y, sample_weight, batch_size=batch_size), **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        """`keras.Model.predict` on raw text: the task's outputs as NumPy arrays."""
-        return super().predict(self.make_dataset(x, batch_size=batch_size), **kwargs)
+        """`keras.Model.predict` on raw text: the task's outputs as NumPy arrays (packed
+        length-aware with the model's `length_bucket`)."""
+        return super().predict(self.make_dataset(x, batch_size=batch_size, length_bucket=self.length_bucket), **kwargs)
 
     # --- serialization --------------------------------------------------------------------------
 
@@ -530,6 +542,7 @@ class AlbertTextTask(keras.Model):
         return {
             "encoder": keras.saving.serialize_keras_object(self.encoder),
             "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
+            "length_bucket": self.length_bucket,
             "name": self.name,
             "trainable": self.trainable,
         }
@@ -599,7 +612,7 @@ class AlbertTextClassifier(AlbertTextTask):
     recipe_task = "classification"
 
     def __init__(self, encoder, preprocessor, num_classes: int, dropout: float = 0.1, pooling: str = "cls",
-                 compile: bool = True, **kwargs):
+                 compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
         _check_parts(encoder, preprocessor)
         # === Layers ===
         self.encoder = encoder
@@ -614,6 +627,7 @@ class AlbertTextClassifier(AlbertTextTask):
         inputs = _token_inputs()
         outputs = self.task_model(inputs)["logits"]
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.length_bucket = check_length_bucket(length_bucket)
 
         # === Config ===
         self.num_classes = num_classes
@@ -668,13 +682,15 @@ class AlbertTextClassifier(AlbertTextTask):
             labels: Class names in id order (default "0", "1", ...).
             pair: The model takes text pairs (`text`, `text_b`).
             check: Run the TF Serving compatibility check (ops and a fresh-process reload).
-            **kwargs: `export_saved_model` arguments (`batching`, `container_base`, `extra_assets`).
+            **kwargs: `export_saved_model` arguments (`batching`, `container_base`, `extra_assets`,
+                `length_bucket`: default the model's).
 
         Returns:
             The `ExportResult` (`result.path` is the version directory).
         """
         from albert_tf.export.saved_model import export_saved_model
 
+        kwargs.setdefault("length_bucket", self.length_bucket)
         return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
                                   version, labels=labels, pair=pair, check=check, **kwargs)
 
@@ -710,7 +726,7 @@ class AlbertTextRegressor(AlbertTextTask):
     recipe_task = "regression"
 
     def __init__(self, encoder, preprocessor, dropout: float = 0.1, pooling: str = "cls", compile: bool = True,
-                 **kwargs):
+                 length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
         _check_parts(encoder, preprocessor)
         # === Layers ===
         self.encoder = encoder
@@ -723,6 +739,7 @@ class AlbertTextRegressor(AlbertTextTask):
         inputs = _token_inputs()
         outputs = self.task_model(inputs)["predictions"]
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.length_bucket = check_length_bucket(length_bucket)
 
         # === Config ===
         self.dropout = dropout
@@ -760,6 +777,7 @@ class AlbertTextRegressor(AlbertTextTask):
         `AlbertTextClassifier.export` (without `labels`)."""
         from albert_tf.export.saved_model import export_saved_model
 
+        kwargs.setdefault("length_bucket", self.length_bucket)
         return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
                                   version, pair=pair, check=check, **kwargs)
 
@@ -867,7 +885,7 @@ class AlbertTextTagger(AlbertTextTask):
     recipe_task = "tagging"
 
     def __init__(self, encoder, preprocessor, tags: Sequence[str], dropout: float = 0.1, token_unit: str = "word",
-                 compile: bool = True, **kwargs):
+                 compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
         from albert_tf.data.tagging import TagVocab
         from albert_tf.tasks.tagging import AlbertTokenClassifier
 
@@ -885,6 +903,7 @@ class AlbertTextTagger(AlbertTextTask):
         inputs = _token_inputs()
         outputs = self.task_model(inputs)["logits"]
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.length_bucket = check_length_bucket(length_bucket)
 
         # === Config ===
         self.tags = list(tag_vocab.tags)
@@ -992,7 +1011,12 @@ class AlbertTextTagger(AlbertTextTask):
 
         features, units, encoded = self.encode(x)
         dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size or DEFAULT_BATCH_SIZE)
+        if self.length_bucket is not None:
+            dataset = dataset.map(lambda batch: _cut_to_bucket(batch, self.length_bucket))
         logits = keras.Model.predict(self, dataset, **kwargs)
+        if self.length_bucket is not None:
+            # Batches of different widths: `decode_predictions` reads the first pieces only.
+            logits = _padded_concat(logits, self.preprocessor.sequence_length)
         tags = decode_predictions(logits, encoded.word_positions, self.tag_vocab)
         results = []
         for text, text_units, text_tags in zip(list(x), units, tags):
@@ -1017,6 +1041,22 @@ class AlbertTextTagger(AlbertTextTask):
         return config
 
 
+def _cut_to_bucket(features: Dict[str, tf.Tensor], length_bucket: int) -> Dict[str, tf.Tensor]:
+    """Fixed-length features of a batch without the padding columns beyond its length bucket."""
+    sequence_length = features["input_mask"].shape[-1]
+    width = packed_width(tf.reduce_sum(features["input_mask"], axis=-1), sequence_length, length_bucket)
+    return {k: v[..., :width] for k, v in features.items()}
+
+
+def _padded_concat(values, length: int) -> np.ndarray:
+    """Keras `predict`'s outputs of batches of different widths (axis 1; a `RaggedTensor` then)
+    as one array padded with zeros to `length`."""
+    if isinstance(values, tf.RaggedTensor):
+        values = values.to_tensor()
+    values = np.asarray(values)
+    return np.pad(values, [(0, 0), (0, length - values.shape[1])] + [(0, 0)] * (values.ndim - 2))
+
+
 EXPORTABLE = "AlbertTextClassifier, AlbertTextRegressor, AlbertTextTagger, AlbertMultipleChoice and AlbertQuestionAnswerer"
 
 
@@ -1032,6 +1072,7 @@ def _export_if_supported(model, export_base, model_name, version, what: str, **k
             f"{what} cannot be exported yet: albert_tf.export has no serving signature for a "
             f"{type(model.task_model).__name__}; the text models it exports are {EXPORTABLE}"
         ) from None
+    kwargs.setdefault("length_bucket", model.length_bucket)
     return export_saved_model(model.task_model, model.preprocessor, os.fspath(export_base), model_name or model.name,
                               version, **kwargs)
 
@@ -1091,7 +1132,8 @@ class AlbertMultipleChoice(AlbertTextTask):
 
     recipe_task = "classification"
 
-    def __init__(self, encoder, preprocessor, dropout: float = 0.1, compile: bool = True, **kwargs):
+    def __init__(self, encoder, preprocessor, dropout: float = 0.1, compile: bool = True,
+                 length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
         from albert_tf.tasks.multiple_choice import MultipleChoiceModel
 
         _check_parts(encoder, preprocessor)
@@ -1107,6 +1149,7 @@ class AlbertMultipleChoice(AlbertTextTask):
         }
         outputs = self.task_model(inputs)["logits"]
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.length_bucket = check_length_bucket(length_bucket)
 
         # === Config ===
         self.dropout = dropout
@@ -1140,8 +1183,9 @@ class AlbertMultipleChoice(AlbertTextTask):
             raise ValueError(f"{contexts.shape[0]} contexts but {choices.shape[0]} rows of choices")
         return contexts, choices
 
-    def preprocess_texts(self, x):
-        """`[batch, choices, sequence_length]` features: each choice packed with its context.
+    def preprocess_texts(self, x, length_bucket: Optional[int] = None):
+        """`[batch, choices, sequence_length]` features: each choice packed with its context
+        (`[batch, choices, width]` with `length_bucket`, see `AlbertTextTask`).
 
         The packing is the export's (`albert_tf.export.multiple_choice`, RACE's rule: the choice
         keeps its last `max_qa_length` pieces, the context is cut to fit), with an empty question,
@@ -1151,7 +1195,7 @@ class AlbertMultipleChoice(AlbertTextTask):
 
         contexts, choices = x
         settings = multiple_choice_settings(None, self.preprocessor.sequence_length)
-        packer = MultipleChoiceGraph(None, self.preprocessor, settings)
+        packer = MultipleChoiceGraph(None, self.preprocessor, settings, length_bucket=length_bucket)
         return packer.features(contexts, tf.fill(tf.shape(contexts), ""), choices)
 
     def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, **kwargs):
@@ -1235,7 +1279,8 @@ class AlbertQuestionAnswerer(AlbertTextTask):
     recipe_task = "classification"
 
     def __init__(self, encoder, preprocessor, dropout: float = 0.0, doc_stride: int = 128, max_query_length: int = 64,
-                 n_best_size: int = 20, max_answer_length: int = 30, compile: bool = True, **kwargs):
+                 n_best_size: int = 20, max_answer_length: int = 30, compile: bool = True,
+                 length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
         from albert_tf.export.qa import qa_settings
         from albert_tf.tasks.squad import SquadV1Model
 
@@ -1260,6 +1305,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
             inputs=inputs, outputs={"start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"]},
             **kwargs,
         )
+        self.length_bucket = check_length_bucket(length_bucket)
 
         # === Config ===
         self.dropout = dropout
@@ -1363,7 +1409,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         from albert_tf.export.qa import QaGraph
 
         questions, contexts = self._pairs(x)
-        graph = QaGraph(self.task_model, self.preprocessor, self.qa_settings)
+        graph = QaGraph(self.task_model, self.preprocessor, self.qa_settings, length_bucket=self.length_bucket)
         answer = tf.function(graph.__call__, reduce_retracing=True)
         size = batch_size or DEFAULT_BATCH_SIZE
         results = []
@@ -1382,6 +1428,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         Arguments as `AlbertTextClassifier.export` (without `labels` and `pair`)."""
         from albert_tf.export.saved_model import export_saved_model
 
+        kwargs.setdefault("length_bucket", self.length_bucket)
         return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
                                   version, qa_settings=dict(self.qa_settings), check=check, **kwargs)
 

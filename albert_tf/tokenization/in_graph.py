@@ -57,6 +57,10 @@ OUTPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 SENTENCEPIECE_ASSET_FILE = "spiece.model"
 WORDPIECE_ASSET_FILE = "vocab.txt"
 VOCABULARY_ASSET_FILES = (SENTENCEPIECE_ASSET_FILE, WORDPIECE_ASSET_FILE)
+# What exports and text models pack to by default: the longest row rounded up to 16 positions.
+DEFAULT_LENGTH_BUCKET = 16
+# `pack(length_bucket=...)` default: the layer's own `length_bucket`.
+_OWN_BUCKET = object()
 
 
 def _serializing_keras_archive() -> bool:
@@ -112,6 +116,28 @@ def truncated_lengths(
     return new_a, new_b
 
 
+def check_length_bucket(length_bucket: Any) -> Optional[int]:
+    """`length_bucket` checked: None (fixed length) or an int >= 1."""
+    if length_bucket is None:
+        return None
+    if isinstance(length_bucket, bool) or not isinstance(length_bucket, int) or length_bucket < 1:
+        raise ValueError(f"length_bucket must be None or an int >= 1, got {length_bucket!r}")
+    return length_bucket
+
+
+def packed_width(lengths: tf.Tensor, sequence_length: int, length_bucket: Optional[int]):
+    """The padded width of a batch whose rows have the real lengths `lengths` (any shape).
+
+    None: `sequence_length` (a Python int, static). An int N: the longest length rounded up
+    to a multiple of N, at least N, at most `sequence_length` (an int32 scalar tensor).
+    """
+    if length_bucket is None:
+        return sequence_length
+    longest = tf.reduce_max(tf.concat([tf.reshape(tf.cast(lengths, tf.int32), [-1]), [1]], axis=0))
+    rounded = (longest + length_bucket - 1) // length_bucket * length_bucket
+    return tf.minimum(rounded, sequence_length)
+
+
 def _is_pair(inputs: Any) -> bool:
     # A tuple is a pair of segments; so is a list of tensors. A list of Python strings is a batch.
     if isinstance(inputs, tuple):
@@ -164,7 +190,10 @@ class AlbertTokenizerLayer(keras.layers.Layer):
     Call it on a string tensor of shape `[batch]` (one segment) or on a tuple `(a, b)` of two
     such tensors (pairs; a row whose `b` has no tokens is packed as a single segment, as the
     original does). A scalar string gives outputs of shape `[sequence_length]`. Returns a dict of
-    int32 tensors `input_ids`, `input_mask`, `segment_ids` of shape `[batch, sequence_length]`.
+    int32 tensors `input_ids`, `input_mask`, `segment_ids` of shape `[batch, sequence_length]`;
+    with `length_bucket=N`, of shape `[batch, width]`: `width` is the longest row of the batch
+    (with `[CLS]`/`[SEP]`) rounded up to a multiple of N, at most `sequence_length`. The columns
+    are then exactly the first `width` of the fixed-length outputs: only padding is left out.
 
     Truncation is the original one, not round robin: single segments keep their first
     `sequence_length - 2` tokens; pairs lose tokens from the end of the longer segment (of `b` on a
@@ -177,6 +206,8 @@ class AlbertTokenizerLayer(keras.layers.Layer):
       lower_case: lower-case the text (and, for WordPiece, strip accents).
       keep_accents, normalize_quotes: the non-original SentencePiece preprocessing options.
       max_input_chars_per_word: WordPiece words longer than this become `[UNK]`.
+      length_bucket: None pads every batch to `sequence_length`; an int N pads it to its
+        longest row rounded up to a multiple of N (see above), so short texts cost less.
       vocabulary_asset: only in the config of a layer saved in a `.keras` archive: the file of
         its assets that holds the vocabulary (`spiece.model` or `vocab.txt`), which
         `load_assets` reads. The layer is built without a vocabulary and cannot run before that.
@@ -209,6 +240,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         normalize_quotes: bool = False,
         max_input_chars_per_word: int = DEFAULT_MAX_INPUT_CHARS_PER_WORD,
         vocabulary_asset: Optional[str] = None,
+        length_bucket: Optional[int] = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -235,6 +267,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         self.keep_accents = bool(keep_accents)
         self.normalize_quotes = bool(normalize_quotes)
         self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self.length_bucket = check_length_bucket(length_bucket)
         self._model_proto: Optional[bytes] = None
         self._wordpiece_tokens: Optional[Tuple[str, ...]] = None
         self._pending_vocabulary_asset = vocabulary_asset
@@ -535,16 +568,20 @@ class AlbertTokenizerLayer(keras.layers.Layer):
 
     # ids -> model inputs --------------------------------------------------------------------
 
-    def pack(self, ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor] = None) -> Dict[str, tf.Tensor]:
+    def pack(self, ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor] = None, *,
+             length_bucket: Any = _OWN_BUCKET) -> Dict[str, tf.Tensor]:
         """Truncates and packs token ids into the three dense model inputs.
 
         Args:
           ids_a: int `RaggedTensor` `[batch, (tokens)]` of the first segments.
           ids_b: the same for the second segments, or None.
+          length_bucket: overrides the layer's `length_bucket` (None: fixed length).
 
         Returns:
-          `input_ids`, `input_mask`, `segment_ids`: int32 `[batch, sequence_length]`.
+          `input_ids`, `input_mask`, `segment_ids`: int32 `[batch, sequence_length]`, or
+          `[batch, width]` when length-aware (see the class).
         """
+        bucket = self.length_bucket if length_bucket is _OWN_BUCKET else check_length_bucket(length_bucket)
         length = self.sequence_length
         ids_a = tf.cast(ids_a, tf.int32)
         len_a = tf.cast(ids_a.row_lengths(), tf.int32)
@@ -561,8 +598,9 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         # Dense ops only: each output position reads its token from a, from b, or is special.
         dense_a = ids_a.to_tensor(default_value=0, shape=[None, length])
         dense_b = ids_b.to_tensor(default_value=0, shape=[None, length])
-        position = tf.range(length, dtype=tf.int32)[None, :]
-        index_a = tf.broadcast_to(tf.clip_by_value(position - 1, 0, length - 1), tf.shape(dense_a))
+        width = packed_width(total, length, bucket)
+        position = tf.range(width, dtype=tf.int32)[None, :]
+        index_a = tf.broadcast_to(tf.clip_by_value(position - 1, 0, length - 1), tf.shape(position + keep_a))
         from_a = tf.gather(dense_a, index_a, batch_dims=1)
         from_b = tf.gather(dense_b, tf.clip_by_value(position - 2 - keep_a, 0, length - 1), batch_dims=1)
         b_start = keep_a + 2
@@ -581,14 +619,19 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         )
         input_mask = tf.cast(position < total, tf.int32)
         segment_ids = tf.cast(tf.logical_and(position >= b_start, position < total), tf.int32)
+        static = length if bucket is None else None
         return {
-            "input_ids": tf.ensure_shape(input_ids, [None, length]),
-            "input_mask": tf.ensure_shape(input_mask, [None, length]),
-            "segment_ids": tf.ensure_shape(segment_ids, [None, length]),
+            "input_ids": tf.ensure_shape(input_ids, [None, static]),
+            "input_mask": tf.ensure_shape(input_mask, [None, static]),
+            "segment_ids": tf.ensure_shape(segment_ids, [None, static]),
         }
 
     def call(self, inputs: Any) -> Dict[str, tf.Tensor]:
         """Tokenizes and packs; `inputs` is a `[batch]` string tensor or a pair `(a, b)` of them."""
+        return self.tokenize_and_pack(inputs)
+
+    def tokenize_and_pack(self, inputs: Any, *, length_bucket: Any = _OWN_BUCKET) -> Dict[str, tf.Tensor]:
+        """What calling the layer does, with `length_bucket` overriding the layer's (None: fixed length)."""
         self._check_vocabulary_loaded()
         if _is_pair(inputs):
             if len(inputs) != 2:
@@ -609,14 +652,14 @@ class AlbertTokenizerLayer(keras.layers.Layer):
                 tf.shape(text_a), tf.shape(text_b), message="text_a and text_b must have the same batch size"
             )
             ids_b = self.tokenize(text_b)
-        outputs = self.pack(ids_a, ids_b)
+        outputs = self.pack(ids_a, ids_b, length_bucket=length_bucket)
         if scalar:
             outputs = {k: v[0] for k, v in outputs.items()}
         return outputs
 
     def compute_output_spec(self, inputs: Any) -> Dict[str, keras.KerasTensor]:
         first = inputs[0] if _is_pair(inputs) else inputs
-        shape = tuple(first.shape) + (self.sequence_length,)
+        shape = tuple(first.shape) + (self.sequence_length if self.length_bucket is None else None,)
         return {k: keras.KerasTensor(shape, dtype="int32") for k in OUTPUT_KEYS}
 
     def get_config(self) -> Dict[str, Any]:
@@ -633,6 +676,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
                 "keep_accents": self.keep_accents,
                 "normalize_quotes": self.normalize_quotes,
                 "max_input_chars_per_word": self.max_input_chars_per_word,
+                "length_bucket": self.length_bucket,
             }
         )
         if self._pending_vocabulary_asset is not None:
