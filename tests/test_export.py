@@ -39,6 +39,7 @@ def test_layout_assets_and_no_leftovers(base):
         assert (version / name).exists(), name
     info = saved_model.read_export_info(str(version))
     assert info["kind"] == "classifier" and info["labels"] == helpers.LABELS and info["sequence_length"] == helpers.SEQ
+    assert info["length_bucket"] == 16  # length-aware by default
     assert info["tokenizer"]["type"] == "sentencepiece"
     assert saved_model.list_exports(str(base)) == ["cls/1", "reg/1"]
 
@@ -78,10 +79,13 @@ def test_in_graph_tokenization_matches_python_tokenizer(servable, tmp_path_facto
     np.testing.assert_allclose(classified["scores"], from_text["probabilities"][:2], rtol=1e-5)
 
 
-def test_warmup_file_has_one_request_per_signature(base):
+def test_warmup_file_has_one_request_per_signature_and_per_length_bucket(base):
     logs = warmup.read_warmup_file(str(base / "cls" / "1"))
-    kinds = sorted((log.WhichOneof("log_type"), getattr(log, log.WhichOneof("log_type")).request.model_spec.signature_name) for log in logs)
-    assert kinds == [("classify_log", "classify"), ("predict_log", "serving_default"), ("predict_log", "tokens")]
+    kinds = [(log.WhichOneof("log_type"), getattr(log, log.WhichOneof("log_type")).request.model_spec.signature_name) for log in logs]
+    # One request per signature, then (length-aware, bucket 16 of sequence length 16) one single-text
+    # request per bucket for each text signature.
+    assert kinds[:3] == [("classify_log", "classify"), ("predict_log", "serving_default"), ("predict_log", "tokens")]
+    assert kinds[3:] == [("classify_log", "classify"), ("predict_log", "serving_default")]
     reg = {getattr(l, l.WhichOneof("log_type")).request.model_spec.signature_name: l.WhichOneof("log_type") for l in warmup.read_warmup_file(str(base / "reg" / "1"))}
     assert reg == {"regress": "regress_log", "serving_default": "predict_log", "tokens": "predict_log"}
 
@@ -215,7 +219,9 @@ def test_export_cli_from_finetuned_model_dir(tmp_path, tmp_path_factory, capsys)
     import argparse
     import json
 
+    from albert_tf.cli import CommandError
     from albert_tf.cli import export as export_cli
+    from albert_tf.export import compatibility
     from albert_tf.tasks.spec import TaskSpec
 
     model_dir = tmp_path / "finetuned"
@@ -244,6 +250,18 @@ def test_export_cli_from_finetuned_model_dir(tmp_path, tmp_path_factory, capsys)
     finally:
         servable.close()
     assert (tmp_path / "base" / "models.config").is_file()
+    assert info["length_bucket"] == 16
+    # --length-bucket 0: the fixed-length export; a negative bucket is a one-line error.
+    args = parser.parse_args(["--model-dir", str(model_dir), "--export-base", str(tmp_path / "base"), "--model-name", "sst2",
+                              "--skip-check", "--length-bucket", "0"])
+    assert export_cli.run(args) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert saved_model.read_export_info(printed["path"])["length_bucket"] is None
+    tokens = compatibility.read_meta_graph(printed["path"]).signature_def["tokens"]
+    assert [d.size for d in tokens.inputs["input_ids"].tensor_shape.dim] == [-1, helpers.SEQ]
+    args.length_bucket = -1
+    with pytest.raises(CommandError, match="--length-bucket must be >= 0"):
+        export_cli.run(args)
 
 
 def test_encoder_module_has_text_and_tokens_signatures(tmp_path_factory):
