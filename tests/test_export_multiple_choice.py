@@ -189,14 +189,16 @@ def test_export_layout_signatures_warmup_and_ops(exported):
     assert info["kind"] == signatures.KIND_MULTIPLE_CHOICE and info["task_settings"] == {"max_qa_length": MAX_QA}
     assert 'name: "race"' in (base / "models.config").read_text()
     logs = warmup.read_warmup_file(result.path)
-    assert sorted(log.predict_log.request.model_spec.signature_name for log in logs) == ["serving_default", "tokens"]
+    # One request per signature, then one per length bucket (one: sequence length 16, bucket 16).
+    assert [log.predict_log.request.model_spec.signature_name for log in logs] == ["serving_default", "tokens", "serving_default"]
     servable = SessionServable(result.path)
     try:
         defs = servable.signature_defs
         assert set(defs["serving_default"].inputs) == {"text", "question", "choices"}
         assert [d.size for d in defs["serving_default"].inputs["choices"].tensor_shape.dim] == [-1, -1]
         assert set(defs["serving_default"].outputs) == {"logits", "scores", "predicted_choice"}
-        assert [d.size for d in defs["tokens"].inputs["input_ids"].tensor_shape.dim] == [-1, -1, helpers.SEQ]
+        # Length-aware: any number of choices, any length up to the sequence length.
+        assert [d.size for d in defs["tokens"].inputs["input_ids"].tensor_shape.dim] == [-1, -1, -1]
         assert set(defs["tokens"].outputs) == {"logits", "scores", "predicted_choice"}
         for key, definition in defs.items():
             for name, tensor in list(definition.inputs.items()) + list(definition.outputs.items()):

@@ -217,7 +217,10 @@ def test_export_signatures_reload_and_answers(spm, layer, v1_export):
     from albert_tf.export import warmup
 
     logs = warmup.read_warmup_file(result.path)
-    assert sorted(log.predict_log.request.model_spec.signature_name for log in logs) == ["serving_default", "tokens"]
+    # One request per signature, then one per length bucket the warmup question reaches (16, 32, 48).
+    names = [log.predict_log.request.model_spec.signature_name for log in logs]
+    assert names[:2] == ["serving_default", "tokens"] and names[2:] == ["serving_default"] * len(names[2:])
+    assert 2 <= len(names[2:]) <= 3
 
 
 def test_local_server_rest_and_client_answers(v1_export):

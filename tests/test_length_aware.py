@@ -150,7 +150,7 @@ def _text_inputs(kind):
     return {"text": tf.constant(TEXTS)}
 
 
-def _assert_outputs_equal(got, want, real_mask=None):
+def _assert_outputs_equal(got, want):
     """Equal outputs; an output with a sequence axis is compared on the bucketed width (the rest of
     the fixed-length one is padding)."""
     assert set(got) == set(want)
@@ -229,6 +229,17 @@ def test_tokens_signatures_are_variable_length_and_refuse_longer_ids(modules):
         aware.signatures()["tokens"](input_ids=ids, input_mask=ids, segment_ids=0 * ids)
     with pytest.raises(tf.errors.InvalidArgumentError, match="input_mask must have the shape of input_ids"):
         aware.signatures()["tokens"](input_ids=ids[:, :8], input_mask=ids[:, :9], segment_ids=0 * ids[:, :8])
+
+
+def test_tokens_signatures_ignore_tf_serving_first_element_padding(modules):
+    # TF Serving pads a shorter request merged with a longer one with the request's first
+    # element: [CLS] ids, mask 1, segment 0 (p_mask 0).
+    for kind in ("tagger", "squad_v2"):
+        fixed, aware = modules[kind]
+        long, short = _short_tokens(aware, fixed, {k: v[:2] for k, v in _text_inputs(kind).items()})
+        padded = {k: tf.concat([v, tf.fill([v.shape[0], 8], v[0, 0])], axis=1) for k, v in short.items()}
+        # The padded request's sequence outputs are wider; on the request's own width they agree.
+        _assert_outputs_equal(aware.signatures()["tokens"](**short), aware.signatures()["tokens"](**padded))
 
 
 def test_warmup_requests_cover_every_bucket(modules):

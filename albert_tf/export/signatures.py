@@ -42,7 +42,10 @@ multiple choice the longest choice) rounded up to a multiple of N, at most `sequ
 instead of always to `sequence_length`; the answers are those of the fixed-length graph (padded
 positions are masked out of attention), only cheaper for short texts. Outputs with a sequence
 axis (`sequence_output`, `input_mask`) are then that wide. The `tokens` signatures take ids of
-any length up to `sequence_length` (`[-1, -1]`; longer fails with INVALID_ARGUMENT).
+any length up to `sequence_length` (`[-1, -1]`; longer fails with INVALID_ARGUMENT), and mask
+out a trailing run of `[CLS]` ids: TF Serving's batcher (`pad_variable_length_inputs`) pads a
+shorter request with its first element, so a request merged with a longer one gets the longer
+one's width in its sequence outputs (read its own length) and the same values.
 `length_bucket=None` is the fixed-length export (token specs `[-1, sequence_length]`).
 
 Raw text is tokenized in the graph by the `AlbertTokenizerLayer` (the training preprocessing);
@@ -312,7 +315,28 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
             # Run the checks before the model, so a bad request reports them and not a shape error.
             with tf.control_dependencies(checks):
                 features = {k: tf.identity(v) for k, v in features.items()}
+            features = self._unpad_batched(features)
         return self._token_outputs(features)
+
+    def _unpad_batched(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """Masks out what TF Serving's batcher appended to a shorter request.
+
+        With `pad_variable_length_inputs` it pads every input with the request's first element:
+        `[CLS]` ids with mask 1, which would be attended to. A packed row ends with `[SEP]` and
+        pad ids, never with `[CLS]`, so a trailing run of `[CLS]` after position 0 is such
+        padding: mask and segment 0 there (`p_mask` 1).
+        """
+        ids = features["input_ids"]
+        is_cls = tf.cast(tf.equal(ids, self.tokenizer.cls_id), tf.int32)
+        trailing = tf.reverse(tf.math.cumprod(tf.reverse(is_cls, [-1]), axis=-1), [-1])
+        first = tf.equal(tf.range(tf.shape(ids)[-1]), 0)
+        padding = tf.logical_and(tf.equal(trailing, 1), tf.logical_not(first))
+        result = dict(features)
+        for key in ("input_mask", "segment_ids"):
+            result[key] = tf.where(padding, 0, features[key])
+        if "p_mask" in features:
+            result["p_mask"] = tf.where(padding, 1, features["p_mask"])
+        return result
 
     @abc.abstractmethod
     def _token_outputs(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
