@@ -178,7 +178,11 @@ def v1_export(layer, tmp_path_factory):
     model = _tiny_squad_model("v1")
     # The fresh-process reload of the check is what the next test does itself (the TF1 loader of
     # `SessionServable`, compared with the Python pipeline); the v2 CLI export runs the full check.
-    result = saved_model.export_saved_model(model, layer, str(base), "qa", qa_settings=SETTINGS, check=False)
+    # Fixed length: the Python reference ranks the n-best over all positions, padding included,
+    # as the fixed-length export does (the length-aware v1 search ranks real positions only, see
+    # albert_tf.export.qa; this untrained model scores padding high enough for that to matter).
+    result = saved_model.export_saved_model(model, layer, str(base), "qa", qa_settings=SETTINGS, check=False,
+                                            length_bucket=None)
     return base, result, model
 
 
@@ -217,10 +221,7 @@ def test_export_signatures_reload_and_answers(spm, layer, v1_export):
     from albert_tf.export import warmup
 
     logs = warmup.read_warmup_file(result.path)
-    # One request per signature, then one per length bucket the warmup question reaches (16, 32, 48).
-    names = [log.predict_log.request.model_spec.signature_name for log in logs]
-    assert names[:2] == ["serving_default", "tokens"] and names[2:] == ["serving_default"] * len(names[2:])
-    assert 2 <= len(names[2:]) <= 3
+    assert sorted(log.predict_log.request.model_spec.signature_name for log in logs) == ["serving_default", "tokens"]
 
 
 def test_local_server_rest_and_client_answers(v1_export):
