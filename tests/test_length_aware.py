@@ -150,6 +150,14 @@ def _text_inputs(kind):
     return {"text": tf.constant(TEXTS)}
 
 
+def _short_inputs(kind):
+    """The first two (short) rows of `_text_inputs`; pairs get the two short texts reversed."""
+    inputs = {k: v[:2] for k, v in _text_inputs(kind).items()}
+    if "text_b" in inputs:
+        inputs["text_b"] = inputs["text"][::-1]
+    return inputs
+
+
 def _assert_outputs_equal(got, want):
     """Equal outputs; an output with a sequence axis is compared on the bucketed width (the rest of
     the fixed-length one is padding)."""
@@ -193,6 +201,7 @@ def modules(layer):
     return {kind: (_module(kind, model, layer, None), _module(kind, model, layer, BUCKET)) for kind, model in models.items()}
 
 
+@pytest.mark.slow  # builds 16 serving modules (about 2 minutes on 2 busy cores)
 @pytest.mark.parametrize("kind", signatures.KINDS)
 def test_length_aware_signatures_answer_as_the_fixed_length_ones(modules, kind):
     fixed, aware = modules[kind]
@@ -200,9 +209,7 @@ def test_length_aware_signatures_answer_as_the_fixed_length_ones(modules, kind):
     inputs = _text_inputs(kind)
     _assert_outputs_equal(aware_functions["serving_default"](**inputs), fixed_functions["serving_default"](**inputs))
     # Short batches (only the short texts) pack narrower still, with the same answers.
-    short_inputs = {k: v[:2] for k, v in inputs.items()}
-    if "text_b" in short_inputs:
-        short_inputs["text_b"] = short_inputs["text"][::-1]
+    short_inputs = _short_inputs(kind)
     _assert_outputs_equal(aware_functions["serving_default"](**short_inputs), fixed_functions["serving_default"](**short_inputs))
     # The tokens signatures take the shorter ids.
     long, short = _short_tokens(aware, fixed, short_inputs)
@@ -219,6 +226,7 @@ def test_length_aware_signatures_answer_as_the_fixed_length_ones(modules, kind):
         _assert_outputs_equal(aware_functions["classify"](inputs=examples), fixed_functions["classify"](inputs=examples))
 
 
+@pytest.mark.slow
 def test_tokens_signatures_are_variable_length_and_refuse_longer_ids(modules):
     fixed, aware = modules["classifier"]
     ids_spec = lambda module: tf.nest.flatten(module.signatures()["tokens"].structured_input_signature)[0]  # noqa: E731
@@ -231,17 +239,19 @@ def test_tokens_signatures_are_variable_length_and_refuse_longer_ids(modules):
         aware.signatures()["tokens"](input_ids=ids[:, :8], input_mask=ids[:, :9], segment_ids=0 * ids[:, :8])
 
 
+@pytest.mark.slow
 def test_tokens_signatures_ignore_tf_serving_first_element_padding(modules):
     # TF Serving pads a shorter request merged with a longer one with the request's first
     # element: [CLS] ids, mask 1, segment 0 (p_mask 0).
     for kind in ("tagger", "squad_v2"):
         fixed, aware = modules[kind]
-        long, short = _short_tokens(aware, fixed, {k: v[:2] for k, v in _text_inputs(kind).items()})
+        long, short = _short_tokens(aware, fixed, _short_inputs(kind))
         padded = {k: tf.concat([v, tf.fill([v.shape[0], 8], v[0, 0])], axis=1) for k, v in short.items()}
         # The padded request's sequence outputs are wider; on the request's own width they agree.
         _assert_outputs_equal(aware.signatures()["tokens"](**short), aware.signatures()["tokens"](**padded))
 
 
+@pytest.mark.slow
 def test_warmup_requests_cover_every_bucket(modules):
     from albert_tf.export import warmup
 
@@ -287,7 +297,7 @@ def test_exported_length_aware_savedmodels_answer_as_the_fixed_length_path(tmp_p
         loaded = tf.saved_model.load(result.path)
         inputs = _text_inputs(kind)
         _assert_outputs_equal(loaded.signatures["serving_default"](**inputs), fixed.signatures()["serving_default"](**inputs))
-        long, short = _short_tokens(aware, fixed, inputs)
+        long, short = _short_tokens(aware, fixed, _short_inputs(kind))
         _assert_outputs_equal(loaded.signatures["tokens"](**short), fixed.signatures()["tokens"](**long))
         logs = warmup.read_warmup_file(result.path)
         text_logs = [log for log in logs if log.predict_log.request.model_spec.signature_name == "serving_default"]
@@ -297,6 +307,7 @@ def test_exported_length_aware_savedmodels_answer_as_the_fixed_length_path(tmp_p
 # --- text models -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_text_model_predict_is_length_aware_with_fixed_length_answers(layer, tmp_path):
     import keras
 
@@ -328,6 +339,7 @@ def test_text_model_predict_is_length_aware_with_fixed_length_answers(layer, tmp
     keras.backend.clear_session()
 
 
+@pytest.mark.slow
 def test_question_answerer_predict_is_length_aware_with_fixed_length_answers(layer):
     from albert_tf.tasks.text_models import AlbertQuestionAnswerer
 
@@ -344,6 +356,7 @@ def test_question_answerer_predict_is_length_aware_with_fixed_length_answers(lay
 # --- the local batcher --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_batcher_merges_token_requests_of_different_lengths(tmp_path, layer, modules):
     import threading
 
