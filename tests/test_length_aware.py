@@ -301,7 +301,8 @@ def test_exported_length_aware_savedmodels_answer_as_the_fixed_length_path(tmp_p
         _assert_outputs_equal(loaded.signatures["tokens"](**short), fixed.signatures()["tokens"](**long))
         logs = warmup.read_warmup_file(result.path)
         text_logs = [log for log in logs if log.predict_log.request.model_spec.signature_name == "serving_default"]
-        assert len(text_logs) == 1 + 3, kind  # the two-row request and one per bucket
+        # The two-row request and one per bucket (16 only where the fixed question / text_b fit in it).
+        assert 1 + 2 <= len(text_logs) <= 1 + 3, kind
 
 
 # --- text models -------------------------------------------------------------------------------------

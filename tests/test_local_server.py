@@ -137,11 +137,12 @@ def test_grpc_errors_match_tf_serving(stub):
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "Missing but required: {text_b}." in details
     code, details = grpc_error(stub.Predict, predict_request([b"x"] * 9))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and details == "Task size 9 is larger than maximum input batch size 8"
-    tokens = predict_request(np.zeros((1, 5), np.int32), signature="tokens", name="input_ids", dtype=np.int32)
+    # Length-aware export: token ids of any length up to the sequence length (16), longer refused.
+    tokens = predict_request(np.zeros((1, 17), np.int32), signature="tokens", name="input_ids", dtype=np.int32)
     for name in ("input_mask", "segment_ids"):
-        tokens.inputs[name].CopyFrom(tf.make_tensor_proto(np.zeros((1, 5), np.int32)))
+        tokens.inputs[name].CopyFrom(tf.make_tensor_proto(np.zeros((1, 17), np.int32)))
     code, details = grpc_error(stub.Predict, tokens)
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "expects [-1,16]" in details
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "at most sequence_length = 16 positions" in details
     classify = classification_pb2.ClassificationRequest()
     classify.model_spec.name = "cls"
     classify.input.example_list.examples.add()
