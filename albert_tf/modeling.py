@@ -594,8 +594,9 @@ def _run_encoder(embeddings, projection, attention_blocks, ffn_blocks, schedule,
     x = embeddings(input_ids, segment_ids, training=training)
     if projection is not None:
         x = projection(x)
-    # [batch, 1, 1, seq]: broadcast over heads and query positions.
-    attention_bias = (1.0 - ops.cast(input_mask[:, None, None, :], "float32")) * MASK_ADDER
+    # [batch, 1, 1, seq]: broadcast over heads and query positions. ExpandDims, not a `[:, None]`
+    # slice: TFLite's builtin StridedSlice has no new-axis mask (`albert_tf.export.tflite`).
+    attention_bias = (1.0 - ops.cast(ops.expand_dims(input_mask, (1, 2)), "float32")) * MASK_ADDER
     outputs = []
     for index, (a_name, f_name) in enumerate(schedule):
         last = first_token_only and index == len(schedule) - 1

@@ -8,7 +8,10 @@ The layout is TF Serving's: `<export_base>/<model_name>/<version>/` with
   SignatureDefs are rewritten after saving);
 * `assets/`: the vocabulary (`spiece.model` or `vocab.txt`), `albert_config.json` and
   `export.json` (kind, labels, sequence length, tokenizer settings), for provenance;
-* `assets.extra/tf_serving_warmup_requests`: one warmup request per signature.
+* `assets.extra/tf_serving_warmup_requests`: one warmup request per signature;
+* with `tflite=`, `model.tflite`: the `tokens` computation as a LiteRT model with builtin ops
+  only, for TF Serving's `--prefer_tflite_model` (`albert_tf.export.tflite`), checked against the
+  `tokens` signature and described in `export.json`'s `tflite`.
 
 A version is written into a hidden temporary directory inside `<export_base>/<model_name>/` (not
 an integer name, so TF Serving never loads it), checked (`albert_tf.export.compatibility`: ops,
@@ -32,7 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from albert_tf import file_io
-from albert_tf.export import compatibility, serving_config, signatures, warmup
+from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +62,7 @@ class ExportResult:
       signatures: `{signature key: method name}`.
       ops_report: the op check's report.
       serving_configs: paths of `models.config` and `batching_parameters.txt`.
+      tflite: `export.json`'s `tflite` entry when a `model.tflite` was written, else None.
     """
 
     path: str
@@ -66,6 +70,7 @@ class ExportResult:
     signatures: Dict[str, str]
     ops_report: compatibility.CompatibilityReport
     serving_configs: Dict[str, str]
+    tflite: Optional[Dict[str, Any]] = None
 
 
 def _check_name(model_name: str) -> None:
@@ -161,6 +166,7 @@ def export_saved_model(
     check: bool = True,
     batching: Optional[serving_config.BatchingConfig] = None,
     container_base: str = "/models",
+    tflite: Optional[str] = None,
 ) -> ExportResult:
     """Exports `model` with in-graph tokenization as `<export_base>/<model_name>/<version>/`.
 
@@ -188,13 +194,15 @@ def export_saved_model(
         Serving would otherwise be the first to find a broken export.
       batching: the `batching_parameters.txt` settings.
       container_base: where the server mounts `export_base` (for `models.config`).
+      tflite: also write `model.tflite` of the token-ids function, in this mode
+        ("dynamic-int8" or "float32", `albert_tf.export.tflite`), checked against `tokens`.
 
     Returns:
       An `ExportResult`.
 
     Raises:
-      ExportError: a bad name or version, an existing version, or a failed check (nothing is
-        published then).
+      ExportError: a bad name or version, an existing version, a failed check, or a TFLite
+        model that cannot be written (nothing is published then).
       TypeError: an unsupported model.
     """
     import tensorflow as tf
@@ -212,6 +220,12 @@ def export_saved_model(
     module = signatures.ServingModule(
         model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings
     )
+    if tflite is not None:
+        try:
+            tflite_export.check_request(module.kind, tflite)
+        except tflite_export.TfliteExportError as e:
+            raise ExportError(str(e)) from None
+    tflite_info = None
     # Staged under a name that is no integer, so TF Serving never loads a half-written version.
     with file_io.staged_directory(final, prefix=f"{TEMP_PREFIX}{version}-", create=False) as staging:
         functions = module.signatures()
@@ -233,11 +247,21 @@ def export_saved_model(
                 compatibility.check_reload(staging, inputs, _in_memory_outputs(module, inputs), **tolerance)
             except compatibility.CompatibilityError as e:
                 raise ExportError(str(e)) from None
+        if tflite is not None:
+            try:
+                tflite_info = tflite_export.write_tflite(staging, module, tflite)
+            except tflite_export.TfliteExportError as e:
+                raise ExportError(str(e)) from None
+            info_path = os.path.join(staging, "assets", EXPORT_INFO_FILE)
+            with open(info_path, encoding="utf-8") as f:
+                info = json.load(f)
+            info["tflite"] = tflite_info
+            file_io.atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     configs = serving_config.write_serving_configs(export_base, container_base, batching)
     non_predict = module.method_names()
     method_names = {key: non_predict.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
     logger.info("exported %s version %d to %s (signatures %s)", model_name, version, final, ", ".join(method_names))
-    return ExportResult(final, version, method_names, report, configs)
+    return ExportResult(final, version, method_names, report, configs, tflite_info)
 
 
 def export_arguments(task_spec) -> Dict[str, Any]:
