@@ -60,6 +60,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
+from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
 from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
@@ -360,7 +361,7 @@ def _split_element(args):
     return x, y, sample_weight
 
 
-class AlbertTextTask(keras.Model):
+class AlbertTextTask(RefuseKerasQuantize, keras.Model):
     """The raw-text template: tokenizer in `tf.data`, encoder + head in the Keras graph.
 
     Subclasses build their token-level task model and the functional graph on the token ids, and
