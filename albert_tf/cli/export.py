@@ -13,7 +13,9 @@ multiple choice `max_qa_length` (`text`, `question`, `choices` in, `albert_tf.ex
 `tokens` signature; a tokenizer whose size is not the encoder's `vocab_size` is refused (a smaller
 one is accepted with `--allow-vocab-mismatch`). The version goes to
 `<export-base>/<model-name>/<version>/`, atomically, after the TF Serving compatibility check;
-`models.config` and `batching_parameters.txt` are written for the export base.
+`models.config` and `batching_parameters.txt` are written for the export base. `--tflite
+dynamic-int8` (or `float32`) also writes `model.tflite`, the token-ids model for TF Serving's
+`--prefer_tflite_model` and in-process LiteRT (`albert_tf.export.tflite`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch-size", type=int, default=32, help="batching_parameters.txt max_batch_size")
     parser.add_argument("--batch-timeout-micros", type=int, default=2000, help="batching_parameters.txt batch_timeout_micros")
     parser.add_argument("--container-base", default="/models", help="where the server mounts --export-base (models.config)")
+    parser.add_argument(
+        "--tflite", choices=("dynamic-int8", "float32"),
+        help="also write model.tflite (token ids in; builtin ops; dynamic-int8: int8 weights, ~4x smaller)",
+    )
     parser.add_argument("--skip-check", action="store_true", help="skip the compatibility check (not recommended)")
 
 
@@ -88,12 +94,14 @@ def run(args) -> int:
     try:
         result = export_saved_model(
             model, layer, args.export_base, args.model_name, version=args.version, extra_assets=extra,
-            check=not args.skip_check, batching=batching, container_base=args.container_base, **arguments,
+            check=not args.skip_check, batching=batching, container_base=args.container_base, tflite=args.tflite,
+            **arguments,
         )
     except (ExportError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(json.dumps({
         "path": result.path, "version": result.version, "signatures": result.signatures,
         "tensorflow_text_ops": result.ops_report.text_ops, **result.serving_configs,
+        **({"tflite": {k: result.tflite[k] for k in ("file", "mode", "bytes")}} if result.tflite else {}),
     }, indent=2))
     return 0
