@@ -359,7 +359,7 @@ def write_tflite(directory: str, module, mode: str) -> Dict[str, Any]:
 
     check_request(module.kind, mode)
     path = os.path.join(directory, TFLITE_FILE)
-    file_io.atomic_write_bytes(path, convert(module, mode))
+    file_io.atomic_write_bytes(path, convert(module, mode), makedirs=True)
     bad = _non_builtin(model_ops(path))
     if bad:
         raise TfliteExportError(f"{path} has non-builtin ops: {', '.join(bad)}")
