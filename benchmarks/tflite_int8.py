@@ -12,6 +12,8 @@ Cases, at `--batch` rows and each `--lengths` (every row all real tokens):
   (`SessionServable`), at the export length only;
 * `litert_fp32`, `litert_int8`: `TfliteModel` (XNNPACK) with `--threads` threads.
 
+The cases of one length run interleaved, one call each in turn, so machine load hits all alike.
+
 Agreement on `--check-rows` random rows: logits cosine and probabilities max abs diff vs `tf_fp32`,
 and pooled-output cosine of the int8 encoder. Prints the CPU's ISA flags and one JSON object.
 
@@ -60,6 +62,23 @@ def _inputs(rows, length, vocab, seed):
     ids = rng.integers(5, vocab, (rows, length)).astype(np.int32)
     ids[:, 0] = 2
     return {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+
+
+def _interleaved(calls, min_seconds: float, warmup: int = 2):
+    """Per-call seconds of each case, run one call each in turn (so a change of machine load hits
+    every case alike) until every case has `min_seconds` of timed calls."""
+    import time
+
+    for call in calls.values():
+        for _ in range(warmup):
+            call()
+    times = {name: [] for name in calls}
+    while min(sum(t) for t in times.values()) < min_seconds or min(len(t) for t in times.values()) < 3:
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    return times
 
 
 def main(argv=None) -> int:
@@ -134,12 +153,10 @@ def main(argv=None) -> int:
     }
     for length in lengths:
         batch = _inputs(args.batch, length, args.vocab_size, 1)
-        row = {}
-        for name, call in cases.items():
-            row[name] = bench_common.spread(bench_common.time_calls(lambda: call(batch), min_seconds=args.min_seconds, warmup=2))
+        calls = {name: (lambda call=call: call(batch)) for name, call in cases.items()}
         if length == export_length:
-            row["tf_fp32_saved_model"] = bench_common.spread(bench_common.time_calls(
-                lambda: servable.run("tokens", batch), min_seconds=args.min_seconds, warmup=2))
+            calls["tf_fp32_saved_model"] = lambda: servable.run("tokens", batch)
+        row = {k: bench_common.spread(v) for k, v in _interleaved(calls, args.min_seconds).items()}
         report["latency_ms"][length] = {
             k: {"median": round(v["median_s"] * 1e3, 2), "min": round(v["min_s"] * 1e3, 2), "max": round(v["max_s"] * 1e3, 2),
                 "calls": v["calls"]} for k, v in row.items()}

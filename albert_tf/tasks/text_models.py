@@ -669,7 +669,8 @@ class AlbertTextClassifier(AlbertTextTask):
             labels: Class names in id order (default "0", "1", ...).
             pair: The model takes text pairs (`text`, `text_b`).
             check: Run the TF Serving compatibility check (ops and a fresh-process reload).
-            **kwargs: `export_saved_model` arguments (`batching`, `container_base`, `extra_assets`).
+            **kwargs: `export_saved_model` arguments (`batching`, `container_base`, `extra_assets`,
+                `tflite="dynamic-int8"` or `"float32"` for a `model.tflite` beside the SavedModel).
 
         Returns:
             The `ExportResult` (`result.path` is the version directory).
