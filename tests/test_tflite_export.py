@@ -334,8 +334,13 @@ def test_client_tokenizer_matches_the_export(exports, layer, spm):
 
 
 @pytest.mark.slow
-def test_serve_prefer_tflite_model_over_rest_and_grpc_with_the_client(exports, layer):
+def test_serve_prefer_tflite_model_over_rest_and_grpc_with_the_client(exports, layer, capsys):
+    import argparse
+
     import tensorflow as tf
+
+    from albert_tf.cli import CommandError
+    from albert_tf.cli import predict as predict_cli
 
     from albert_tf.model_server import client
     from albert_tf.model_server.server import LocalModelServer
@@ -364,6 +369,15 @@ def test_serve_prefer_tflite_model_over_rest_and_grpc_with_the_client(exports, l
             assert np.max(np.abs(by_client["probabilities"] - reference["probabilities"])) <= 0.02
             with pytest.raises(ValueError, match="takes token ids, not text .*--vocab"):
                 client.predict_text(address, "cls", texts, protocol=protocol)
+        # `albert-tf predict --server ... --vocab VERSION_DIR`: one JSON row per text.
+        parser = argparse.ArgumentParser()
+        predict_cli.add_arguments(parser)
+        argv = ["--server", grpc_address, "--model", "cls"] + texts
+        assert predict_cli.run(parser.parse_args(argv + ["--vocab", results["cls"].path])) == 0
+        rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [r["label"] for r in rows] == [x.decode() for x in reference["label"]]
+        with pytest.raises(CommandError, match="--vocab"):
+            predict_cli.run(parser.parse_args(argv))
         with pytest.raises(client.ServingClientError, match="input_ids must be < the vocabulary size 48"):
             client._predict_strings(grpc_address, "cls", dict(inputs, input_ids=inputs["input_ids"] + 48), "grpc",
                                     "serving_default", None, 30.0)
