@@ -313,7 +313,6 @@ class ModelManager:
 
     def _load(self, name: str, base: str, state: VersionState) -> None:
         from albert_tf.export.warmup import read_warmup_file
-
         from albert_tf.model_server.tflite_servable import TfliteServable, has_tflite_model
 
         path = os.path.join(base, str(state.version))
