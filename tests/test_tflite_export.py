@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _serving_helpers as helpers  # noqa: E402
 
-from albert_tf.export import saved_model, tflite  # noqa: E402
+from albert_tf.export import saved_model, tflite, warmup  # noqa: E402
 from albert_tf.export.saved_model import ExportError, export_saved_model  # noqa: E402
 
 SEQ = 32
@@ -189,6 +189,10 @@ def test_export_writes_a_builtin_only_tflite_with_variable_shapes(exports, loose
     base, results = exports
     result = results["cls"]
     assert saved_model.read_export_info(result.path)["tflite"] == result.tflite
+    assert result.tflite["signature"] == "tokens"
+    # TF Serving replays the warmup file on a preferred model.tflite too: only `tokens`, which both run.
+    logs = warmup.read_warmup_file(result.path)
+    assert [log.predict_log.request.model_spec.signature_name for log in logs] == ["tokens"]
     for path, info, mode in ((os.path.join(result.path, tflite.TFLITE_FILE), result.tflite, "dynamic-int8"),
                              (loose["cls32"][0], loose["cls32"][1], "float32")):
         assert info["mode"] == mode and info["bytes"] == os.path.getsize(path)
@@ -354,13 +358,13 @@ def test_serve_prefer_tflite_model_over_rest_and_grpc_with_the_client(exports, l
         grpc_address, rest_address = f"127.0.0.1:{server.grpc_port}", f"127.0.0.1:{server.rest_port}"
         for address, protocol in ((grpc_address, "grpc"), (rest_address, "rest")):
             metadata = client.model_metadata(address, "cls", protocol=protocol)["signature_def"]
-            assert sorted(metadata) == ["serving_default"]
-            assert sorted(metadata["serving_default"]["inputs"]) == sorted(TOKEN_KEYS)
-            assert sorted(metadata["serving_default"]["outputs"]) == sorted(reference)
-            dims = metadata["serving_default"]["inputs"]["input_ids"]["tensor_shape"]["dim"]
+            assert sorted(metadata) == ["tokens"]  # the SavedModel's token-ids signature, any length
+            assert sorted(metadata["tokens"]["inputs"]) == sorted(TOKEN_KEYS)
+            assert sorted(metadata["tokens"]["outputs"]) == sorted(reference)
+            dims = metadata["tokens"]["inputs"]["input_ids"]["tensor_shape"]["dim"]
             assert [int(d["size"]) for d in dims] == [-1, -1]
             # Token ids over the wire, the SavedModel's input names, the same outputs.
-            outputs = client._predict_strings(address, "cls", inputs, protocol, "serving_default", None, 30.0)
+            outputs = client._predict_strings(address, "cls", inputs, protocol, "tokens", None, 30.0)
             assert sorted(outputs) == sorted(reference)
             assert np.max(np.abs(outputs["probabilities"] - reference["probabilities"])) <= 0.02
             assert outputs["label"].tolist() == reference["label"].tolist()
@@ -380,10 +384,10 @@ def test_serve_prefer_tflite_model_over_rest_and_grpc_with_the_client(exports, l
             predict_cli.run(parser.parse_args(argv))
         with pytest.raises(client.ServingClientError, match="input_ids must be < the vocabulary size 48"):
             client._predict_strings(grpc_address, "cls", dict(inputs, input_ids=inputs["input_ids"] + 48), "grpc",
-                                    "serving_default", None, 30.0)
+                                    "tokens", None, 30.0)
     finally:
         server.stop()
-    # Without the flag the same version serves its SavedModel (text in).
+    # Without the flag the same version serves its SavedModel (text in), warmed up by `tokens`.
     server = LocalModelServer(str(base), model_names=["cls"], poll_interval_s=0).start()
     try:
         outputs = client.predict_text(f"127.0.0.1:{server.grpc_port}", "cls", texts, vocab=results["cls"].path)

@@ -8,7 +8,8 @@ The layout is TF Serving's: `<export_base>/<model_name>/<version>/` with
   SignatureDefs are rewritten after saving);
 * `assets/`: the vocabulary (`spiece.model` or `vocab.txt`), `albert_config.json` and
   `export.json` (kind, labels, sequence length, tokenizer settings), for provenance;
-* `assets.extra/tf_serving_warmup_requests`: one warmup request per signature;
+* `assets.extra/tf_serving_warmup_requests`: one warmup request per signature (only the `tokens`
+  one with a `model.tflite`, which TF Serving warms up from the same file);
 * with `tflite=`, `model.tflite`: the `tokens` computation as a LiteRT model with builtin ops
   only, for TF Serving's `--prefer_tflite_model` (`albert_tf.export.tflite`), checked against the
   `tokens` signature and described in `export.json`'s `tflite`.
@@ -234,7 +235,10 @@ def export_saved_model(
         _write_assets(staging, module, extra_assets)
         meta_graph = compatibility.read_meta_graph(staging)
         inputs = warmup.warmup_inputs(meta_graph.signature_def, pair, module.sequence_length)
-        warmup.write_warmup_file(staging, warmup.prediction_logs(model_name, meta_graph.signature_def, inputs))
+        # TF Serving replays the warmup on a preferred model.tflite too, whose one signature is
+        # `tokens`: then the `tokens` request is the one both can run.
+        warmup_requests = {"tokens": inputs["tokens"]} if tflite is not None else inputs
+        warmup.write_warmup_file(staging, warmup.prediction_logs(model_name, meta_graph.signature_def, warmup_requests))
         report = compatibility.check_ops(staging)
         if check:
             if not report.ok:

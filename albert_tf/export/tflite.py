@@ -13,7 +13,10 @@ Serving serves with `--prefer_tflite_model` (and `albert-tf serve --prefer-tflit
 Only TFLite's builtin ops are allowed (`supported_ops = [TFLITE_BUILTINS]`): TF Serving's TFLite
 runtime registers no others, so a graph that needs one fails here with `TfliteExportError` naming
 the op. The model's batch and sequence dimensions are variable (shape signature -1): a caller
-resizes the inputs to each batch (`TfliteModel` does). The id-range asserts of the SavedModel's
+resizes the inputs to each batch (`TfliteModel` does). Its one signature is keyed `tokens`, as the
+SavedModel's: TF Serving replays `assets.extra/tf_serving_warmup_requests` on the TFLite model too,
+so an export with a `model.tflite` warms up with its `tokens` request only, which both run (see
+`albert_tf.export.saved_model`), and a client sends the same request to either. The id-range asserts of the SavedModel's
 `tokens` are not in the TFLite graph (`Assert` is no builtin); `TfliteModel` checks the ids instead.
 
 After writing, the file is loaded with the LiteRT interpreter (`ai_edge_litert`, else
@@ -45,8 +48,8 @@ TFLITE_FILE = "model.tflite"
 MODE_DYNAMIC_INT8 = "dynamic-int8"
 MODE_FLOAT32 = "float32"
 MODES = (MODE_DYNAMIC_INT8, MODE_FLOAT32)
-# The one signature of the TFLite model (TF Serving's default key).
-SIGNATURE_KEY = "serving_default"
+# The one signature of the TFLite model: the SavedModel's token-ids signature, same inputs and outputs.
+SIGNATURE_KEY = "tokens"
 # The export kinds whose `tokens` computation converts with builtin ops only, and why the others do not.
 TFLITE_KINDS = ("classifier", "regressor", "encoder", "pretrainer", "squad_v1", "tagger", "multiple_choice")
 _REFUSED_KINDS = {"squad_v2": "the SQuAD v2 head's beam search needs tf.Einsum and a new-axis tf.StridedSlice, no TFLite builtins"}
@@ -113,17 +116,22 @@ def convert(module, mode: str) -> bytes:
 
     if mode not in MODES:
         raise TfliteExportError(f"tflite must be one of {', '.join(MODES)}, got {mode!r}")
+    import tempfile
+
     function = token_function(module)
     # Only the variables the function reads: tracking the whole module would pull the
     # tokenizer's lookup tables (HashTableV2, no builtin) into the converted graph.
     holder = tf.Module()
     holder.variables_read = list(function.variables)
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], holder)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    if mode == MODE_DYNAMIC_INT8:
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
     try:
-        return converter.convert()
+        with tempfile.TemporaryDirectory(prefix="albert-tflite-") as directory:
+            # Through a SavedModel (as `from_concrete_functions` does internally) to name the signature.
+            tf.saved_model.save(holder, directory, signatures={SIGNATURE_KEY: function})
+            converter = tf.lite.TFLiteConverter.from_saved_model(directory, signature_keys=[SIGNATURE_KEY])
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+            if mode == MODE_DYNAMIC_INT8:
+                converter.optimizations = [tf.lite.Optimize.DEFAULT]
+            return converter.convert()
     except Exception as e:  # the converter raises ConverterError and plain exceptions alike
         ops = sorted(set(_NON_BUILTIN_OP.findall(str(e))))
         if ops:

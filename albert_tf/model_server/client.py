@@ -7,8 +7,8 @@ back as `ServingClientError` with the server's status code (gRPC code name, or t
 and message.
 
 A served model that takes token ids instead of text (a `model.tflite` under
-`--prefer_tflite_model`: its signature has `input_ids` and no `text`, as GetModelMetadata shows)
-is sent ids tokenized here, with `vocab=` (the export's version directory, or its `spiece.model` /
+`--prefer_tflite_model`: its one signature, `tokens`, has `input_ids` and no `text`, as
+GetModelMetadata shows; `serving_default` then means it) is sent ids tokenized here, with `vocab=` (the export's version directory, or its `spiece.model` /
 `vocab.txt`; `albert_tf.model_server.client_tokenizer`).
 """
 
@@ -136,7 +136,10 @@ def predict_text(
         inputs["text_b"] = _as_list(text_b, "text_b")
         if len(inputs["text_b"]) != len(inputs["text"]):
             raise ValueError(f"{len(inputs['text'])} texts but {len(inputs['text_b'])} text_b")
-    definition = model_metadata(server, model, protocol, timeout)["signature_def"].get(signature)
+    served = model_metadata(server, model, protocol, timeout)["signature_def"]
+    if signature == "serving_default" and signature not in served and "tokens" in served:
+        signature = "tokens"  # a model.tflite: its one signature is the SavedModel's `tokens`
+    definition = served.get(signature)
     if definition is not None and takes_token_ids(definition):
         from albert_tf.model_server import client_tokenizer
 

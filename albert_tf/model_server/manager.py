@@ -317,14 +317,9 @@ class ModelManager:
 
         path = os.path.join(base, str(state.version))
         try:
-            if self.prefer_tflite_model and has_tflite_model(path):
-                servable, count = TfliteServable(path), 1  # warmed up on token ids when loaded
-            else:
-                servable = SessionServable(path)
-                count = None
+            servable = TfliteServable(path) if self.prefer_tflite_model and has_tflite_model(path) else SessionServable(path)
             try:
-                if count is None:
-                    count = replay_warmup(servable, read_warmup_file(path))
+                count = replay_warmup(servable, read_warmup_file(path))
             except (ServingError, ValueError) as e:
                 servable.close()
                 message = e.message if isinstance(e, ServingError) else str(e)

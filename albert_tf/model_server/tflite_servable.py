@@ -3,13 +3,11 @@
 TF Serving's `--prefer_tflite_model` loads `<version>/model.tflite` when there is one and serves its
 signature (TFLite builtin ops only) for Predict; `albert-tf serve --prefer-tflite-model` does the
 same through `albert_tf.export.tflite.TfliteModel`. The model's one signature is served under its
-key (`serving_default`); its inputs are the token ids of the SavedModel's `tokens` signature
-(`input_ids`, `input_mask`, `segment_ids`, int32 `[-1, -1]`) and its outputs have the same names.
-GetModelMetadata shows that signature, so a client sees it takes ids, not text. Classify and
-Regress have no TFLite signature (TF Serving's TFLite path serves Predict only).
-
-The SavedModel's warmup requests (raw text) do not apply: loading runs one request of token ids
-instead, so a broken file fails the load as a broken SavedModel does.
+key, `tokens`, as the SavedModel's: the same inputs (`input_ids`, `input_mask`, `segment_ids`,
+int32, here `[-1, -1]`: any length) and output names. GetModelMetadata shows that signature, so a
+client sees it takes ids, not text. Classify and Regress have no TFLite signature (TF Serving's
+TFLite path serves Predict only). The version's warmup file is replayed on it, as TF Serving
+does (an export with `tflite=` writes only the `tokens` request there, which both run).
 """
 
 from __future__ import annotations
@@ -60,7 +58,7 @@ class TfliteServable(SessionServable):
       num_threads: interpreter threads (default LiteRT's).
 
     Raises:
-      ServingError: the file does not load or its warmup request fails (`FAILED_PRECONDITION`).
+      ServingError: the file does not load (`FAILED_PRECONDITION`).
     """
 
     def __init__(self, path: str, num_threads: Optional[int] = None):
@@ -73,18 +71,6 @@ class TfliteServable(SessionServable):
             raise ServingError(FAILED_PRECONDITION, f"Failed to load TFLite model at {path}: {e}") from None
         self.signature_defs = {self.model.signature_key: _signature_def(self.model)}
         self._closed = False
-        self._warm_up()
-
-    def _warm_up(self) -> None:
-        rank = {len(d["shape_signature"]) for d in self.model.input_details.values()}.pop()
-        shape = (1,) * (rank - 1) + (8,)
-        inputs = {name: np.zeros(shape, np.int32) for name in self.model.input_names}
-        if "input_mask" in inputs:
-            inputs["input_mask"][..., :2] = 1
-        try:
-            self.model(inputs)
-        except ValueError as e:
-            raise ServingError(FAILED_PRECONDITION, f"Failed to warm up TFLite model at {self.path}: {e}") from None
 
     def run(self, signature_name: Optional[str], inputs: Dict[str, np.ndarray], output_filter: Iterable[str] = ()) -> Dict[str, np.ndarray]:
         """Runs the TFLite signature on numpy inputs; returns `{output_name: array}` (ServingError on failure)."""
