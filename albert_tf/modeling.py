@@ -27,6 +27,7 @@ import tensorflow as tf
 from keras import ops
 
 from albert_tf import fused_ops
+from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.config import AlbertConfig, SHARING_MODES
 
 LAYER_NORM_EPSILON = 1e-12
@@ -77,7 +78,12 @@ def dense_rows(layer: keras.layers.Dense, rows, training=None):
     matmul. Measured in inference, ALBERT-base batch 32 x 128: 1.10 -> 0.80 s in mixed bf16 (the
     [4096, 768] x [768, 3072] matmul with its bias and GELU: 75 -> 23 ms), 2.26 -> 2.00 s in fp32.
     `training=False` lets the weights' casts be shared between layers (`_weight_as`).
+
+    A quantized `Dense` (Keras `quantize`, layer by layer: the models refuse it whole,
+    `albert_tf.quantization`) runs its own call: its `kernel` holds the quantized values.
     """
+    if getattr(layer, "quantization_mode", None) is not None:
+        return layer(rows, training=training)
     kernel = _weight_as(layer.kernel, rows.dtype, training)
     return tf.nn.bias_add(tf.matmul(rows, kernel), _weight_as(layer.bias, rows.dtype, training))
 
@@ -350,7 +356,7 @@ class AlbertFeedForward(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertEncoder(keras.Model):
+class AlbertEncoder(RefuseKerasQuantize, keras.Model):
     """The ALBERT encoder (embeddings, shared transformer stack, pooler) as a functional Keras model.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, int32 of shape [batch, seq].
@@ -594,8 +600,9 @@ def _run_encoder(embeddings, projection, attention_blocks, ffn_blocks, schedule,
     x = embeddings(input_ids, segment_ids, training=training)
     if projection is not None:
         x = projection(x)
-    # [batch, 1, 1, seq]: broadcast over heads and query positions.
-    attention_bias = (1.0 - ops.cast(input_mask[:, None, None, :], "float32")) * MASK_ADDER
+    # [batch, 1, 1, seq]: broadcast over heads and query positions. ExpandDims, not a `[:, None]`
+    # slice: TFLite's builtin StridedSlice has no new-axis mask (`albert_tf.export.tflite`).
+    attention_bias = (1.0 - ops.cast(ops.expand_dims(input_mask, (1, 2)), "float32")) * MASK_ADDER
     outputs = []
     for index, (a_name, f_name) in enumerate(schedule):
         last = first_token_only and index == len(schedule) - 1

@@ -17,6 +17,7 @@ from keras import ops
 
 from albert_tf.losses import scale_loss_for_replicas
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder, AlbertMLMHead, AlbertSOPHead
+from albert_tf.quantization import RefuseKerasQuantize
 
 SENTENCE_TASKS = ("sop", "nsp")
 
@@ -40,7 +41,7 @@ def sentence_loss(sentence_logits, labels):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(keras.Model):
+class AlbertPretrainer(RefuseKerasQuantize, keras.Model):
     """ALBERT pretraining model: encoder + tied MLM head + sentence-order head.
 
     Args:

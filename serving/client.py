@@ -1,6 +1,9 @@
 """Entry point: send raw texts to TF Serving (or the local stand-in) and print the predictions.
 
-Usage: python serving/client.py --server localhost:8500 --model NAME [--protocol rest] TEXT...
+Usage: python serving/client.py --server localhost:8500 --model NAME [--protocol rest] [--vocab PATH] TEXT...
+
+A model served from `model.tflite` (`--prefer_tflite_model`) takes token ids: `--vocab` (the
+export's version directory, or its spiece.model / vocab.txt) tokenizes the texts here.
 """
 
 import argparse
@@ -18,9 +21,11 @@ def main(argv=None) -> int:
     parser.add_argument("--text-b", action="append", help="second text of a pair (once per TEXT)")
     parser.add_argument("--protocol", choices=("grpc", "rest"), default="grpc")
     parser.add_argument("--signature", default="serving_default")
+    parser.add_argument("--vocab", help="for a model that takes token ids: the export's version directory or vocabulary file")
     args = parser.parse_args(argv)
     try:
-        outputs = predict_text(args.server, args.model, args.texts, text_b=args.text_b, protocol=args.protocol, signature=args.signature)
+        outputs = predict_text(args.server, args.model, args.texts, text_b=args.text_b, protocol=args.protocol, signature=args.signature,
+                               vocab=args.vocab)
     except (ServingClientError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

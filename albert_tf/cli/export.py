@@ -15,7 +15,9 @@ one is accepted with `--allow-vocab-mismatch`). The version goes to
 `<export-base>/<model-name>/<version>/`, atomically, after the TF Serving compatibility check;
 `models.config` and `batching_parameters.txt` are written for the export base. `--length-bucket N`
 (default 16) exports length-aware signatures (a batch padded to its longest text rounded up to a
-multiple of N); `--length-bucket 0` the fixed-length ones.
+multiple of N); `--length-bucket 0` the fixed-length ones. `--tflite
+dynamic-int8` (or `float32`) also writes `model.tflite`, the token-ids model for TF Serving's
+`--prefer_tflite_model` and in-process LiteRT (`albert_tf.export.tflite`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--length-bucket", type=int, default=16,
         help="pad each batch to its longest text rounded up to a multiple of N (default 16); 0: always to the sequence length",
+    )
+    parser.add_argument(
+        "--tflite", choices=("dynamic-int8", "float32"),
+        help="also write model.tflite (token ids in; builtin ops; dynamic-int8: int8 weights, ~4x smaller)",
     )
     parser.add_argument("--skip-check", action="store_true", help="skip the compatibility check (not recommended)")
 
@@ -97,12 +103,13 @@ def run(args) -> int:
         result = export_saved_model(
             model, layer, args.export_base, args.model_name, version=args.version, extra_assets=extra,
             check=not args.skip_check, batching=batching, container_base=args.container_base,
-            length_bucket=args.length_bucket or None, **arguments,
+            length_bucket=args.length_bucket or None, tflite=args.tflite, **arguments,
         )
     except (ExportError, ValueError) as e:
         raise CommandError(str(e)) from None
     print(json.dumps({
         "path": result.path, "version": result.version, "signatures": result.signatures,
         "tensorflow_text_ops": result.ops_report.text_ops, **result.serving_configs,
+        **({"tflite": {k: result.tflite[k] for k in ("file", "mode", "bytes")}} if result.tflite else {}),
     }, indent=2))
     return 0

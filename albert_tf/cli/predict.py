@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server", help="HOST:PORT of TF Serving or `albert-tf serve` (gRPC 8500 / REST 8501)")
     parser.add_argument("--model", help="served model name (with --server)")
     parser.add_argument("--protocol", choices=("grpc", "rest"), default="grpc", help="protocol for --server")
+    parser.add_argument(
+        "--vocab",
+        help="with --server, for a model served from model.tflite (token ids in): the export's version directory "
+        "(or its spiece.model / vocab.txt); the texts are tokenized here",
+    )
     parser.add_argument("--text-b", action="append", help="second text of a pair task (once per TEXT, in order)")
     parser.add_argument("--input", help="file of examples: .tsv/.csv/.jsonl with the training columns, or .txt (one text per line)")
     parser.add_argument("--data", help="data directory (or corpus file) to read --split from")
@@ -57,7 +62,8 @@ def _predict_on_server(args) -> int:
     if not args.texts or args.input or args.data:
         raise CommandError("with --server, give the texts as TEXT arguments")
     try:
-        outputs = predict_text(args.server, args.model, args.texts, text_b=args.text_b, protocol=args.protocol)
+        outputs = predict_text(args.server, args.model, args.texts, text_b=args.text_b, protocol=args.protocol,
+                               vocab=args.vocab)
     except (ServingClientError, ValueError) as e:
         raise CommandError(str(e)) from None
     for record in format_predictions(outputs):

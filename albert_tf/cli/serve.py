@@ -2,7 +2,9 @@
 
 It speaks TF Serving's protocols (see `albert_tf.model_server.server`) so clients can be developed and
 tested without Docker; production serving is TF Serving itself (serving/README.md). A taken port
-(either protocol) exits with status 2 and one line naming it.
+(either protocol) exits with status 2 and one line naming it. `--prefer-tflite-model` serves a
+version's `model.tflite` (`albert-tf export --tflite ...`; token ids in) as TF Serving's
+`--prefer_tflite_model` does.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-request-bytes", type=_positive(int), default=None,
         help="largest request, REST body or gRPC message (default: what the largest batch needs, "
         "max_batch_size x 2 texts x 64 KiB x 3 for JSON escapes + 64 KiB; 12.1 MiB for 32 rows)",
+    )
+    parser.add_argument(
+        "--prefer-tflite-model", "--prefer_tflite_model", dest="prefer_tflite_model", action="store_true",
+        help="serve a version's model.tflite (token ids in, Predict only) when it has one, as TF Serving's flag",
     )
     parser.add_argument(
         "--rest-read-timeout-seconds", type=_positive(float), default=30.0,
@@ -60,7 +66,7 @@ def run(args) -> int:
         server = LocalModelServer(
             args.export_base, model_names=args.model_name, grpc_port=args.port, rest_port=args.rest_api_port,
             poll_interval_s=args.poll_seconds, host=args.host, max_request_bytes=args.max_request_bytes,
-            rest_read_timeout_s=args.rest_read_timeout_seconds,
+            rest_read_timeout_s=args.rest_read_timeout_seconds, prefer_tflite_model=args.prefer_tflite_model,
         )
         if args.no_batching:
             server.manager.batching = None

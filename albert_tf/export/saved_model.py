@@ -9,7 +9,11 @@ The layout is TF Serving's: `<export_base>/<model_name>/<version>/` with
 * `assets/`: the vocabulary (`spiece.model` or `vocab.txt`), `albert_config.json` and
   `export.json` (kind, labels, sequence length, tokenizer settings), for provenance;
 * `assets.extra/tf_serving_warmup_requests`: one warmup request per signature, and for a
-  length-aware export (`length_bucket`, default 16) one per length bucket of each text signature.
+  length-aware export without `tflite=` (`length_bucket`, default 16) one per length bucket of each text signature.
+  With a `model.tflite` only the `tokens` request, which TF Serving replays on it too;
+* with `tflite=`, `model.tflite`: the `tokens` computation as a LiteRT model with builtin ops
+  only, for TF Serving's `--prefer_tflite_model` (`albert_tf.export.tflite`), checked against the
+  `tokens` signature and described in `export.json`'s `tflite`.
 
 A version is written into a hidden temporary directory inside `<export_base>/<model_name>/` (not
 an integer name, so TF Serving never loads it), checked (`albert_tf.export.compatibility`: ops,
@@ -33,7 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from albert_tf import file_io
-from albert_tf.export import compatibility, serving_config, signatures, warmup
+from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET
 
 logger = logging.getLogger(__name__)
@@ -61,6 +65,7 @@ class ExportResult:
       signatures: `{signature key: method name}`.
       ops_report: the op check's report.
       serving_configs: paths of `models.config` and `batching_parameters.txt`.
+      tflite: `export.json`'s `tflite` entry when a `model.tflite` was written, else None.
     """
 
     path: str
@@ -68,6 +73,7 @@ class ExportResult:
     signatures: Dict[str, str]
     ops_report: compatibility.CompatibilityReport
     serving_configs: Dict[str, str]
+    tflite: Optional[Dict[str, Any]] = None
 
 
 def _check_name(model_name: str) -> None:
@@ -165,6 +171,7 @@ def export_saved_model(
     batching: Optional[serving_config.BatchingConfig] = None,
     container_base: str = "/models",
     length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET,
+    tflite: Optional[str] = None,
 ) -> ExportResult:
     """Exports `model` with in-graph tokenization as `<export_base>/<model_name>/<version>/`.
 
@@ -196,13 +203,15 @@ def export_saved_model(
         rounded up to a multiple of this (same answers, less work for short texts) and the
         `tokens` signatures take ids of any length up to the sequence length; None exports the
         fixed-length graphs (every row padded to the sequence length). Recorded in export.json.
+      tflite: also write `model.tflite` of the token-ids function, in this mode
+        ("dynamic-int8" or "float32", `albert_tf.export.tflite`), checked against `tokens`.
 
     Returns:
       An `ExportResult`.
 
     Raises:
-      ExportError: a bad name or version, an existing version, or a failed check (nothing is
-        published then).
+      ExportError: a bad name or version, an existing version, a failed check, or a TFLite
+        model that cannot be written (nothing is published then).
       TypeError: an unsupported model.
     """
     import tensorflow as tf
@@ -221,6 +230,12 @@ def export_saved_model(
         model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings,
         length_bucket=length_bucket,
     )
+    if tflite is not None:
+        try:
+            tflite_export.check_request(module.kind, tflite)
+        except tflite_export.TfliteExportError as e:
+            raise ExportError(str(e)) from None
+    tflite_info = None
     # Staged under a name that is no integer, so TF Serving never loads a half-written version.
     with file_io.staged_directory(final, prefix=f"{TEMP_PREFIX}{version}-", create=False) as staging:
         functions = module.signatures()
@@ -229,8 +244,14 @@ def export_saved_model(
         _write_assets(staging, module, extra_assets)
         meta_graph = compatibility.read_meta_graph(staging)
         inputs = warmup.warmup_inputs(meta_graph.signature_def, pair, module.sequence_length)
-        per_bucket = warmup.bucket_warmup_inputs(meta_graph.signature_def, module, pair)
-        warmup.write_warmup_file(staging, warmup.prediction_logs(model_name, meta_graph.signature_def, inputs, per_bucket))
+        # TF Serving replays the warmup on a preferred model.tflite too, whose one signature is
+        # `tokens`: then the `tokens` request is the one both can run.
+        if tflite is not None:
+            logs = warmup.prediction_logs(model_name, meta_graph.signature_def, {"tokens": inputs["tokens"]})
+        else:
+            per_bucket = warmup.bucket_warmup_inputs(meta_graph.signature_def, module, pair)
+            logs = warmup.prediction_logs(model_name, meta_graph.signature_def, inputs, per_bucket)
+        warmup.write_warmup_file(staging, logs)
         report = compatibility.check_ops(staging)
         if check:
             if not report.ok:
@@ -243,11 +264,21 @@ def export_saved_model(
                 compatibility.check_reload(staging, inputs, _in_memory_outputs(module, inputs), **tolerance)
             except compatibility.CompatibilityError as e:
                 raise ExportError(str(e)) from None
+        if tflite is not None:
+            try:
+                tflite_info = tflite_export.write_tflite(staging, module, tflite)
+            except tflite_export.TfliteExportError as e:
+                raise ExportError(str(e)) from None
+            info_path = os.path.join(staging, "assets", EXPORT_INFO_FILE)
+            with open(info_path, encoding="utf-8") as f:
+                info = json.load(f)
+            info["tflite"] = tflite_info
+            file_io.atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     configs = serving_config.write_serving_configs(export_base, container_base, batching)
     non_predict = module.method_names()
     method_names = {key: non_predict.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
     logger.info("exported %s version %d to %s (signatures %s)", model_name, version, final, ", ".join(method_names))
-    return ExportResult(final, version, method_names, report, configs)
+    return ExportResult(final, version, method_names, report, configs, tflite_info)
 
 
 def export_arguments(task_spec) -> Dict[str, Any]:

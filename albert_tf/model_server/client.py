@@ -5,6 +5,11 @@ sends one Predict request with the `text` (and `text_b`) inputs of an exported m
 `{output_name: numpy array}`. `model_status` and `model_metadata` query the server. Errors come
 back as `ServingClientError` with the server's status code (gRPC code name, or the HTTP status)
 and message.
+
+A served model that takes token ids instead of text (a `model.tflite` under
+`--prefer_tflite_model`: its one signature, `tokens`, has `input_ids` and no `text`, as
+GetModelMetadata shows; `serving_default` then means it) is sent ids tokenized here, with `vocab=` (the export's version directory, or its `spiece.model` /
+`vocab.txt`; `albert_tf.model_server.client_tokenizer`).
 """
 
 from __future__ import annotations
@@ -97,6 +102,8 @@ def predict_text(
     signature: str = "serving_default",
     version: Optional[int] = None,
     timeout: float = 30.0,
+    vocab: Optional[str] = None,
+    sequence_length: Optional[int] = None,
 ) -> Dict[str, np.ndarray]:
     """Predictions of an exported model for raw texts.
 
@@ -109,12 +116,17 @@ def predict_text(
       signature: the signature to call.
       version: a specific version (default: the newest).
       timeout: seconds.
+      vocab: for a signature that takes token ids (looked up with GetModelMetadata): the export's
+        version directory (vocabulary, casing and sequence length from its `assets/`) or a
+        `spiece.model` / `vocab.txt` file; the texts are tokenized here.
+      sequence_length: with `vocab`, the longest packed input (default the export's, or 128 for a
+        bare vocabulary file); batches are padded to their longest row rounded up to 16.
 
     Returns:
       `{output_name: array}` (strings as `bytes` in object arrays).
 
     Raises:
-      ValueError / TypeError: bad arguments.
+      ValueError / TypeError: bad arguments, or a token-ids signature without `vocab`.
       ServingClientError: the server's error.
     """
     if protocol not in PROTOCOLS:
@@ -124,7 +136,28 @@ def predict_text(
         inputs["text_b"] = _as_list(text_b, "text_b")
         if len(inputs["text_b"]) != len(inputs["text"]):
             raise ValueError(f"{len(inputs['text'])} texts but {len(inputs['text_b'])} text_b")
+    served = model_metadata(server, model, protocol, timeout)["signature_def"]
+    if signature == "serving_default" and signature not in served and "tokens" in served:
+        signature = "tokens"  # a model.tflite: its one signature is the SavedModel's `tokens`
+    definition = served.get(signature)
+    if definition is not None and takes_token_ids(definition):
+        from albert_tf.model_server import client_tokenizer
+
+        if vocab is None:
+            raise ValueError(
+                f"{model}'s {signature} signature takes token ids, not text (a TFLite model): give the vocabulary "
+                "(--vocab: the export's version directory, or its spiece.model / vocab.txt) to tokenize here"
+            )
+        layer = client_tokenizer.tokenizer_layer(vocab, sequence_length)
+        ids = client_tokenizer.encode(layer, inputs["text"], inputs.get("text_b"))
+        return _predict_strings(server, model, ids, protocol, signature, version, timeout)
     return _predict_strings(server, model, inputs, protocol, signature, version, timeout)
+
+
+def takes_token_ids(signature_def: Dict[str, Any]) -> bool:
+    """Whether a signature (GetModelMetadata's dict form) takes `input_ids` and no `text`."""
+    inputs = signature_def.get("inputs", {})
+    return "input_ids" in inputs and "text" not in inputs
 
 
 def predict_qa(
@@ -150,11 +183,14 @@ def predict_qa(
 
 
 def _predict_strings(server, model, inputs, protocol, signature, version, timeout) -> Dict[str, np.ndarray]:
-    """Predict with string inputs `{name: [bytes]}` over gRPC or REST."""
+    """Predict with string inputs `{name: [bytes]}` (or integer arrays) over gRPC or REST."""
     if protocol == "rest":
         body = {
             "signature_name": signature,
-            "inputs": {k: [{"b64": base64.b64encode(t).decode("ascii")} for t in v] for k, v in inputs.items()},
+            "inputs": {
+                k: v.tolist() if isinstance(v, np.ndarray) else [{"b64": base64.b64encode(t).decode("ascii")} for t in v]
+                for k, v in inputs.items()
+            },
         }
         outputs = _rest_call(server, _model_path(model, version) + ":predict", body, timeout)["outputs"]
         if not isinstance(outputs, dict):
@@ -171,7 +207,8 @@ def _predict_strings(server, model, inputs, protocol, signature, version, timeou
     if version is not None:
         request.model_spec.version.value = int(version)
     for name, values in inputs.items():
-        request.inputs[name].CopyFrom(tf.make_tensor_proto(np.array(values, dtype=object)))
+        array = values if isinstance(values, np.ndarray) else np.array(values, dtype=object)
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(array))
     response = _grpc_call(server, "prediction", "Predict", request, timeout)
     return {k: tf.make_ndarray(v) for k, v in response.outputs.items()}
 

@@ -13,6 +13,8 @@ It mirrors what TF Serving's model manager does for a `model_config_list` with t
 * requests name the version as TF Serving does: latest, a specific version, or a label;
 * a request whose batch is empty (0 rows) is refused, over gRPC and REST alike, as TF
   Serving's REST API refuses an empty `instances` list;
+* with `prefer_tflite_model` (TF Serving's `--prefer_tflite_model`), a version directory holding
+  a `model.tflite` is served from that file (`TfliteServable`) instead of its SavedModel;
 * each loaded version batches concurrent requests of the same signature and input shapes into
   one session run (`Batcher`): up to `max_batch_size` rows, waiting at most
   `batch_timeout_micros` for more, like the server's `--enable_batching`. With
@@ -298,6 +300,7 @@ class ModelManager:
       batching: request batching settings (None: no batching).
       poll_interval_s: how often the base paths are polled for new versions (0: never).
       version_labels: `{model_name: {label: version}}`.
+      prefer_tflite_model: serve a version's `model.tflite` when it has one (`TfliteServable`).
     """
 
     def __init__(
@@ -306,12 +309,14 @@ class ModelManager:
         batching: Optional[BatchingConfig] = None,
         poll_interval_s: float = 1.0,
         version_labels: Optional[Dict[str, Dict[str, int]]] = None,
+        prefer_tflite_model: bool = False,
     ):
         if not models:
             raise ValueError("no models to serve")
         self.models = dict(models)
         self.batching = batching
         self.poll_interval_s = poll_interval_s
+        self.prefer_tflite_model = bool(prefer_tflite_model)
         self.version_labels = {k: dict(v) for k, v in (version_labels or {}).items()}
         self._versions: Dict[str, Dict[int, VersionState]] = {name: {} for name in models}
         self._lock = threading.RLock()
@@ -354,10 +359,11 @@ class ModelManager:
 
     def _load(self, name: str, base: str, state: VersionState) -> None:
         from albert_tf.export.warmup import read_warmup_file
+        from albert_tf.model_server.tflite_servable import TfliteServable, has_tflite_model
 
         path = os.path.join(base, str(state.version))
         try:
-            servable = SessionServable(path)
+            servable = TfliteServable(path) if self.prefer_tflite_model and has_tflite_model(path) else SessionServable(path)
             try:
                 count = replay_warmup(servable, read_warmup_file(path))
             except (ServingError, ValueError) as e:

@@ -826,6 +826,8 @@ class LocalModelServer:
         RESOURCE_EXHAUSTED without being read.
       rest_read_timeout_s: the time a REST request body has to arrive in full, and an idle or
         stalled connection to send its next bytes (408, then the connection closes).
+      prefer_tflite_model: serve a version's `model.tflite` (token ids in) when it has one, as
+        TF Serving's `--prefer_tflite_model` (`albert_tf.model_server.tflite_servable`).
     """
 
     def __init__(
@@ -841,6 +843,7 @@ class LocalModelServer:
         grpc_workers: int = 16,
         max_request_bytes: Optional[int] = None,
         rest_read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        prefer_tflite_model: bool = False,
     ):
         bad_limit = isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int) or max_request_bytes < 1
         if max_request_bytes is not None and bad_limit:
@@ -856,7 +859,8 @@ class LocalModelServer:
         if batching is None and os.path.isfile(os.path.join(export_base, BATCHING_FILE)):
             batching = read_batching_parameters(os.path.join(export_base, BATCHING_FILE))
         self.manager = ModelManager(
-            {n: os.path.join(export_base, n) for n in model_names}, batching, poll_interval_s, version_labels
+            {n: os.path.join(export_base, n) for n in model_names}, batching, poll_interval_s, version_labels,
+            prefer_tflite_model=prefer_tflite_model,
         )
         self.host = host
         self._grpc_port, self._rest_port = grpc_port, rest_port

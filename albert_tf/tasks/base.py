@@ -19,9 +19,10 @@ from keras import ops
 
 from albert_tf.losses import scale_loss_for_replicas
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
+from albert_tf.quantization import RefuseKerasQuantize
 
 
-class AlbertTaskModel(keras.Model):
+class AlbertTaskModel(RefuseKerasQuantize, keras.Model):
     """Encoder + head. Subclasses implement `build_head`, `compute_task_loss`, `update_task_metrics`.
 
     Args:

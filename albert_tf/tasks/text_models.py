@@ -60,6 +60,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
+from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, AlbertTokenizerLayer, check_length_bucket, packed_width
 
@@ -360,7 +361,7 @@ def _split_element(args):
     return x, y, sample_weight
 
 
-class AlbertTextTask(keras.Model):
+class AlbertTextTask(RefuseKerasQuantize, keras.Model):
     """The raw-text template: tokenizer in `tf.data`, encoder + head in the Keras graph.
 
     Subclasses build their token-level task model and the functional graph on the token ids, and
@@ -683,7 +684,8 @@ class AlbertTextClassifier(AlbertTextTask):
             pair: The model takes text pairs (`text`, `text_b`).
             check: Run the TF Serving compatibility check (ops and a fresh-process reload).
             **kwargs: `export_saved_model` arguments (`batching`, `container_base`, `extra_assets`,
-                `length_bucket`: default the model's).
+                `length_bucket`: default the model's;
+                `tflite="dynamic-int8"` or `"float32"` for a `model.tflite` beside the SavedModel).
 
         Returns:
             The `ExportResult` (`result.path` is the version directory).
