@@ -617,29 +617,38 @@ def markdown(header: list, records: list, notes: list) -> str:
 
 
 def plot(records: list, path: str, title: str) -> None:
+    """Two panels (batch-1 p50, largest batch's texts/s) of the RT dev traffic: colour = model,
+    marker = way of serving."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     rows = [r for r in records if r["traffic"] == "rt-dev"] or records
     with_accuracy = any(r.get("accuracy") is not None for r in rows)
     y_of = (lambda r: r.get("accuracy")) if with_accuracy else (lambda r: r["params"] / 1e6)
-    figure, axes = plt.subplots(1, 2, figsize=(13, 5.5))
-    for ax, batch, key, xlabel in ((axes[0], 1, "p50_ms", "batch-1 p50 latency (ms, log)"),
-                                   (axes[1], max(r["batch"] for r in rows), "texts_per_s", "batch-32 throughput (texts/s, log)")):
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    variants = list(dict.fromkeys(r["case"][len(r["model"]) + 1:] for r in rows))
+    colours = {m: plt.cm.tab10(i % 10) for i, m in enumerate(models)}
+    markers = {v: "osD^v<>pPX*hH"[i % 13] for i, v in enumerate(variants)}
+    big = max(r["batch"] for r in rows)
+    figure, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    for ax, batch, key, xlabel in ((axes[0], 1, "p50_ms", "batch-1 p50 latency, ms (log; left is better)"),
+                                   (axes[1], big, "texts_per_s", f"batch-{big} throughput, texts/s (log; right is better)")):
         for r in rows:
-            if r["batch"] != batch or y_of(r) is None:
-                continue
-            marker = "s" if r["impl"].startswith("PyTorch") else "^" if "LiteRT" in r["impl"] else "o"
-            ax.scatter(r[key], y_of(r), marker=marker, color="tab:orange" if marker == "s" else "tab:blue")
-            ax.annotate(r["case"], (r[key], y_of(r)), fontsize=6, xytext=(3, 2), textcoords="offset points")
+            if r["batch"] == batch and y_of(r) is not None:
+                ax.scatter(r[key], y_of(r), color=colours[r["model"]], marker=markers[r["case"][len(r["model"]) + 1:]],
+                           s=45, edgecolors="black", linewidths=0.4)
         ax.set_xscale("log")
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("dev accuracy" if with_accuracy else "parameters (M; random weights, no accuracy)")
+        ax.set_ylabel("dev accuracy" if with_accuracy else "parameters, M (random weights: no accuracy)")
         ax.grid(alpha=0.3)
-    figure.suptitle(title + "  (o SavedModel, ^ LiteRT, s PyTorch)", fontsize=9)
-    figure.tight_layout()
+    handles = [Line2D([], [], color=colours[m], marker="o", linestyle="", label=m) for m in models]
+    handles += [Line2D([], [], color="grey", marker=markers[v], linestyle="", label=v) for v in variants]
+    figure.legend(handles=handles, loc="center right", fontsize=7, frameon=False)
+    figure.suptitle(f"Deployment frontier, RT dev traffic: {title}", fontsize=10)
+    figure.tight_layout(rect=(0, 0, 0.8, 1))
     figure.savefig(path, dpi=130)
     plt.close(figure)
 
@@ -673,17 +682,17 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help=f"functional check: {QUICK_SHAPES}, 16 texts, 0.2 s per case, batches 1 and 4")
     args = parser.parse_args(argv)
+    if args.teacher and args.shapes:
+        parser.error("give --teacher/--student model directories or --shapes, not both")
+    if args.student and not args.teacher:
+        parser.error("--student needs --teacher")
     if args.quick:
-        args.shapes = args.shapes or QUICK_SHAPES
+        args.shapes = None if args.teacher else args.shapes or QUICK_SHAPES
         args.texts, args.min_seconds, args.min_requests, args.batches = min(args.texts, 16), 0.2, 2, "1,4"
         args.max_dev = args.max_dev or 32
         args.vocab_size = min(args.vocab_size, 400)
     if not (args.teacher or args.shapes):
         args.shapes = DEFAULT_SHAPES
-    if args.teacher and args.shapes:
-        raise SystemExit("give --teacher/--student model directories or --shapes, not both")
-    if args.student and not args.teacher:
-        raise SystemExit("--student needs --teacher")
 
     rt, zh = Path(args.data_root) / "en" / "rotten_tomatoes", Path(args.data_root) / "zh"
 
