@@ -257,39 +257,22 @@ class SavedModelCase:
 
 
 class TfliteCase:
-    """A LiteRT model with the export's tokenizer layer in front (features cut to the batch's longest
-    text; the runner pads them as it was built to)."""
+    """A LiteRT model with the export's tokenizer layer in front; `TfliteModel` cuts each batch to
+    its longest text rounded up to `LENGTH_BUCKET` (as the length-aware export pads)."""
 
     runs_here = True
 
     def __init__(self, path: str, layer, threads: int):
-        from albert_tf.export.tflite import TfliteModel
-
-        self.layer, self.model = layer, TfliteModel(path, num_threads=threads)
-
-    def predict(self, texts):
-        import numpy as np
-
-        features = {k: v.numpy() for k, v in self.layer(self.layer_input(texts)).items()}
-        longest = int(features["input_mask"].sum(-1).max())
-        outputs = self.model({k: v[:, :longest] for k, v in features.items()})
-        logits = outputs["logits"] if isinstance(outputs, dict) else outputs
-        return [int(i) for i in np.argmax(np.asarray(logits), -1)]
-
-    @staticmethod
-    def layer_input(texts):
         import tensorflow as tf
 
-        return tf.constant(texts)
+        from albert_tf.export.tflite import TfliteModel
 
+        self._tf = tf
+        self.layer, self.model = layer, TfliteModel(path, num_threads=threads, length_bucket=LENGTH_BUCKET)
 
-def find_tflite(version_dir: str):
-    for directory in (version_dir, os.path.dirname(version_dir)):
-        for root, _, files in os.walk(directory):
-            for f in sorted(files):
-                if f.endswith(".tflite"):
-                    return os.path.join(root, f)
-    return None
+    def predict(self, texts):
+        features = {k: v.numpy() for k, v in self.layer(self._tf.constant(texts)).items()}
+        return [int(i) for i in self.model(features)["logits"].argmax(-1)]
 
 
 def albert_tf_cases(source: Source, base: str, features: dict, threads: int, notes: list) -> list:
@@ -323,9 +306,11 @@ def albert_tf_cases(source: Source, base: str, features: dict, threads: int, not
         length_kwargs = {"length_bucket": LENGTH_BUCKET} if features["length_bucket"] else {}
         result = export_saved_model(source.model, layer, base, name, labels=source.labels, check=False,
                                     tflite="dynamic-int8", **length_kwargs)
-        path = find_tflite(result.path)
-        if path is None:
-            notes.append(f"{source.name}: the export wrote no .tflite file; no LiteRT row")
+        from albert_tf.export.tflite import TFLITE_FILE
+
+        path = os.path.join(result.path, TFLITE_FILE)
+        if not os.path.isfile(path):
+            notes.append(f"{source.name}: the export wrote no {TFLITE_FILE}; no LiteRT row")
         else:
             cases.append((dict(impl="albert_tf LiteRT", precision="int8", length="longest/16"),
                           TfliteCase(path, layer, threads)))
