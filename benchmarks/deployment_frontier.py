@@ -648,7 +648,8 @@ def main(argv=None) -> int:
         return torch_worker(sys.argv[2])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--teacher", help="the teacher's model directory (albert-tf finetune output)")
-    parser.add_argument("--student", action="append", default=[], help="a student's model directory (repeatable)")
+    parser.add_argument("--student", action="append", default=[],
+                        help="a student's model directory, or NAME=DIR (repeatable; default name: the directory's)")
     parser.add_argument("--shapes", nargs="?", const=DEFAULT_SHAPES, default=None,
                         help=f"random-weight models of these shapes, the first the teacher (default {DEFAULT_SHAPES})")
     parser.add_argument("--data-root", default=str(SHARED),
@@ -704,7 +705,9 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="deployment-frontier-") as work:
         if args.teacher:
             sources = [model_dir_source(args.teacher, "teacher", "teacher")]
-            sources += [model_dir_source(d, "student", f"student {Path(d).name}") for d in args.student]
+            for item in args.student:
+                name, _, path = item.rpartition("=") if "=" in item and not os.path.exists(item) else ("", "", item)
+                sources.append(model_dir_source(path, "student", name or Path(path).name))
         else:
             train = rt / "train.tsv" if (rt / "train.tsv").is_file() else SAMPLE_RT / "train.tsv"
             log(f"training a {args.vocab_size}-piece SentencePiece model on {train}")
