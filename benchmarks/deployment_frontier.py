@@ -9,8 +9,9 @@ Rows (each one a case timed in the same run, one request each in turn):
   (`tflite="dynamic-int8"` + `albert_tf.export.tflite.TfliteModel`, where the export has it);
 * each student in fp32 (length-aware where available) and LiteRT int8;
 * PyTorch peers of every model: transformers' `AlbertModel` + the same head (the `[CLS]` pooler or
-  the masked mean, then the classifier), padding to the batch's longest text, with its fast
-  tokenizer built from the same SentencePiece file; fp32, `torch.autocast("cpu", torch.bfloat16)`
+  the masked mean, then the classifier), padding to the batch's longest text, tokenizing with
+  transformers' (Rust) ALBERT tokenizer built from the same SentencePiece model (the notes say on
+  how many texts its ids equal albert_tf's); fp32, `torch.autocast("cpu", torch.bfloat16)`
   and `torch.ao.quantization.quantize_dynamic` int8. They get the albert_tf weights
   (`albert_tf.checkpoints.huggingface.export_huggingface_weights`) where the encoder shares all its
   blocks (the only scheme Hugging Face has); otherwise random weights of the same shapes (latency
@@ -33,6 +34,8 @@ each in turn, the order reversed every round, all on the same request) until eac
 `--min-seconds` and `--min-requests`. Ratios: against the fixed-length fp32 teacher export and the
 best PyTorch case of the same traffic and batch size (any model; and the same model's).
 
+Bad arguments or input files end with one `error:` line and exit status 2.
+
 Writes `<out>.md` (header: CPU model, ISA flags, threads, versions), `<out>.jsonl` (one record per
 row, traffic and batch size) and `<out>.png` (accuracy against batch-1 p50 and batch-32 texts/s on
 the RT dev traffic; the parameter count instead where accuracy is blank).
@@ -43,9 +46,9 @@ the RT dev traffic; the parameter count instead where accuracy is blank).
         --student rt/student_shared6 --student rt/student_6x384 --min-seconds 10
 
 torch and transformers are benchmark-only peers (never dependencies): install them beside the venv
-(`pip install --target /work/torchsite --no-deps torch==2.13.0+cpu transformers sympy mpmath
-networkx`, see serving.py) and put them on PYTHONPATH; without them the PyTorch rows are skipped with
-a note.
+(`.venv/bin/pip install --target /work/torchsite --no-deps torch==2.13.0+cpu transformers==5.18.0 sympy
+mpmath networkx`, the CPU wheel from a local wheel directory or PyTorch's CPU index, see serving.py) and
+put them on PYTHONPATH; without them the PyTorch rows are skipped with a note.
 """
 
 from __future__ import annotations
@@ -80,6 +83,10 @@ LENGTH_BUCKET = 16
 EVAL_BATCH = 32
 
 
+class InputError(ValueError):
+    """Bad arguments or input files: one line on stderr, exit status 2."""
+
+
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -89,10 +96,12 @@ def log(message: str) -> None:
 
 def read_labelled_tsv(path) -> list:
     """(label, text) rows of a `label<TAB>text` file with a header."""
+    if not Path(path).is_file():
+        raise InputError(f"no such file: {path}")
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         if not reader.fieldnames or not {"label", "text"} <= set(reader.fieldnames):
-            raise SystemExit(f"{path}: expected a header with `label` and `text` columns")
+            raise InputError(f"{path}: expected a header with `label` and `text` columns")
         return [(row["label"], row["text"]) for row in reader if row["text"]]
 
 
@@ -149,12 +158,20 @@ def model_dir_source(path: str, role: str, name: str) -> Source:
     from albert_tf.tasks.resources import load_model
     from albert_tf.tasks.spec import TaskSpec
 
-    spec = TaskSpec.read(path)
+    from albert_tf.tasks.errors import TaskError
+
+    try:
+        spec = TaskSpec.read(path)
+    except (TaskError, OSError) as e:
+        raise InputError(f"{path}: {e}") from None
     if spec.kind != "classification":
-        raise SystemExit(f"{path}: a {spec.kind} model; the frontier compares classifiers")
+        raise InputError(f"{path}: a {spec.kind} model; the frontier compares classifiers")
     if spec.tokenizer["type"] != "sentencepiece":
-        raise SystemExit(f"{path}: a {spec.tokenizer['type']} tokenizer; the benchmark (and its PyTorch peer) needs SentencePiece")
-    model = load_model(path)
+        raise InputError(f"{path}: a {spec.tokenizer['type']} tokenizer; the benchmark (and its PyTorch peer) needs SentencePiece")
+    try:
+        model = load_model(path)
+    except TaskError as e:
+        raise InputError(str(e)) from None
     return Source(name, role, model, os.path.join(path, spec.tokenizer["file"]), spec.tokenizer["lower_case"],
                   spec.max_seq_length, spec.labels, given=True)
 
@@ -165,13 +182,18 @@ def parse_shape(text: str, teacher_config):
     shape = shape.strip()
     if shape.startswith("shared:"):
         if teacher_config is None:
-            raise SystemExit(f"--shapes: {text!r} needs a teacher shape before it")
-        layers = int(shape.split(":", 1)[1])
+            raise InputError(f"--shapes: {text!r} needs a teacher shape before it")
+        count = shape.split(":", 1)[1]
+        if not count.isdigit() or int(count) < 1:
+            raise InputError(f"--shapes: shared:N takes a positive layer count, got {text!r}")
+        layers = int(count)
         return name or f"student {shape}", teacher_config.replace(num_hidden_layers=layers)
     try:
         layers, hidden = (int(v) for v in shape.lower().split("x"))
+        if layers < 1 or hidden < 1:
+            raise ValueError
     except ValueError:
-        raise SystemExit(f"--shapes: expected LxH, name=LxH or shared:N, got {text!r}") from None
+        raise InputError(f"--shapes: expected LxH, name=LxH or shared:N, got {text!r}") from None
     heads = hidden // 64 if hidden % 64 == 0 else 12 if hidden % 12 == 0 else 1
     config = (teacher_config or _base_config()).replace(
         num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads, intermediate_size=4 * hidden,
@@ -670,6 +692,14 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help=f"functional check: {QUICK_SHAPES}, 16 texts, 0.2 s per case, batches 1 and 4")
     args = parser.parse_args(argv)
+    try:
+        return run(parser, args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def run(parser, args) -> int:
     if args.teacher and args.shapes:
         parser.error("give --teacher/--student model directories or --shapes, not both")
     if args.student and not args.teacher:

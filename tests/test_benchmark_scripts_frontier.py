@@ -113,3 +113,64 @@ def test_quick_model_dirs_measure_each_rows_accuracy(tmp_path, tiny_spm_model, t
     expected = sum(p["label"] == row["label"] for p, row in zip(predicted, dev)) / len(dev)
     fp32 = [r for r in records if r["case"] == "teacher fp32 SavedModel fixed"]
     assert fp32[0]["accuracy"] == pytest.approx(expected)
+
+
+def _script():
+    if not SCRIPT.is_file():
+        pytest.skip(f"{SCRIPT} is not here (the benchmarks are not part of the package)")
+    spec = importlib.util.spec_from_file_location("deployment_frontier", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ratios_are_against_the_fixed_fp32_teacher_and_the_best_pytorch_case():
+    frontier = _script()
+
+    def row(case, model, impl, precision, length, batch, value):
+        key = "p50_ms" if batch == 1 else "texts_per_s"
+        return {"case": case, "model": model, "role": "teacher" if model == "t" else "student", "impl": impl,
+                "precision": precision, "length": length, "traffic": "rt-dev", "batch": batch, key: value}
+
+    records = [
+        row("t fp32", "t", "albert_tf SavedModel", "fp32", "fixed", 1, 100.0),
+        row("t int8", "t", "albert_tf LiteRT", "int8", "longest/16", 1, 25.0),
+        row("t torch", "t", "PyTorch transformers", "int8", "longest", 1, 50.0),
+        row("s torch", "s", "PyTorch transformers", "fp32", "longest", 1, 20.0),
+        row("t fp32", "t", "albert_tf SavedModel", "fp32", "fixed", 32, 10.0),
+        row("t torch", "t", "PyTorch transformers", "bf16", "longest", 32, 20.0),
+    ]
+    frontier.add_ratios(records)
+    one = {r["case"]: r for r in records if r["batch"] == 1}
+    # Batch 1: reference p50 / row p50 (> 1 is faster).
+    assert one["t int8"]["vs_teacher_fp32_fixed"] == pytest.approx(4.0)
+    assert one["t int8"]["vs_best_torch"] == pytest.approx(20.0 / 25.0)
+    assert one["t int8"]["vs_best_torch_same_model"] == pytest.approx(2.0)
+    assert one["s torch"]["vs_best_torch"] == pytest.approx(1.0)
+    big = {r["case"]: r for r in records if r["batch"] == 32}
+    # Batch 32: row texts/s / reference texts/s.
+    assert big["t fp32"]["vs_best_torch"] == pytest.approx(0.5)
+    assert big["t torch"]["vs_teacher_fp32_fixed"] == pytest.approx(2.0)
+
+
+def test_shapes_and_cpu_flags(tmp_path):
+    frontier = _script()
+    from albert_tf import AlbertConfig
+
+    teacher = AlbertConfig.preset("base-v2", vocab_size=2000)
+    name, shared = frontier.parse_shape("shared:6", teacher)
+    assert name == "student shared:6" and shared == teacher.replace(num_hidden_layers=6)
+    name, small = frontier.parse_shape("tiny=4x312", teacher)
+    assert name == "tiny" and (small.num_hidden_layers, small.hidden_size, small.num_attention_heads,
+                               small.intermediate_size, small.embedding_size) == (4, 312, 12, 1248, 128)
+    assert frontier.parse_shape("6x384", teacher)[1].num_attention_heads == 6
+    for bad in ("shared:0", "6y384", "0x64"):
+        with pytest.raises(frontier.InputError):
+            frontier.parse_shape(bad, teacher)
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu avx2 avx512f avx512_vnni avx512_bf16\n")
+    isa = frontier.bench_common.cpu_isa(str(cpuinfo))
+    assert isa["model"] == "Some CPU"
+    assert isa["flags"] == ["AVX2", "AVX-512", "AVX512-VNNI", "AVX512-BF16"]
+    assert "AMX" in isa["missing"] and "AVX-VNNI" in isa["missing"]
+    assert frontier.bench_common.cpu_isa(str(tmp_path / "absent"))["model"] == "unknown"
