@@ -712,6 +712,7 @@ def run(parser, args) -> int:
     if not (args.teacher or args.shapes):
         args.shapes = DEFAULT_SHAPES
 
+    load_start = os.getloadavg()
     rt, zh = Path(args.data_root) / "en" / "rotten_tomatoes", Path(args.data_root) / "zh"
 
     import tensorflow as tf
@@ -817,6 +818,12 @@ def run(parser, args) -> int:
                 worker.close()
 
     add_ratios(records)
+    cores = len(os.sched_getaffinity(0))
+    busiest = max(load_start[0], os.getloadavg()[0])
+    if busiest > cores:
+        notes.append(f"the machine was busy (load average up to {busiest:.1f} on {cores} usable cores): shared cores slow "
+                     f"PyTorch's spin-waiting OpenMP threads most (2 threads measured ~10x slower than 1 here); "
+                     f"rerun on an idle machine before reading the ratios")
     isa = bench_common.cpu_isa()
     versions = [f"TF {tf.__version__}", f"keras {keras.__version__}"]
     try:
@@ -832,7 +839,8 @@ def run(parser, args) -> int:
         f"## Deployment frontier ({date}{', --quick' if args.quick else ''})", "",
         f"CPU: {isa['model']}; ISA: {', '.join(isa['flags']) or 'none of the listed'}"
         f" (not: {', '.join(isa['missing']) or '-'}); {len(os.sched_getaffinity(0))} usable cores; load average "
-        f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} at the end.",
+        f"{' '.join(f'{v:.2f}' for v in load_start)} at the start, {' '.join(f'{v:.2f}' for v in os.getloadavg())} "
+        f"at the end.",
         f"Threads: TF intra-op {args.threads}, inter-op {inter or 'default'}; LiteRT {args.threads}; "
         f"torch.set_num_threads {worker.threads if worker else '-'}. {'; '.join(versions)}.",
         f"Models: {'; '.join(f'{s.name} ({s.shape}, {s.params / 1e6:.1f}M params)' for s in sources)}. "
