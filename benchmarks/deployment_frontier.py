@@ -119,11 +119,8 @@ def traffic_sets(dev_rows, count: int, zh_dir: Path, seed: int = 0) -> dict:
     if zh:
         sets["zh-reviews"] = rng.sample(zh, min(count, len(zh)))
     words = " ".join(dev_texts).split()
-    windows, start = [], 0
-    while len(windows) < count and words:
-        windows.append(" ".join(words[start:start + 200] if start + 200 <= len(words) else (words * 2)[start:start + 200]))
-        start = (start + 200) % max(1, len(words))
-    sets["full-128"] = windows
+    # 200 words: more than 128 pieces for any English SentencePiece model (>= 1 piece a word).
+    sets["full-128"] = [" ".join(words[(200 * n + i) % len(words)] for i in range(200)) for n in range(count)]
     return sets
 
 
