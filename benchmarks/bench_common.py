@@ -2,6 +2,7 @@
 
 * `time_calls`: per-call wall times of a case, timed for at least `min_seconds` after warm-up, and
   `spread`: their median and range, for the tables;
+* `cpu_isa`: the CPU model and its vector / matrix extensions (AVX2 ... AMX), for table headers;
 * `sentence_files` and `train_sample_spm`: the State of the Union addresses as one sentence per line
   and the small (4k-piece) SentencePiece model the pretraining-data benchmarks train on them.
 
@@ -37,6 +38,36 @@ def spread(times) -> dict:
     n = len(ordered)
     median = ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
     return {"median_s": median, "min_s": ordered[0], "max_s": ordered[-1], "calls": n, "total_s": sum(ordered)}
+
+
+ISA_FLAGS = (  # /proc/cpuinfo flag -> the name the tables print
+    ("avx2", "AVX2"),
+    ("avx512f", "AVX-512"),
+    ("avx512_vnni", "AVX512-VNNI"),
+    ("avx_vnni", "AVX-VNNI"),
+    ("avx512_bf16", "AVX512-BF16"),
+    ("amx_tile", "AMX"),
+    ("amx_bf16", "AMX-BF16"),
+    ("amx_int8", "AMX-INT8"),
+)
+
+
+def cpu_isa(cpuinfo: str = "/proc/cpuinfo") -> dict:
+    """The CPU model and which of `ISA_FLAGS` it has: int8 and bf16 speed-ups move with these
+    (VNNI, AVX512-BF16, AMX), so every latency table prints them. Empty where the file is absent."""
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return {"model": "unknown", "flags": [], "missing": [name for _, name in ISA_FLAGS]}
+    model, flags = "unknown", set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and model == "unknown":
+            model = value.strip()
+        elif key.strip() == "flags" and not flags:
+            flags = set(value.split())
+    return {"model": model, "flags": [name for flag, name in ISA_FLAGS if flag in flags],
+            "missing": [name for flag, name in ISA_FLAGS if flag not in flags]}
 
 
 def sentence_files(work: Path, sources, folder: str = "sentences"):

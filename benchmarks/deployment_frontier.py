@@ -1,0 +1,866 @@
+"""The deployment frontier: dev accuracy against batch-1 latency and batch-32 throughput, per way of
+serving an ALBERT classifier, beside PyTorch.
+
+Rows (each one a case timed in the same run, one request each in turn):
+
+* the teacher exported with `albert_tf.export.export_saved_model` (raw text in, tokenized in the
+  graph) in fp32 and bf16 (`mixed_bfloat16`), fixed-length (pads to the sequence length) and
+  length-aware (`length_bucket=16`, where the export has it), and as LiteRT dynamic-range int8
+  (`tflite="dynamic-int8"` + `albert_tf.export.tflite.TfliteModel`, where the export has it);
+* each student in fp32 (length-aware where available) and LiteRT int8;
+* PyTorch peers of every model: transformers' `AlbertModel` + the same head (the `[CLS]` pooler or
+  the masked mean, then the classifier), padding to the batch's longest text, tokenizing with
+  transformers' (Rust) ALBERT tokenizer built from the same SentencePiece model (the notes say on
+  how many texts its ids equal albert_tf's); fp32, `torch.autocast("cpu", torch.bfloat16)`
+  and `torch.ao.quantization.quantize_dynamic` int8. They get the albert_tf weights
+  (`albert_tf.checkpoints.huggingface.export_huggingface_weights`) where the encoder shares all its
+  blocks (the only scheme Hugging Face has); otherwise random weights of the same shapes (latency
+  only, said in the notes). PyTorch runs in a worker process of its own (its OpenMP threads and
+  TF's pools slow each other down in one process) with `torch.set_num_threads` = TF's intra-op
+  threads (`--threads`).
+
+Accuracy: with `--teacher DIR` / `--student DIR` (model directories written by `albert-tf
+finetune` / `albert-tf distill`), every row's accuracy on `--dev` (default the Rotten Tomatoes dev
+set) is measured through that row's own path (fp32, bf16, int8 each predicted, none copied).
+Without them, `--shapes` builds random-weight classifiers (latency only, accuracy blank): by default
+the ALBERT-base teacher (12 x 768, E 128) and the students `shared:6` (the one shared 768 block
+applied 6 times), 6 x 384 and 4 x 312 (heads of 64, 312 with 12 heads; feed-forward 4 x hidden),
+with a SentencePiece model of `--vocab-size` (default 2,000) trained on the RT training texts.
+
+Traffic: the RT dev texts, the Chinese reviews (zh/sentiment_{pos,neg}.txt) and full windows
+(texts of 200+ words, cut to the sequence length), `--texts` of each. Batch 1: p50/p90 latency of a
+request; batch 32: texts/s. All cases of one traffic set and batch size are interleaved (one request
+each in turn, the order reversed every round, all on the same request) until each has at least
+`--min-seconds` and `--min-requests`. Ratios: against the fixed-length fp32 teacher export and the
+best PyTorch case of the same traffic and batch size (any model; and the same model's).
+
+Bad arguments or input files end with one `error:` line and exit status 2.
+
+Writes `<out>.md` (header: CPU model, ISA flags, threads, versions), `<out>.jsonl` (one record per
+row, traffic and batch size) and `<out>.png` (accuracy against batch-1 p50 and batch-32 texts/s on
+the RT dev traffic; the parameter count instead where accuracy is blank).
+
+    PYTHONPATH=$PWD:/work/torchsite python benchmarks/deployment_frontier.py --quick   # functional check, ~1 min
+    PYTHONPATH=$PWD:/work/torchsite python benchmarks/deployment_frontier.py --shapes --min-seconds 10
+    PYTHONPATH=$PWD:/work/torchsite python benchmarks/deployment_frontier.py --teacher rt/teacher \\
+        --student rt/student_shared6 --student rt/student_6x384 --min-seconds 10
+
+torch and transformers are benchmark-only peers (never dependencies): install them beside the venv
+(`.venv/bin/pip install --target /work/torchsite --no-deps torch==2.13.0+cpu transformers==5.18.0 sympy
+mpmath networkx`, the CPU wheel from a local wheel directory or PyTorch's CPU index, see serving.py) and
+put them on PYTHONPATH; without them the PyTorch rows are skipped with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import datetime
+import inspect
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import bench_common  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+SAMPLE_RT = REPO / "albert_tf" / "resources" / "sample" / "rotten_tomatoes"
+RESULTS = REPO / "benchmarks" / "results"
+DEFAULT_SHAPES = "teacher=12x768,shared:6,6x384,4x312"
+QUICK_SHAPES = "teacher=2x64,shared:1,1x32"
+LENGTH_BUCKET = 16
+EVAL_BATCH = 32
+
+
+class InputError(ValueError):
+    """Bad arguments or input files: one line on stderr, exit status 2."""
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --- traffic and dev data ------------------------------------------------------------------------
+
+
+def read_labelled_tsv(path) -> list:
+    """(label, text) rows of a `label<TAB>text` file with a header."""
+    if not Path(path).is_file():
+        raise InputError(f"no such file: {path}")
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        if not reader.fieldnames or not {"label", "text"} <= set(reader.fieldnames):
+            raise InputError(f"{path}: expected a header with `label` and `text` columns")
+        return [(row["label"], row["text"]) for row in reader if row["text"]]
+
+
+def traffic_sets(dev_rows, count: int, zh_dir: Path, seed: int = 0) -> dict:
+    """{name: texts}: the dev texts, the Chinese reviews (where the shared data has them) and full
+    windows (consecutive dev texts joined to 200+ words, so every tokenizer fills its length)."""
+    rng = random.Random(seed)
+    dev_texts = [text for _, text in dev_rows]
+    sets = {"rt-dev": rng.sample(dev_texts, min(count, len(dev_texts)))}
+    zh = []
+    for name in ("sentiment_pos.txt", "sentiment_neg.txt"):
+        path = zh_dir / name
+        if path.is_file():
+            zh += [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if zh:
+        sets["zh-reviews"] = rng.sample(zh, min(count, len(zh)))
+    words = " ".join(dev_texts).split()
+    # 200 words: more than 128 pieces for any English SentencePiece model (>= 1 piece a word).
+    sets["full-128"] = [" ".join(words[(200 * n + i) % len(words)] for i in range(200)) for n in range(count)]
+    return sets
+
+
+def requests_of(texts, batch: int) -> list:
+    """Consecutive `batch`-text requests over `texts` (wrapping around at the end)."""
+    if batch == 1:
+        return [[t] for t in texts]
+    cycled = texts * (-(-batch // len(texts)) + 1)
+    return [cycled[i:i + batch] for i in range(0, len(texts), batch)]
+
+
+# --- models ----------------------------------------------------------------------------------------
+
+
+class Source:
+    """One model to deploy: the Keras classifier, its tokenizer and labels, where it came from."""
+
+    def __init__(self, name, role, model, spm, lower_case, seq_len, labels, given):
+        self.name, self.role, self.model, self.spm = name, role, model, spm
+        self.lower_case, self.seq_len, self.labels, self.given = lower_case, seq_len, list(labels), given
+        self.config = model.encoder.to_albert_config()
+        self.params = int(model.count_params())
+
+    @property
+    def shape(self) -> str:
+        c = self.config
+        shared = " shared" if c.sharing == "all" and c.num_hidden_groups == 1 and c.num_hidden_layers > 1 else ""
+        return f"{c.num_hidden_layers} x {c.hidden_size}{shared}, E {c.embedding_size}, vocab {c.vocab_size}"
+
+
+def model_dir_source(path: str, role: str, name: str) -> Source:
+    from albert_tf.tasks.resources import load_model
+    from albert_tf.tasks.spec import TaskSpec
+
+    from albert_tf.tasks.errors import TaskError
+
+    try:
+        spec = TaskSpec.read(path)
+    except (TaskError, OSError) as e:
+        raise InputError(f"{path}: {e}") from None
+    if spec.kind != "classification":
+        raise InputError(f"{path}: a {spec.kind} model; the frontier compares classifiers")
+    if spec.tokenizer["type"] != "sentencepiece":
+        raise InputError(f"{path}: a {spec.tokenizer['type']} tokenizer; the benchmark (and its PyTorch peer) needs SentencePiece")
+    try:
+        model = load_model(path)
+    except TaskError as e:
+        raise InputError(str(e)) from None
+    return Source(name, role, model, os.path.join(path, spec.tokenizer["file"]), spec.tokenizer["lower_case"],
+                  spec.max_seq_length, spec.labels, given=True)
+
+
+def parse_shape(text: str, teacher_config):
+    """(name, AlbertConfig) of `LxH`, `name=LxH` or `shared:N` (the teacher's shared block N times)."""
+    name, _, shape = text.rpartition("=")
+    shape = shape.strip()
+    if shape.startswith("shared:"):
+        if teacher_config is None:
+            raise InputError(f"--shapes: {text!r} needs a teacher shape before it")
+        count = shape.split(":", 1)[1]
+        if not count.isdigit() or int(count) < 1:
+            raise InputError(f"--shapes: shared:N takes a positive layer count, got {text!r}")
+        layers = int(count)
+        return name or f"student {shape}", teacher_config.replace(num_hidden_layers=layers)
+    try:
+        layers, hidden = (int(v) for v in shape.lower().split("x"))
+        if layers < 1 or hidden < 1:
+            raise ValueError
+    except ValueError:
+        raise InputError(f"--shapes: expected LxH, name=LxH or shared:N, got {text!r}") from None
+    heads = hidden // 64 if hidden % 64 == 0 else 12 if hidden % 12 == 0 else 1
+    config = (teacher_config or _base_config()).replace(
+        num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads, intermediate_size=4 * hidden,
+        embedding_size=min(128, hidden))
+    return name or f"student {layers}x{hidden}", config
+
+
+def _base_config():
+    from albert_tf import AlbertConfig
+
+    return AlbertConfig.preset("base-v2")
+
+
+def random_sources(shapes: str, spm: str, vocab_size: int, seq_len: int) -> list:
+    import numpy as np
+
+    from albert_tf import AlbertEncoder
+    from albert_tf.tasks.classification import build_task_model
+
+    sources, teacher = [], None
+    for i, item in enumerate(s for s in shapes.split(",") if s):
+        name, config = parse_shape(item, teacher)
+        if i == 0:
+            config = config.replace(vocab_size=vocab_size, max_position_embeddings=max(seq_len, 128))
+            teacher, name = config, (name if "=" in item else "teacher")
+        model = build_task_model(AlbertEncoder.from_albert_config(config), 2, dropout=0.0)
+        model({k: np.zeros((1, seq_len), "int32") for k in ("input_ids", "input_mask", "segment_ids")})
+        sources.append(Source(name, "teacher" if i == 0 else "student", model, spm, True, seq_len, ["0", "1"],
+                              given=False))
+    return sources
+
+
+def bf16_copy(model):
+    """The classifier rebuilt under `mixed_bfloat16` with the same (float32-stored) weights."""
+    import numpy as np
+
+    from albert_tf import AlbertEncoder
+    from albert_tf.tasks.classification import build_task_model
+
+    encoder = AlbertEncoder.from_albert_config(model.encoder.to_albert_config(), dtype="mixed_bfloat16")
+    copy = build_task_model(encoder, model.num_labels, dropout=0.0, pooling=model.pooling)
+    copy({k: np.zeros((1, 8), "int32") for k in ("input_ids", "input_mask", "segment_ids")})
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def train_traffic_spm(work: str, rows, vocab_size: int) -> str:
+    """A SentencePiece model of about `vocab_size` pieces on the training texts (random-weight mode)."""
+    from albert_tf.tokenization.sentencepiece_vocab import train_sentencepiece
+
+    corpus = os.path.join(work, "spm_corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write("\n".join(text for _, text in rows) + "\n")
+    return train_sentencepiece([corpus], os.path.join(work, "traffic"), vocab_size=vocab_size, seed=0,
+                               hard_vocab_limit=False, num_threads=2).model_file
+
+
+# --- albert_tf cases -------------------------------------------------------------------------------
+
+
+def export_features() -> dict:
+    """Which optional `export_saved_model` arguments this checkout has (`length_bucket`, `tflite`)."""
+    from albert_tf.export.saved_model import export_saved_model
+
+    parameters = inspect.signature(export_saved_model).parameters
+    return {"length_bucket": "length_bucket" in parameters, "tflite": "tflite" in parameters}
+
+
+class SavedModelCase:
+    """An exported SavedModel's `serving_default` called with raw texts (tokenized in the graph)."""
+
+    runs_here = True
+
+    def __init__(self, path: str):
+        import tensorflow as tf
+
+        self._tf = tf
+        self.loaded = tf.saved_model.load(path)
+        self.fn = self.loaded.signatures["serving_default"]
+
+    def predict(self, texts):
+        return [int(i) for i in self.fn(text=self._tf.constant(texts))["label_id"].numpy()]
+
+
+class TfliteCase:
+    """A LiteRT model with the export's tokenizer layer in front; `TfliteModel` cuts each batch to
+    its longest text rounded up to `LENGTH_BUCKET` (as the length-aware export pads)."""
+
+    runs_here = True
+
+    def __init__(self, path: str, layer, threads: int):
+        import tensorflow as tf
+
+        from albert_tf.export.tflite import TfliteModel
+
+        self._tf = tf
+        # Eager calls of the tokenizer layer take ~60 ms each; traced once, a fraction of a ms.
+        self.tokenize = tf.function(layer, input_signature=[tf.TensorSpec([None], tf.string)])
+        self.model = TfliteModel(path, num_threads=threads, length_bucket=LENGTH_BUCKET)
+
+    def predict(self, texts):
+        features = {k: v.numpy() for k, v in self.tokenize(self._tf.constant(texts)).items()}
+        return [int(i) for i in self.model(features)["logits"].argmax(-1)]
+
+
+def albert_tf_cases(source: Source, base: str, features: dict, threads: int, notes: list) -> list:
+    """[(row fields, case)] of one model: the exports its role asks for, those this checkout can make."""
+    from albert_tf.export.saved_model import export_saved_model
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    layer = AlbertTokenizerLayer.from_sentencepiece(source.spm, sequence_length=source.seq_len,
+                                                    lower_case=source.lower_case)
+    variants = []  # (precision, length mode, model)
+    if source.role == "teacher":
+        bf16 = bf16_copy(source.model)
+        variants += [("fp32", "fixed", source.model), ("bf16", "fixed", bf16)]
+        if features["length_bucket"]:
+            variants += [("fp32", "length-aware", source.model), ("bf16", "length-aware", bf16)]
+    else:
+        variants.append(("fp32", "length-aware" if features["length_bucket"] else "fixed", source.model))
+    cases = []
+    slug = source.name.replace(" ", "_").replace(":", "").replace("/", "_")
+    for precision, length, model in variants:
+        name = f"{slug}_{precision}_{length.replace('-', '')}"
+        kwargs = {}
+        if features["length_bucket"]:
+            kwargs["length_bucket"] = LENGTH_BUCKET if length == "length-aware" else None
+        log(f"exporting {source.name} {precision} {length}")
+        result = export_saved_model(model, layer, base, name, labels=source.labels, check=False, **kwargs)
+        cases.append((dict(impl="albert_tf SavedModel", precision=precision, length=length), SavedModelCase(result.path)))
+    if features["tflite"]:
+        name = f"{slug}_int8"
+        log(f"exporting {source.name} LiteRT dynamic-int8")
+        length_kwargs = {"length_bucket": LENGTH_BUCKET} if features["length_bucket"] else {}
+        result = export_saved_model(source.model, layer, base, name, labels=source.labels, check=False,
+                                    tflite="dynamic-int8", **length_kwargs)
+        from albert_tf.export.tflite import TFLITE_FILE
+
+        path = os.path.join(result.path, TFLITE_FILE)
+        if not os.path.isfile(path):
+            notes.append(f"{source.name}: the export wrote no {TFLITE_FILE}; no LiteRT row")
+        else:
+            cases.append((dict(impl="albert_tf LiteRT", precision="int8", length="longest/16"),
+                          TfliteCase(path, layer, threads)))
+    else:
+        notes.append(f"{source.name}: no LiteRT int8 row (this checkout's export_saved_model has no `tflite`)")
+    return cases
+
+
+# --- PyTorch peers -----------------------------------------------------------------------------------
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def torch_spec(source: Source, work: str, notes: list) -> dict:
+    """What the worker needs for one model: the Hugging Face config, the converted weights (or
+    None: random init of the same shapes) and the head."""
+    import numpy as np
+
+    from albert_tf.checkpoints.huggingface import config_to_huggingface, export_huggingface_weights
+
+    config = source.config
+    hf_config = config_to_huggingface(config.replace(sharing="all"))
+    hf_config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    weights = None
+    if config.sharing == "all":
+        tensors = export_huggingface_weights(source.model.encoder)
+        if "encoder.embedding_hidden_mapping_in.weight" not in tensors:
+            # E == H: albert_tf has no projection, Hugging Face always one; the identity is exact.
+            tensors["encoder.embedding_hidden_mapping_in.weight"] = np.eye(config.hidden_size, dtype=np.float32)
+            tensors["encoder.embedding_hidden_mapping_in.bias"] = np.zeros(config.hidden_size, np.float32)
+        kernel, bias = (np.asarray(w) for w in source.model.head.get_weights())
+        tensors["classifier.weight"], tensors["classifier.bias"] = np.ascontiguousarray(kernel.T), bias
+        weights = os.path.join(work, f"torch_{len(os.listdir(work))}.npz")
+        np.savez(weights, **tensors)
+    else:
+        hf_config.update(num_hidden_groups=config.num_hidden_layers)
+        notes.append(f"{source.name}: sharing={config.sharing!r} has no Hugging Face form; its PyTorch peers have "
+                     f"random weights of the same shapes (latency only)")
+    return {"name": source.name, "config": hf_config, "weights": weights, "pooling": source.model.pooling,
+            "num_labels": source.model.num_labels, "spm": source.spm, "lower_case": source.lower_case,
+            "max_length": source.seq_len}
+
+
+def _torch_models(spec: dict):
+    """{precision: (forward, autocast)} of one model spec, in the worker."""
+    import numpy as np
+    import torch
+    import transformers
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.albert = transformers.AlbertModel(transformers.AlbertConfig(**spec["config"]), add_pooling_layer=True)
+            self.classifier = torch.nn.Linear(spec["config"]["hidden_size"], spec["num_labels"])
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            out = self.albert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            if spec["pooling"] == "mean":
+                mask = attention_mask.unsqueeze(-1).to(out.last_hidden_state.dtype)
+                pooled = (out.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1)
+            else:
+                pooled = out.pooler_output
+            return self.classifier(pooled)
+
+    model = Classifier().eval()
+    if spec["weights"]:
+        state = {k: torch.from_numpy(v) for k, v in np.load(spec["weights"]).items()}
+        state = {("classifier." + k[len("classifier."):] if k.startswith("classifier.") else "albert." + k): v
+                 for k, v in state.items()}
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing = [m for m in missing if not m.endswith("position_ids")]
+        if missing or unexpected:
+            raise RuntimeError(f"weights do not fit the PyTorch model: missing {missing}, unexpected {unexpected}")
+    int8 = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    return {"fp32": (model, False), "bf16": (model, True), "int8": (int8, False)}
+
+
+def hf_tokenizer(spm: str, lower_case: bool):
+    """transformers' (Rust) ALBERT tokenizer of a SentencePiece file. transformers 5 no longer reads
+    the `.model` file itself (`vocab_file=` gives every piece as `<unk>`): it takes the pieces and
+    scores, read here with `sentencepiece`."""
+    import sentencepiece
+    import transformers
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=spm)
+    vocab = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(processor.get_piece_size())]
+    if int(transformers.__version__.split(".")[0]) < 5:
+        return transformers.AlbertTokenizerFast(vocab_file=spm, do_lower_case=lower_case)
+    return transformers.AlbertTokenizer(vocab=vocab, do_lower_case=lower_case)
+
+
+def torch_worker(spec_json: str) -> int:
+    """The PyTorch side over a pipe: one JSON request per line (`time` a batch, `predict` texts)."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import torch
+    import transformers
+
+    spec = json.loads(spec_json)
+    torch.set_num_threads(spec["threads"])
+    cases, tokenizers = {}, {}
+    for model_spec in spec["models"]:
+        tokenizers[model_spec["name"]] = (hf_tokenizer(model_spec["spm"], model_spec["lower_case"]),
+                                          model_spec["max_length"])
+        for precision, built in _torch_models(model_spec).items():
+            cases[f"{model_spec['name']}/{precision}"] = (model_spec["name"], *built)
+
+    def run(case, texts):
+        name, model, bf16 = cases[case]
+        tokenizer, max_length = tokenizers[name]
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with torch.inference_mode(), autocast:
+            encoded = tokenizer(texts, padding="longest", truncation=True, max_length=max_length, return_tensors="pt",
+                                return_token_type_ids=True)
+            logits = model(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
+            return logits.float().argmax(-1).tolist()
+
+    print(json.dumps({"cases": list(cases), "versions": f"torch {torch.__version__}, transformers "
+                      f"{transformers.__version__}", "threads": torch.get_num_threads()}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request["op"] == "time":
+            start = time.perf_counter()
+            run(request["case"], request["texts"])
+            reply = {"s": time.perf_counter() - start}
+        elif request["op"] == "ids":
+            tokenizer, max_length = tokenizers[request["model"]]
+            reply = {"ids": tokenizer(request["texts"], truncation=True, max_length=max_length)["input_ids"]}
+        else:
+            texts = request["texts"]
+            reply = {"pred": [p for i in range(0, len(texts), EVAL_BATCH) for p in run(request["case"], texts[i:i + EVAL_BATCH])]}
+        print(json.dumps(reply), flush=True)
+    return 0
+
+
+class TorchWorker:
+    def __init__(self, specs, threads: int):
+        payload = json.dumps({"models": specs, "threads": threads})
+        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--torch-worker", payload],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("the PyTorch worker did not start (see its error above)")
+        ready = json.loads(line)
+        self.cases, self.versions, self.threads = ready["cases"], ready["versions"], ready["threads"]
+
+    def ask(self, request: dict) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("the PyTorch worker stopped")
+        return json.loads(line)
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=120)
+
+
+class TorchCase:
+    runs_here = False
+
+    def __init__(self, worker: TorchWorker, case: str):
+        self.worker, self.case = worker, case
+
+    def time(self, texts) -> float:
+        return self.worker.ask({"op": "time", "case": self.case, "texts": texts})["s"]
+
+    def predict(self, texts):
+        return self.worker.ask({"op": "predict", "case": self.case, "texts": list(texts)})["pred"]
+
+
+# --- measuring ---------------------------------------------------------------------------------------
+
+
+def timed(case, texts) -> float:
+    """Seconds of one request: a worker reports its own (the pipe's round trip is not the model's)."""
+    if not case.runs_here:
+        return case.time(texts)
+    start = time.perf_counter()
+    case.predict(texts)
+    return time.perf_counter() - start
+
+
+def interleave(cases: dict, requests, min_seconds: float, min_requests: int, warmup: int = 1) -> dict:
+    """{case: per-request seconds}: every case on the same request in turn (the order reversed each
+    round) until each has `min_requests` and `min_seconds`, after `warmup` untimed rounds."""
+    order = list(cases)
+    for i in range(warmup):
+        for name in order:
+            timed(cases[name], requests[i % len(requests)])
+    times = {name: [] for name in order}
+    index = 0
+    while min(len(t) for t in times.values()) < min_requests or min(sum(t) for t in times.values()) < min_seconds:
+        request = requests[index % len(requests)]
+        for name in order:
+            if len(times[name]) >= min_requests and sum(times[name]) >= min_seconds:
+                continue  # done: no need to hold the others up
+            times[name].append(timed(cases[name], request))
+        order.reverse()
+        index += 1
+    return times
+
+
+def percentile(values, q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(values, q))
+
+
+def accuracy(case, dev_rows, labels) -> float:
+    index = {label: i for i, label in enumerate(labels)}
+    texts = [text for _, text in dev_rows]
+    if case.runs_here:
+        predicted = [p for i in range(0, len(texts), EVAL_BATCH) for p in case.predict(texts[i:i + EVAL_BATCH])]
+    else:
+        predicted = case.predict(texts)
+    return sum(p == index.get(label, -1) for p, (label, _) in zip(predicted, dev_rows)) / len(dev_rows)
+
+
+# --- reporting ---------------------------------------------------------------------------------------
+
+
+def ratio(value, reference, higher_is_better: bool):
+    if value is None or not reference:
+        return None
+    return value / reference if higher_is_better else reference / value
+
+
+def add_ratios(records: list) -> None:
+    """Per traffic and batch size: against the fixed-length fp32 teacher export and the best
+    PyTorch case (any model, and the row's own model). Batch 1 compares p50 latency (reference /
+    row, so > 1 is faster), batch 32 texts/s (row / reference)."""
+    groups = {}
+    for r in records:
+        groups.setdefault((r["traffic"], r["batch"]), []).append(r)
+    for rows in groups.values():
+        key = "p50_ms" if rows[0]["batch"] == 1 else "texts_per_s"
+        higher = key == "texts_per_s"
+        pick = max if higher else min
+        teacher = [r for r in rows if r["role"] == "teacher" and r["impl"] == "albert_tf SavedModel"
+                   and r["precision"] == "fp32" and r["length"] == "fixed"]
+        torch_rows = [r for r in rows if r["impl"].startswith("PyTorch")]
+        best = pick((r[key] for r in torch_rows), default=None)
+        for r in rows:
+            r["vs_teacher_fp32_fixed"] = ratio(r[key], teacher[0][key], higher) if teacher else None
+            r["vs_best_torch"] = ratio(r[key], best, higher) if best else None
+            own = pick((t[key] for t in torch_rows if t["model"] == r["model"]), default=None)
+            r["vs_best_torch_same_model"] = ratio(r[key], own, higher) if own else None
+
+
+def _fmt(value, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else format(value, spec) + suffix
+
+
+def markdown(header: list, records: list, notes: list) -> str:
+    lines = list(header)
+    rows = {}
+    for r in records:
+        rows.setdefault(r["traffic"], {}).setdefault(r["case"], {})[r["batch"]] = r
+    for traffic, cases in rows.items():
+        lines += ["", f"### {traffic}", "",
+                  "| case | model | shape | dev accuracy | batch 1 p50 ms | batch 1 p90 ms | batch 32 texts/s "
+                  "| b1 vs teacher fp32 fixed | b32 vs teacher fp32 fixed | b1 vs best torch | b32 vs best torch "
+                  "| b1 vs own torch | b32 vs own torch |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for case, by_batch in cases.items():
+            one, big = by_batch.get(1, {}), by_batch.get(max(by_batch), {}) if max(by_batch) > 1 else {}
+            first = one or big
+            lines.append(
+                f"| {case} | {first['model']} | {first['shape']} | {_fmt(first.get('accuracy'), '.4f')} "
+                f"| {_fmt(one.get('p50_ms'), '.1f')} | {_fmt(one.get('p90_ms'), '.1f')} "
+                f"| {_fmt(big.get('texts_per_s'), '.1f')} "
+                f"| {_fmt(one.get('vs_teacher_fp32_fixed'), '.2f', 'x')} | {_fmt(big.get('vs_teacher_fp32_fixed'), '.2f', 'x')} "
+                f"| {_fmt(one.get('vs_best_torch'), '.2f', 'x')} | {_fmt(big.get('vs_best_torch'), '.2f', 'x')} "
+                f"| {_fmt(one.get('vs_best_torch_same_model'), '.2f', 'x')} "
+                f"| {_fmt(big.get('vs_best_torch_same_model'), '.2f', 'x')} |")
+    if notes:
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def plot(records: list, path: str, title: str) -> None:
+    """Two panels (batch-1 p50, largest batch's texts/s) of the RT dev traffic: colour = model,
+    marker = way of serving."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    rows = [r for r in records if r["traffic"] == "rt-dev"] or records
+    with_accuracy = any(r.get("accuracy") is not None for r in rows)
+    y_of = (lambda r: r.get("accuracy")) if with_accuracy else (lambda r: r["params"] / 1e6)
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    variants = list(dict.fromkeys(r["case"][len(r["model"]) + 1:] for r in rows))
+    colours = {m: plt.cm.tab10(i % 10) for i, m in enumerate(models)}
+    markers = {v: "osD^v<>pPX*hH"[i % 13] for i, v in enumerate(variants)}
+    big = max(r["batch"] for r in rows)
+    figure, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    for ax, batch, key, xlabel in ((axes[0], 1, "p50_ms", "batch-1 p50 latency, ms (log; left is better)"),
+                                   (axes[1], big, "texts_per_s", f"batch-{big} throughput, texts/s (log; right is better)")):
+        for r in rows:
+            if r["batch"] == batch and y_of(r) is not None:
+                ax.scatter(r[key], y_of(r), color=colours[r["model"]], marker=markers[r["case"][len(r["model"]) + 1:]],
+                           s=45, edgecolors="black", linewidths=0.4)
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("dev accuracy" if with_accuracy else "parameters, M (random weights: no accuracy)")
+        ax.grid(alpha=0.3)
+    handles = [Line2D([], [], color=colours[m], marker="o", linestyle="", label=m) for m in models]
+    handles += [Line2D([], [], color="grey", marker=markers[v], linestyle="", label=v) for v in variants]
+    figure.legend(handles=handles, loc="center right", fontsize=7, frameon=False)
+    figure.suptitle(f"Deployment frontier, RT dev traffic: {title}", fontsize=10)
+    figure.tight_layout(rect=(0, 0, 0.8, 1))
+    figure.savefig(path, dpi=130)
+    plt.close(figure)
+
+
+# --- main --------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--torch-worker":
+        return torch_worker(sys.argv[2])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--teacher", help="the teacher's model directory (albert-tf finetune output)")
+    parser.add_argument("--student", action="append", default=[],
+                        help="a student's model directory, or NAME=DIR (repeatable; default name: the directory's)")
+    parser.add_argument("--shapes", nargs="?", const=DEFAULT_SHAPES, default=None,
+                        help=f"random-weight models of these shapes, the first the teacher (default {DEFAULT_SHAPES})")
+    parser.add_argument("--data-root", default=str(SHARED),
+                        help="the shared data (en/rotten_tomatoes, zh); default ../shared/data beside the repository")
+    parser.add_argument("--dev", help="labelled dev TSV (label<TAB>text; default the RT dev set, else the shipped sample)")
+    parser.add_argument("--max-dev", type=int, help="score only the first N dev rows")
+    parser.add_argument("--texts", type=int, default=224, help="texts of each traffic set")
+    parser.add_argument("--batches", default="1,32")
+    parser.add_argument("--min-seconds", type=float, default=10.0, help="timed seconds per case and batch size, at least")
+    parser.add_argument("--min-requests", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                        help="TF intra-op threads = LiteRT threads = torch.set_num_threads (default: the usable cores)")
+    parser.add_argument("--seq-len", type=int, default=128, help="sequence length of --shapes models")
+    parser.add_argument("--vocab-size", type=int, default=2000, help="SentencePiece size of --shapes models")
+    parser.add_argument("--traffic", help="comma-separated subset of rt-dev,zh-reviews,full-128")
+    parser.add_argument("--no-torch", action="store_true", help="leave the PyTorch rows out")
+    parser.add_argument("--out", help="output prefix (default benchmarks/results/deployment_frontier_<date>)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"functional check: {QUICK_SHAPES}, 16 texts, 0.2 s per case, batches 1 and 4")
+    args = parser.parse_args(argv)
+    try:
+        return run(parser, args)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def run(parser, args) -> int:
+    if args.teacher and args.shapes:
+        parser.error("give --teacher/--student model directories or --shapes, not both")
+    if args.student and not args.teacher:
+        parser.error("--student needs --teacher")
+    if args.quick:
+        args.shapes = None if args.teacher else args.shapes or QUICK_SHAPES
+        args.texts, args.min_seconds, args.min_requests, args.batches = min(args.texts, 16), 0.2, 2, "1,4"
+        args.max_dev = args.max_dev or 32
+        args.vocab_size = min(args.vocab_size, 400)
+    if not (args.teacher or args.shapes):
+        args.shapes = DEFAULT_SHAPES
+
+    load_start = os.getloadavg()
+    rt, zh = Path(args.data_root) / "en" / "rotten_tomatoes", Path(args.data_root) / "zh"
+
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    import keras
+
+    dev_path = Path(args.dev) if args.dev else (rt / "dev.tsv" if (rt / "dev.tsv").is_file() else SAMPLE_RT / "dev.tsv")
+    dev_rows = read_labelled_tsv(dev_path)[: args.max_dev]
+    traffic = traffic_sets(dev_rows, args.texts, zh)
+    if args.traffic:
+        wanted = args.traffic.split(",")
+        traffic = {k: v for k, v in traffic.items() if k in wanted}
+    notes = []
+    if "zh-reviews" not in traffic and not args.traffic:
+        notes.append(f"no Chinese reviews under {zh}: that traffic set is left out")
+    batches = [int(b) for b in args.batches.split(",")]
+    date = datetime.date.today().isoformat()
+    out = args.out or str(RESULTS / f"deployment_frontier_{date}{'_quick' if args.quick else ''}")
+
+    with tempfile.TemporaryDirectory(prefix="deployment-frontier-") as work:
+        if args.teacher:
+            sources = [model_dir_source(args.teacher, "teacher", "teacher")]
+            for item in args.student:
+                name, _, path = item.rpartition("=") if "=" in item and not os.path.exists(item) else ("", "", item)
+                sources.append(model_dir_source(path, "student", name or Path(path).name))
+        else:
+            train = rt / "train.tsv" if (rt / "train.tsv").is_file() else SAMPLE_RT / "train.tsv"
+            log(f"training a {args.vocab_size}-piece SentencePiece model on {train}")
+            spm = train_traffic_spm(work, read_labelled_tsv(train), args.vocab_size)
+            from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+            pieces = AlbertTokenizerLayer.from_sentencepiece(spm, sequence_length=args.seq_len).vocab_size
+            sources = random_sources(args.shapes, spm, pieces, args.seq_len)
+            notes.append("random weights (--shapes): latency only, no accuracy")
+        features = export_features()
+        if not features["length_bucket"]:
+            notes.append("this checkout's export_saved_model has no `length_bucket`: no length-aware rows "
+                         "(students exported fixed-length)")
+        cases, meta = {}, {}
+        base = os.path.join(work, "exports")
+        for source in sources:
+            for fields, case in albert_tf_cases(source, base, features, args.threads, notes):
+                name = f"{source.name} {fields['precision']} {fields['impl'].split()[-1]} {fields['length']}"
+                cases[name], meta[name] = case, dict(fields, model=source.name, source=source)
+        worker = None
+        if args.no_torch:
+            notes.append("PyTorch rows left out (--no-torch)")
+        elif not torch_available():
+            notes.append("PyTorch rows skipped: torch / transformers are not importable (install them beside the "
+                         "venv and put them on PYTHONPATH, see the docstring)")
+        else:
+            specs = [torch_spec(source, work, notes) for source in sources]
+            log("starting the PyTorch worker")
+            worker = TorchWorker(specs, args.threads)
+            for source in sources:
+                for precision, label in (("fp32", "fp32"), ("bf16", "bf16 autocast"), ("int8", "int8 quantize_dynamic")):
+                    name = f"{source.name} {label} PyTorch"
+                    cases[name] = TorchCase(worker, f"{source.name}/{precision}")
+                    meta[name] = dict(impl="PyTorch transformers", precision=precision, length="longest",
+                                      model=source.name, source=source)
+            from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+            first = sources[0]
+            layer = AlbertTokenizerLayer.from_sentencepiece(first.spm, sequence_length=first.seq_len,
+                                                            lower_case=first.lower_case)
+            agreement = []
+            for traffic_name, texts in traffic.items():
+                hf_ids = worker.ask({"op": "ids", "model": first.name, "texts": texts})["ids"]
+                ours = layer(tf.constant(texts))
+                same = sum(list(ids) == [int(i) for i, m in zip(row, mask) if m]
+                           for ids, row, mask in zip(hf_ids, ours["input_ids"].numpy(), ours["input_mask"].numpy()))
+                agreement.append(f"{same} of {len(texts)} {traffic_name}")
+            notes.append("PyTorch tokenizes with transformers' ALBERT tokenizer built from the same SentencePiece "
+                         f"model: the same ids as albert_tf's for {', '.join(agreement)} texts")
+        try:
+            accuracies = {}
+            if any(s.given for s in sources):
+                for name, case in cases.items():
+                    log(f"dev accuracy: {name}")
+                    source = meta[name]["source"]
+                    if meta[name]["impl"].startswith("PyTorch") and source.config.sharing != "all":
+                        continue  # random weights: no accuracy to report
+                    accuracies[name] = accuracy(case, dev_rows, source.labels)
+            records = []
+            for traffic_name, texts in traffic.items():
+                for batch in batches:
+                    log(f"timing {len(cases)} cases on {traffic_name}, batch {batch}")
+                    times = interleave(cases, requests_of(texts, batch), args.min_seconds, args.min_requests)
+                    for name, seconds in times.items():
+                        m = meta[name]
+                        records.append({
+                            "date": date, "case": name, "model": m["model"], "role": m["source"].role,
+                            "shape": m["source"].shape, "params": m["source"].params, "impl": m["impl"],
+                            "precision": m["precision"], "length": m["length"], "traffic": traffic_name,
+                            "batch": batch, "p50_ms": 1000 * percentile(seconds, 50),
+                            "p90_ms": 1000 * percentile(seconds, 90), "texts_per_s": batch * len(seconds) / sum(seconds),
+                            "requests": len(seconds), "timed_s": sum(seconds), "accuracy": accuracies.get(name),
+                            "threads": args.threads, "quick": args.quick,
+                        })
+        finally:
+            if worker is not None:
+                worker.close()
+
+    add_ratios(records)
+    cores = len(os.sched_getaffinity(0))
+    busiest = max(load_start[0], os.getloadavg()[0])
+    if busiest > cores:
+        notes.append(f"the machine was busy (load average up to {busiest:.1f} on {cores} usable cores): shared cores slow "
+                     f"PyTorch's spin-waiting OpenMP threads most (2 threads measured ~10x slower than 1 here); "
+                     f"rerun on an idle machine before reading the ratios")
+    isa = bench_common.cpu_isa()
+    versions = [f"TF {tf.__version__}", f"keras {keras.__version__}"]
+    try:
+        import ai_edge_litert
+
+        versions.append(f"ai-edge-litert {getattr(ai_edge_litert, '__version__', '?')}")
+    except ImportError:
+        pass
+    if worker is not None:
+        versions.append(worker.versions)
+    inter = tf.config.threading.get_inter_op_parallelism_threads()
+    header = [
+        f"## Deployment frontier ({date}{', --quick' if args.quick else ''})", "",
+        f"CPU: {isa['model']}; ISA: {', '.join(isa['flags']) or 'none of the listed'}"
+        f" (not: {', '.join(isa['missing']) or '-'}); {len(os.sched_getaffinity(0))} usable cores; load average "
+        f"{' '.join(f'{v:.2f}' for v in load_start)} at the start, {' '.join(f'{v:.2f}' for v in os.getloadavg())} "
+        f"at the end.",
+        f"Threads: TF intra-op {args.threads}, inter-op {inter or 'default'}; LiteRT {args.threads}; "
+        f"torch.set_num_threads {worker.threads if worker else '-'}. {'; '.join(versions)}.",
+        f"Models: {'; '.join(f'{s.name} ({s.shape}, {s.params / 1e6:.1f}M params)' for s in sources)}. "
+        f"Dev: {dev_path} ({len(dev_rows)} rows).",
+        f"Traffic: {', '.join(f'{k} ({len(v)} texts)' for k, v in traffic.items())}; batches {args.batches}; "
+        f"cases interleaved, one request each in turn, each >= {args.min_seconds:g} s and >= {args.min_requests} "
+        f"requests per traffic set and batch size. Ratios > 1: faster than the reference (batch 1: p50; batch 32: "
+        f"texts/s).",
+    ]
+    table = markdown(header, records, notes)
+    print(table)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    from albert_tf import file_io
+
+    with file_io.open_atomic(out + ".md") as f:
+        f.write(table)
+    with file_io.open_atomic(out + ".jsonl") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records))
+    with file_io.atomic_output(out + ".png", suffix=".png") as tmp:
+        plot(records, tmp, f"{isa['model']}, {args.threads} threads")
+    log(f"wrote {out}.md, .jsonl, .png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
