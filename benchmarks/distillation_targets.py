@@ -60,7 +60,7 @@ def parse_args(argv=None):
     p.add_argument("--student-a", default="narrow:2x128", help="part (a)'s student")
     p.add_argument("--temperature", type=float, default=2.0)
     p.add_argument("--alpha", type=float, default=0.7)
-    p.add_argument("--timing-seconds", type=float, default=5.0)
+    p.add_argument("--timing-seconds", type=float, default=20.0, help="batch-1 timing per model, in 5 interleaved rounds")
     return p.parse_args(argv)
 
 
@@ -138,19 +138,32 @@ def student_arg(spec: str, work: Path, vocab_size: int) -> str:
     return spec
 
 
-def batch1_seconds(model_dir: Path, seq: int, seconds: float) -> float:
-    """Median seconds of one batch-1 forward pass (a compiled call, length `seq`)."""
+def batch1_seconds(model_dirs, seq: int, seconds: float, rounds: int = 5):
+    """{name: median seconds of one batch-1 forward pass (a compiled call, length `seq`)}, the
+    models timed in turns for `rounds` rounds of `seconds / rounds` each, so that the machine's
+    changing load falls on all of them alike."""
+    import statistics
+
     import numpy as np
     import tensorflow as tf
 
     from bench_common import spread, time_calls
     from albert_tf.tasks.resources import load_model
 
-    model = load_model(str(model_dir))
     ids = np.full((1, seq), 5, "int32")
     inputs = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
-    fn = tf.function(lambda x: model(x, training=False))
-    return spread(time_calls(lambda: fn(inputs)["logits"].numpy(), min_seconds=seconds, warmup=3))["median_s"]
+    calls = {}
+    for name, model_dir in model_dirs.items():
+        model = load_model(str(model_dir))
+        fn = tf.function(lambda x, model=model: model(x, training=False))
+        fn(inputs)
+        calls[name] = fn
+    medians = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, fn in calls.items():
+            times = time_calls(lambda fn=fn: fn(inputs)["logits"].numpy(), min_seconds=seconds / rounds, warmup=2)
+            medians[name].append(spread(times)["median_s"])
+    return {name: statistics.median(values) for name, values in medians.items()}
 
 
 def main(argv=None) -> int:
@@ -201,6 +214,22 @@ def main(argv=None) -> int:
             _append(results, record)
             return record
 
+        def throughput():
+            firsts = {}
+            for student in args.students_b:
+                first = next((r for r in done.values() if r.get("part") == "b" and r.get("set") == name and r["student"] == student), None)
+                if first is not None:
+                    firsts[student] = Path(first["model_dir"])
+            tkey = f"throughput|{name}|" + ",".join(sorted(firsts))
+            if tkey in done or not firsts:
+                return
+            timed = batch1_seconds({"teacher": teacher, **firsts}, args.max_seq_length, args.timing_seconds)
+            done[tkey] = {"key": tkey, "set": name, "part": "throughput", "batch1_s": timed, "seq": args.max_seq_length,
+                          "speedup": {k: timed["teacher"] / v for k, v in timed.items() if k != "teacher"}}
+            _append(results, done[tkey])
+
+        # Seed by seed, every part (and the timings after the first), so that a cut-short run has
+        # whole comparisons.
         for seed in args.seeds:
             if "a" in args.parts:
                 run("a_labels_only", args.student_a, seed, max_labeled=args.labels, alpha=0.0, num_epochs=args.baseline_epochs)
@@ -209,20 +238,8 @@ def main(argv=None) -> int:
             if "b" in args.parts:
                 for student in args.students_b:
                     run("b", student, seed, alpha=args.alpha, num_epochs=args.student_epochs)
-        if "b" in args.parts:
-            tkey = f"throughput|{name}|teacher"
-            if tkey not in done:
-                done[tkey] = {"key": tkey, "set": name, "part": "throughput", "student": "teacher",
-                              "batch1_s": batch1_seconds(teacher, args.max_seq_length, args.timing_seconds)}
-                _append(results, done[tkey])
-            for student in args.students_b:
-                skey = f"throughput|{name}|{student}"
-                first = next((r for r in done.values() if r.get("part") == "b" and r.get("set") == name and r["student"] == student), None)
-                if skey not in done and first is not None:
-                    done[skey] = {"key": skey, "set": name, "part": "throughput", "student": student,
-                                  "batch1_s": batch1_seconds(Path(first["model_dir"]), args.max_seq_length, args.timing_seconds)}
-                    _append(results, done[skey])
-        print_tables(done, name, teacher_acc)
+                throughput()
+            print_tables(done, name, teacher_acc)
     return 0
 
 
@@ -240,12 +257,12 @@ def print_tables(done, name, teacher_acc):
         gain = _mean(dist) - _mean(only)
         print(f"(a) labels only: {_mean(only):.4f} (n={len(only)}) | + soft labels on the rest: {_mean(dist):.4f} "
               f"(n={len(dist)}) | gain {gain:+.4f} (target >= +0.02: {'met' if gain >= 0.02 else 'NOT met'})")
-    teacher_t = done.get(f"throughput|{name}|teacher", {}).get("batch1_s")
+    timings = [r for r in rows if r["part"] == "throughput"]
+    speedups = max(timings, key=lambda r: len(r["speedup"]))["speedup"] if timings else {}
     print("(b) | student | dev accuracy (mean, n) | of teacher | batch-1 speed-up | target (>=4x and >=97%) |")
     for student in sorted({r["student"] for r in rows if r["part"] == "b"}):
         accs = [r["dev_accuracy"] for r in rows if r["part"] == "b" and r["student"] == student]
-        t = done.get(f"throughput|{name}|{student}", {}).get("batch1_s")
-        speed = teacher_t / t if (t and teacher_t) else float("nan")
+        speed = speedups.get(student, float("nan"))
         kept = _mean(accs) / teacher_acc
         met = speed >= 4 and kept >= 0.97
         print(f"| {student} | {_mean(accs):.4f} ({len(accs)}) | {kept:.3f} | {speed:.2f}x | {'met' if met else 'not met'} |")
