@@ -198,6 +198,7 @@ def test_bad_input_is_one_line(workspace, tmp_path):
     teacher = ["--teacher", workspace / "teacher"]
     cases = [
         (["--teacher", tmp_path / "missing", "--student", "tiny"], "--teacher must be a fine-tuned model directory"),
+        (["--teacher", workspace / "teacher" / "model.keras", "--student", "tiny"], "distillation reads a model directory"),
         (teacher + ["--student", "huge-v9"], "is neither a preset"),
         (teacher + ["--student", workspace / "other_vocab.json"], "the vocabularies must be the same"),
         (teacher + ["--student", "shared:0"], "positive layer count"),

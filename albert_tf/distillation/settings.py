@@ -98,6 +98,11 @@ def check_settings(s: DistillSettings) -> None:
     Raises:
         DistillError: The first problem found.
     """
+    if s.teacher and os.path.isfile(s.teacher) and s.teacher.endswith(".keras"):
+        raise DistillError(
+            f"--teacher {s.teacher} is a .keras file; distillation reads a model directory (the output of "
+            f"albert-tf finetune or the pipeline's Trainer), whose task.json gives the labels, columns and tokenizer"
+        )
     if not s.teacher or not os.path.isdir(s.teacher):
         raise DistillError(f"--teacher must be a fine-tuned model directory; not found: {s.teacher}")
     if not os.path.isdir(s.data):
