@@ -52,6 +52,7 @@ def parse_args(argv=None):
     p.add_argument("--teacher-layers", type=int, default=6)
     p.add_argument("--teacher-hidden", type=int, default=256)
     p.add_argument("--teacher-epochs", type=float, default=2.0)
+    p.add_argument("--teacher-learning-rate", type=float, help="default: the recipe's for the teacher's size")
     p.add_argument("--labels", type=int, default=1000, help="part (a): labelled examples")
     p.add_argument("--baseline-epochs", type=float, default=8.0, help="part (a): epochs over the labels alone")
     p.add_argument("--student-epochs", type=float, default=2.0, help="epochs over a transfer set of the whole train set")
@@ -181,12 +182,15 @@ def main(argv=None) -> int:
         base = work / name
         teacher = base / "teacher"
         key = f"teacher|{name}|{args.teacher_layers}x{args.teacher_hidden}|{args.teacher_epochs}"
+        if args.teacher_learning_rate:
+            key += f"|lr={args.teacher_learning_rate}"
         if key not in done:
             started = time.time()
             outcome = finetune(FinetuneSettings(
                 task="classification", data=str(data), model_dir=str(teacher), text_column="text", label_column="label",
                 config=str(write_config(base / "teacher.json", size, args.teacher_layers, args.teacher_hidden)),
                 vocab_file=str(vocab), max_seq_length=args.max_seq_length, num_epochs=args.teacher_epochs, batch_size=32,
+                learning_rate=args.teacher_learning_rate,
                 seed=1, overwrite=True, quiet=True,
             ))
             done[key] = {"key": key, "set": name, "part": "teacher", "dev_accuracy": outcome.result.best_metrics["accuracy"],
