@@ -20,6 +20,7 @@ Every run is a JSON line appended to `--results` as it finishes (a rerun skips t
 there); the tables are printed at the end. Thin caller of `albert_tf.distillation.distill`.
 
     python benchmarks/distillation_targets.py --work-dir ../runs/distill --sets rt zh --seeds 1 2 3
+    python benchmarks/distillation_targets.py --work-dir ../runs/distill --results FILE --sets rt --report
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def parse_args(argv=None):
     p.add_argument("--student-a", default="narrow:2x128", help="part (a)'s student")
     p.add_argument("--temperature", type=float, default=2.0)
     p.add_argument("--alpha", type=float, default=0.7)
+    p.add_argument("--report", action="store_true", help="print the tables of --results and run nothing")
     p.add_argument("--timing-seconds", type=float, default=20.0, help="batch-1 timing per model, in 5 interleaved rounds")
     return p.parse_args(argv)
 
@@ -175,6 +177,12 @@ def main(argv=None) -> int:
     work = Path(args.work_dir).resolve()
     results = Path(args.results)
     done = _done_keys(results)
+    if args.report:
+        for name in args.sets:
+            teachers = [r for r in done.values() if r.get("set") == name and r["part"] == "teacher"]
+            if teachers:
+                print_tables(done, name, teachers[-1]["dev_accuracy"])
+        return 0
     for name in args.sets:
         data = prepare_set(name, work, args)
         vocab = vocab_for(name, data, args)
