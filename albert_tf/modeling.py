@@ -534,6 +534,17 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
         )
         return ops.cast(self.pooler(layer_outputs[-1][:, 0, :]), "float32")
 
+    def block_outputs(self, inputs, training=None):
+        """The embedding output (after `embedding_hidden_mapping_in`) and the output of every
+        block in execution order, in the compute dtype: `num_layers * inner_group_num + 1`
+        tensors [batch, seq, hidden]. Distillation reads the layers in between, which the
+        functional outputs do not carry unless the encoder was built with `output_all_layers`."""
+        ids, mask, segments = (ops.cast(inputs[k], "int32") for k in ENCODER_INPUTS)
+        return _run_encoder(
+            self.embeddings, self.embedding_hidden_mapping_in, self.attention_blocks, self.ffn_blocks,
+            self.schedule, ids, mask, segments, training=training, with_embeddings=True,
+        )
+
     @classmethod
     def from_albert_config(cls, config: AlbertConfig, **kwargs) -> "AlbertEncoder":
         """Builds the encoder an `AlbertConfig` describes (kwargs: `dtype`, `output_all_layers`, `name`)."""
@@ -591,8 +602,9 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
 
 
 def _run_encoder(embeddings, projection, attention_blocks, ffn_blocks, schedule, input_ids, input_mask, segment_ids,
-                 training=None, first_token_only=False):
-    """Embeddings, projection and the scheduled blocks; the output of every block, in order.
+                 training=None, first_token_only=False, with_embeddings=False):
+    """Embeddings, projection and the scheduled blocks; the output of every block, in order
+    (preceded by the projected embedding output when `with_embeddings`).
 
     `first_token_only`: the last attention block computes position 0 only (see
     `AlbertEncoder.pooled_output`), so the last outputs are [batch, 1, hidden].
@@ -603,7 +615,7 @@ def _run_encoder(embeddings, projection, attention_blocks, ffn_blocks, schedule,
     # [batch, 1, 1, seq]: broadcast over heads and query positions. ExpandDims, not a `[:, None]`
     # slice: TFLite's builtin StridedSlice has no new-axis mask (`albert_tf.export.tflite`).
     attention_bias = (1.0 - ops.cast(ops.expand_dims(input_mask, (1, 2)), "float32")) * MASK_ADDER
-    outputs = []
+    outputs = [x] if with_embeddings else []
     for index, (a_name, f_name) in enumerate(schedule):
         last = first_token_only and index == len(schedule) - 1
         x = attention_blocks[a_name](x, attention_bias, training=training, first_token_only=last)

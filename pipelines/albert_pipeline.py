@@ -3,6 +3,10 @@
     ExampleGen -> VocabGen -> Transform -> Pretrainer -> Trainer -> Evaluator ----\\
                                                                  \\-> InfraValidator -> Pusher
 
+With `distill: {enabled: true, ...}` a Distiller follows the Trainer: the Trainer's model is the
+teacher, and the student is what the Evaluator judges (with the teacher's margin as one more gate)
+and the InfraValidator and Pusher get. Off (the default), the pipeline is exactly the one above.
+
 * `run_local(settings)` runs it with `kfp.local` and `SubprocessRunner(use_venv=False)`: every
   step is a subprocess of this interpreter, artifacts go under `pipeline_root`, and the data and
   training steps are cached (a re-run on unchanged inputs reuses them; the Evaluator,
@@ -20,6 +24,7 @@ import contextlib
 import dataclasses
 import datetime
 import hashlib
+import inspect
 import io
 import json
 import os
@@ -78,6 +83,10 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
         eval_baseline_margin=s.eval_baseline_margin, eval_min_mcc=s.eval_min_mcc, eval_confidence=s.eval_confidence,
         seed=s.seed, deterministic=s.deterministic,
     )
+    distill = s.distill_settings()
+    if distill.enabled:
+        # Only a distilling pipeline has the parameter: one without is unchanged.
+        arguments["distill_json"] = distill.to_json()
     # KFP types parameters strictly: a float setting written as `8` in YAML must still be a float.
     for name in ("eval_fraction", "pretrain_learning_rate", "finetune_epochs", "finetune_learning_rate", "finetune_warmup_fraction",
                  "eval_threshold", "eval_tolerance", "eval_baseline_margin", "eval_min_mcc", "eval_confidence"):
@@ -85,8 +94,9 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
     return arguments
 
 
-def build_pipeline(image: str = DEFAULT_IMAGE):
-    """The `@dsl.pipeline` function, its steps on the container `image`."""
+def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
+    """The `@dsl.pipeline` function, its steps on the container `image`; with `distill`, the
+    Distiller after the Trainer and its student as the candidate (parameter `distill_json`)."""
     c = make_components(image)
 
     class Outputs(NamedTuple):
@@ -101,7 +111,19 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
         infra_blessing: dsl.Artifact
         pushed_model: dsl.Model
 
-    @dsl.pipeline(name=PIPELINE_NAME, description="ALBERT: raw text to a pushed, validated SavedModel for TF Serving.")
+    class DistilledOutputs(NamedTuple):
+        corpus_splits: dsl.Dataset
+        example_splits: dsl.Dataset
+        vocabulary: dsl.Artifact
+        transformed: dsl.Dataset
+        pretrained_model: dsl.Model
+        trained_model: dsl.Model
+        evaluation: dsl.Metrics
+        blessing: dsl.Artifact
+        infra_blessing: dsl.Artifact
+        pushed_model: dsl.Model
+        distilled_model: dsl.Model
+
     def albert_pipeline(
         corpus: str,
         task_data: str,
@@ -141,7 +163,8 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
         eval_confidence: float = 0.95,
         seed: int = 12345,
         deterministic: bool = True,
-    ) -> Outputs:
+        distill_json: str = "",
+    ):
         gen = c["example_gen"](
             corpus=corpus, task_data=task_data, text_column=text_column, text_b_column=text_b_column,
             label_column=label_column, eval_fraction=eval_fraction, input_fingerprint=input_fingerprint,
@@ -170,30 +193,61 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
             warmup_fraction=finetune_warmup_fraction, strategy=strategy, precision=precision, seed=seed,
             deterministic=deterministic,
         ).set_display_name("Trainer")
-        evaluate = c["evaluator"](
-            example_splits=gen.outputs["example_splits"], trained_model=train.outputs["trained_model"],
+        gates = dict(
             serving_base=serving_base, model_name=model_name, metric=eval_metric, threshold=eval_threshold,
             tolerance=eval_tolerance, baseline_margin=eval_baseline_margin, min_mcc=eval_min_mcc,
             confidence=eval_confidence,
-        ).set_display_name("Evaluator")
+        )
+        candidate = train.outputs["trained_model"]
+        if distill:
+            student = c["distiller"](
+                example_splits=gen.outputs["example_splits"], vocabulary=vocab.outputs["vocabulary"],
+                trained_model=train.outputs["trained_model"], distill_json=distill_json, model_name=model_name, seed=seed,
+            ).set_display_name("Distiller")
+            candidate = student.outputs["distilled_model"]
+            evaluate = c["distilled_evaluator"](
+                example_splits=gen.outputs["example_splits"], trained_model=candidate,
+                teacher_model=train.outputs["trained_model"], distill_json=distill_json, **gates,
+            ).set_display_name("Evaluator")
+        else:
+            evaluate = c["evaluator"](
+                example_splits=gen.outputs["example_splits"], trained_model=candidate, **gates,
+            ).set_display_name("Evaluator")
         validate = c["infra_validator"](
-            trained_model=train.outputs["trained_model"], model_name=model_name,
+            trained_model=candidate, model_name=model_name,
         ).set_display_name("InfraValidator")
         push = c["pusher"](
-            trained_model=train.outputs["trained_model"], blessing=evaluate.outputs["blessing"],
+            trained_model=candidate, blessing=evaluate.outputs["blessing"],
             infra_blessing=validate.outputs["infra_blessing"], serving_base=serving_base, model_name=model_name,
         ).set_display_name("Pusher")
         for task in (evaluate, validate, push):
             # They depend on what is served now, not only on their inputs: never reuse a result.
             task.set_caching_options(False)
-        return Outputs(
+        outputs = (
             gen.outputs["corpus_splits"], gen.outputs["example_splits"], vocab.outputs["vocabulary"],
             data.outputs["transformed"], pretrain.outputs["pretrained_model"], train.outputs["trained_model"],
             evaluate.outputs["evaluation"], evaluate.outputs["blessing"], validate.outputs["infra_blessing"],
             push.outputs["pushed_model"],
         )
+        return DistilledOutputs(*outputs, candidate) if distill else Outputs(*outputs)
 
-    return albert_pipeline
+    # KFP reads the parameters from the signature and passes them by position: a pipeline without
+    # the Distiller has no `distill_json` parameter at all (the last one, left at its default).
+    signature = inspect.signature(albert_pipeline)
+    parameters = list(signature.parameters.values())
+    if not distill:
+        parameters = parameters[:-1]
+
+    def pipeline_function(*args):
+        return albert_pipeline(*args)
+
+    pipeline_function.__name__ = pipeline_function.__qualname__ = "albert_pipeline"
+    pipeline_function.__signature__ = signature.replace(
+        parameters=parameters, return_annotation=DistilledOutputs if distill else Outputs
+    )
+    return dsl.pipeline(name=PIPELINE_NAME, description="ALBERT: raw text to a pushed, validated SavedModel for TF Serving.")(
+        pipeline_function
+    )
 
 
 def compile_pipeline(settings: PipelineSettings, package_path: str, image: str = DEFAULT_IMAGE) -> str:
@@ -202,7 +256,8 @@ def compile_pipeline(settings: PipelineSettings, package_path: str, image: str =
 
     arguments = pipeline_arguments(settings)
     arguments.pop("input_fingerprint")
-    compiler.Compiler().compile(build_pipeline(image), package_path, pipeline_parameters=arguments)
+    pipeline = build_pipeline(image, distill=settings.distill_settings().enabled)
+    compiler.Compiler().compile(pipeline, package_path, pipeline_parameters=arguments)
     return package_path
 
 
@@ -358,9 +413,11 @@ def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True
     arguments = pipeline_arguments(settings, input_fingerprint(settings))
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H-%M-%S-%f")
     log_path = os.path.abspath(os.path.join(pipeline_root, LOG_SUBDIR, f"{PIPELINE_NAME}-{stamp}.log"))
+    distill = settings.distill_settings().enabled
+    cacheable = CACHED_TASKS + (("distiller",) if distill else ())
     try:
-        with kfp_output(log_path, verbose, cacheable=CACHED_TASKS if cache else ()):
-            task = build_pipeline()(**arguments)
+        with kfp_output(log_path, verbose, cacheable=cacheable if cache else ()):
+            task = build_pipeline(distill=distill)(**arguments)
     except RuntimeError as e:
         raise RuntimeError(f"{_ANSI.sub('', str(e))} (full log: {log_path})") from e
     paths = {name: artifact.path for name, artifact in task.outputs.items()}

@@ -186,6 +186,65 @@ def evaluator(
     blessing.metadata.update({"blessed": summary["blessed"], "reason": summary["reason"]})
 
 
+def distiller(
+    example_splits: Input[Dataset],
+    vocabulary: Input[Artifact],
+    trained_model: Input[Model],
+    distill_json: str,
+    model_name: str,
+    seed: int,
+    distilled_model: Output[Model],
+):
+    """The Trainer's model as the teacher of a smaller student, exported as the candidate (only in a
+    pipeline with `distill.enabled`)."""
+    import json
+
+    from albert_tf.pipeline_steps.distiller import run_distiller
+    from albert_tf.pipeline_steps.settings import DistillStepSettings
+
+    summary = run_distiller(
+        example_splits.path, vocabulary.path, trained_model.path, distilled_model.path,
+        DistillStepSettings.from_dict(json.loads(distill_json)), model_name=model_name, seed=seed,
+    )
+    distilled_model.metadata.update({"best_dev_" + k: v for k, v in summary["best_dev_metrics"].items()})
+    distilled_model.metadata.update({"teacher_dev_" + k: v for k, v in summary["teacher_dev_metrics"].items()})
+
+
+def distilled_evaluator(
+    example_splits: Input[Dataset],
+    trained_model: Input[Model],
+    teacher_model: Input[Model],
+    serving_base: str,
+    model_name: str,
+    metric: str,
+    threshold: float,
+    tolerance: float,
+    baseline_margin: float,
+    min_mcc: float,
+    confidence: float,
+    distill_json: str,
+    evaluation: Output[Metrics],
+    blessing: Output[Artifact],
+):
+    """The Evaluator of a distilled student: every gate of `evaluator`, plus its metric within
+    `teacher_margin` of the teacher's (the Trainer's candidate) on the same eval split."""
+    import json
+    import os
+
+    from albert_tf.pipeline_steps.evaluator import kfp_metrics, run_evaluator
+    from albert_tf.pipeline_steps.trainer import candidate_path
+
+    summary = run_evaluator(
+        example_splits.path, candidate_path(trained_model.path), os.path.join(serving_base, model_name), blessing.path,
+        metric=metric, threshold=threshold, tolerance=tolerance, baseline_margin=baseline_margin, min_mcc=min_mcc,
+        confidence=confidence, report_dir=evaluation.path, teacher_dir=candidate_path(teacher_model.path),
+        teacher_margin=float(json.loads(distill_json)["teacher_margin"]),
+    )
+    for name, value in kfp_metrics(summary).items():
+        evaluation.log_metric(name, value)
+    blessing.metadata.update({"blessed": summary["blessed"], "reason": summary["reason"]})
+
+
 def infra_validator(trained_model: Input[Model], model_name: str, infra_blessing: Output[Artifact]):
     """The candidate served by the TF-Serving-protocol server in a subprocess; warmup replayed."""
     import os
@@ -219,7 +278,8 @@ def pusher(
     pushed_model.metadata.update({k: result[k] for k in ("pushed", "reason", "version", "path") if k in result})
 
 
-STEPS = (example_gen, vocab_gen, transform, pretrainer, trainer, evaluator, infra_validator, pusher)
+STEPS = (example_gen, vocab_gen, transform, pretrainer, trainer, evaluator, infra_validator, pusher, distiller,
+         distilled_evaluator)
 
 
 def make_components(image: str) -> Dict[str, object]:

@@ -21,6 +21,7 @@ SUBCOMMAND_MODULES = [
     "albert_tf.cli.make_pretraining_data",
     "albert_tf.cli.pretrain",
     "albert_tf.cli.finetune",
+    "albert_tf.cli.distill",
     "albert_tf.cli.evaluate",
     "albert_tf.cli.predict",
     "albert_tf.cli.export",

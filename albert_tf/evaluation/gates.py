@@ -9,7 +9,9 @@ answer (`albert_tf.evaluation.baselines`). A candidate is blessed only when ever
    its accuracy beats the majority rate by more than chance at `confidence` (a one-sided test
    of a proportion: with 200 eval texts and a 61.5% majority, 67.2% is needed at 0.95);
 2. **value threshold**: the metric reaches `threshold` (a floor; a ceiling for losses/errors);
-3. **change threshold**: the metric is not worse than the pushed model's by more than `tolerance`.
+3. **change threshold**: the metric is not worse than the pushed model's by more than `tolerance`;
+4. for a distilled student, when `teacher_margin` is set: **close to the teacher**, its metric at
+   most `teacher_margin` worse than its teacher's on the same data.
 
 The defaults refuse a model that answers the same for every input, whatever the threshold.
 `decide` returns every check with its figures, so a refusal can say why in one line.
@@ -39,6 +41,8 @@ class BlessingRule:
             confidence (0 switches the test off).
         tolerance: Change threshold: how much worse than the pushed model the metric may be
             (negative: how much better it must be).
+        teacher_margin: A distilled student: how much worse than its teacher the metric may be
+            (None: no teacher check).
     """
 
     metric: str = "accuracy"
@@ -47,6 +51,7 @@ class BlessingRule:
     min_mcc: float = 0.0
     confidence: float = 0.95
     tolerance: float = 0.0
+    teacher_margin: Optional[float] = None
 
     def __post_init__(self):
         if not isinstance(self.metric, str) or not self.metric:
@@ -59,9 +64,16 @@ class BlessingRule:
             raise ValueError(f"baseline_margin must be >= 0, got {self.baseline_margin}")
         if not 0 <= self.confidence < 1:
             raise ValueError(f"confidence must be in [0, 1), got {self.confidence}")
+        margin = self.teacher_margin
+        if margin is not None and (isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 0):
+            raise ValueError(f"teacher_margin must be a number >= 0, got {margin!r}")
 
     def to_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
+        values = dataclasses.asdict(self)
+        if self.teacher_margin is None:
+            # A rule without a teacher reads exactly as before the field existed.
+            values.pop("teacher_margin")
+        return values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +119,7 @@ def decide(
     *,
     examples: int,
     pushed: Optional[Mapping[str, float]] = None,
+    teacher: Optional[Mapping[str, float]] = None,
 ) -> Decision:
     """Applies `rule` to the candidate's metrics.
 
@@ -116,6 +129,8 @@ def decide(
         rule: The blessing rule.
         examples: Number of eval examples (for the significance test).
         pushed: The pushed (serving) model's metrics on the same data, None if nothing is pushed.
+        teacher: A distilled candidate's teacher's metrics on the same data (checked when
+            `rule.teacher_margin` is set).
 
     Raises:
         ValueError: `rule.metric` is missing from the candidate's or the constant's metrics.
@@ -158,6 +173,13 @@ def decide(
         ok = value + rule.tolerance >= before if up else value - rule.tolerance <= before
         checks.append(Check("not worse than the pushed model", ok,
                             f"{metric} {value:.4f} vs the pushed model's {before:.4f} (tolerance {rule.tolerance})"))
+    if rule.teacher_margin is not None:
+        if teacher is None or metric not in teacher:
+            raise ValueError(f"the rule has a teacher_margin but no teacher {metric!r} to compare with")
+        reference = float(teacher[metric])
+        close = value + rule.teacher_margin >= reference if up else value - rule.teacher_margin <= reference
+        checks.append(Check("within the margin of the teacher", close,
+                            f"{metric} {value:.4f} vs the teacher's {reference:.4f} (margin {rule.teacher_margin})"))
     failed = [c for c in checks if not c.passed]
     if failed:
         return Decision(False, f"{failed[0].name} failed: {failed[0].detail}", checks)

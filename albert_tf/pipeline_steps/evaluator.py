@@ -6,7 +6,8 @@ scored the same way: their exported `serving_default` signature on the raw eval 
 comparison holds even across vocabularies, and it measures exactly what TF Serving will answer.
 The rule is `albert_tf.evaluation.gates.BlessingRule`: the candidate must beat the majority class
 (by more than chance, with MCC above 0), reach the threshold, and not be worse than the pushed
-model by more than the tolerance. A model that answers the same for every input is never
+model by more than the tolerance (and, for a distilled student given its teacher's SavedModel, not
+be worse than the teacher by more than `teacher_margin`). A model that answers the same for every input is never
 blessed, whatever the threshold. A pushed model that cannot be scored (another task's inputs, a
 broken export) blocks the blessing with the reason given, rather than being ignored.
 
@@ -115,19 +116,25 @@ def run_evaluator(
     min_mcc: float = 0.0,
     confidence: float = 0.95,
     report_dir: Optional[str] = None,
+    teacher_dir: Optional[str] = None,
+    teacher_margin: Optional[float] = None,
 ) -> Dict[str, Any]:
     """Scores the candidate SavedModel and the newest version under `serving_model_dir`
     (`<serving_base>/<model_name>`) on the eval split; writes the decision into `output_dir`
     and, when given, the full report into `report_dir`.
 
-    The rule's fields (`metric` ... `confidence`) are those of `albert_tf.evaluation.BlessingRule`.
+    The rule's fields (`metric` ... `confidence`, `teacher_margin`) are those of
+    `albert_tf.evaluation.BlessingRule`; `teacher_dir` is a distilled candidate's teacher's
+    SavedModel, scored the same way for the teacher check.
     """
     from albert_tf.evaluation import BlessingRule, decide as decide_rule, majority_class_baseline
     from albert_tf.evaluation.report import format_confusion_matrix
     from albert_tf.tasks.spec import write_json
 
     rule = BlessingRule(metric=metric, threshold=threshold, baseline_margin=baseline_margin, min_mcc=min_mcc,
-                        confidence=confidence, tolerance=tolerance)
+                        confidence=confidence, tolerance=tolerance, teacher_margin=teacher_margin)
+    if (teacher_dir is None) != (teacher_margin is None):
+        raise ValueError("teacher_dir and teacher_margin go together")
     rows = example_gen.read_split(examples_dir, "eval")
     if not rows:
         raise ValueError(f"{examples_dir}: the eval split is empty")
@@ -149,7 +156,8 @@ def run_evaluator(
             baseline = score(predict_labels(pushed, rows), truth, label_list)
         except Exception as e:  # any failure to score it: reported, and the candidate is not blessed
             baseline_error = f"the pushed model {pushed} cannot be scored on this eval data: {e}"
-    decision = decide_rule(candidate, constant, rule, examples=len(rows), pushed=baseline)
+    teacher = None if teacher_dir is None else score(predict_labels(teacher_dir, rows), truth, label_list)
+    decision = decide_rule(candidate, constant, rule, examples=len(rows), pushed=baseline, teacher=teacher)
     blessed, reason = decision.blessed, decision.reason
     if baseline_error:
         blessed, reason = False, baseline_error
@@ -162,6 +170,7 @@ def run_evaluator(
         "candidate": {"path": os.path.abspath(candidate_dir), "metrics": candidate},
         "constant_baseline": constant.to_dict(),
         "baseline": None if pushed is None else {"path": pushed, "metrics": baseline},
+        **({} if teacher is None else {"teacher": {"path": os.path.abspath(teacher_dir), "metrics": teacher}}),
         "checks": decision.to_dict()["checks"],
         "blessed": blessed,
         "reason": reason,
@@ -178,6 +187,19 @@ def run_evaluator(
         write_json(os.path.join(staging, EVALUATION_FILE), evaluation)
         open(os.path.join(staging, BLESSED_FILE if blessed else NOT_BLESSED_FILE), "w").close()
     return summary
+
+
+def kfp_metrics(summary: Dict[str, Any]) -> Dict[str, float]:
+    """The metrics an Evaluator step logs from a `run_evaluator` summary: the candidate's, and
+    prefixed `constant_`, `pushed_` and `teacher_` those of the constant answer, the pushed model
+    and the teacher."""
+    metrics = dict(summary["candidate"]["metrics"])
+    metrics.update({"constant_" + k: v for k, v in summary["constant_baseline"]["metrics"].items()})
+    if summary["baseline"] and summary["baseline"]["metrics"]:
+        metrics.update({"pushed_" + k: v for k, v in summary["baseline"]["metrics"].items()})
+    if summary.get("teacher"):
+        metrics.update({"teacher_" + k: v for k, v in summary["teacher"]["metrics"].items()})
+    return metrics
 
 
 def is_blessed(evaluation_dir: str) -> bool:

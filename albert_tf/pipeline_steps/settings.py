@@ -45,6 +45,67 @@ class SettingsError(ValueError):
 
 
 @dataclasses.dataclass
+class DistillStepSettings:
+    """The pipeline's `distill:` mapping.
+
+    Attributes:
+        enabled: Run the Distiller (off: the pipeline is the one without it, unchanged).
+        student: As `DistillSettings.student` ("shared:1", a preset, an albert_config.json).
+        temperature, alpha, transfer, max_labeled, unlabeled_from_train: As `DistillSettings`.
+        epochs, batch_size, learning_rate: The student's training (learning rate None: the
+            recipe's for the student's size).
+        teacher_margin: The Evaluator blesses the student only when its metric is at most this
+            far below the teacher's on the same eval data.
+    """
+
+    enabled: bool = False
+    student: str = "shared:1"
+    temperature: float = 2.0
+    alpha: float = 0.5
+    transfer: str = "none"
+    max_labeled: Optional[int] = None
+    unlabeled_from_train: bool = False
+    epochs: float = 3.0
+    batch_size: int = 32
+    learning_rate: Optional[float] = None
+    teacher_margin: float = 0.02
+
+    @classmethod
+    def from_dict(cls, values) -> "DistillStepSettings":
+        """Settings from the `distill:` mapping; unknown keys and bad values raise `ValueError`."""
+        if not isinstance(values, dict):
+            raise ValueError(f"distill must be a mapping of settings, got {type(values).__name__}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"distill: unknown setting(s) {', '.join(unknown)} (known: {', '.join(sorted(names))})")
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        from albert_tf.distillation.settings import TRANSFERS
+
+        if not isinstance(self.enabled, bool):
+            raise ValueError(f"distill.enabled must be true or false, got {self.enabled!r}")
+        if not isinstance(self.student, str) or not self.student:
+            raise ValueError(f"distill.student must be a preset, a config file or shared:N, got {self.student!r}")
+        if self.transfer not in TRANSFERS:
+            raise ValueError(f"distill.transfer must be one of {', '.join(TRANSFERS)}, got {self.transfer!r}")
+        if not 0 <= self.alpha <= 1:
+            raise ValueError(f"distill.alpha must be in [0, 1], got {self.alpha}")
+        if not self.temperature > 0 or not self.epochs > 0 or self.batch_size < 1:
+            raise ValueError("distill.temperature and distill.epochs must be > 0 and distill.batch_size >= 1")
+        if not self.teacher_margin >= 0:
+            raise ValueError(f"distill.teacher_margin must be >= 0, got {self.teacher_margin}")
+        if self.unlabeled_from_train and self.max_labeled is None:
+            raise ValueError("distill.unlabeled_from_train needs distill.max_labeled")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+
+@dataclasses.dataclass
 class PipelineSettings:
     """Everything a pipeline run needs.
 
@@ -86,6 +147,9 @@ class PipelineSettings:
             rate at `eval_confidence` (`albert_tf.evaluation.gates`). The defaults never bless a
             model that answers the same for every input.
         seed: Seeds every random choice of the run.
+        distill: The optional Distiller after the Trainer (`DistillStepSettings` fields, e.g.
+            `{enabled: true, student: "shared:1", teacher_margin: 0.02}`); off by default, and
+            then the pipeline is exactly the one without it.
         deterministic: Make a run reproducible: the same inputs, settings and seed give the same
             model on the same machine. The Transform rewrites the Beam output in a canonical
             order (one more pass over the pretraining records; Beam's order is the runner's) and,
@@ -130,6 +194,7 @@ class PipelineSettings:
     eval_confidence: float = 0.95
     seed: int = 12345
     deterministic: bool = True
+    distill: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         self.validate()
@@ -178,6 +243,14 @@ class PipelineSettings:
         if not self.model_name or "/" in self.model_name or self.model_name.startswith("."):
             raise SettingsError(f"model_name must be a plain directory name, got {self.model_name!r}")
         self.albert_config(self.vocab_size)
+        try:
+            self.distill_settings()
+        except (TypeError, ValueError) as e:
+            raise SettingsError(str(e)) from None
+
+    def distill_settings(self) -> "DistillStepSettings":
+        """The `distill` mapping as `DistillStepSettings` (all defaults, disabled, when empty)."""
+        return DistillStepSettings.from_dict(self.distill)
 
     def albert_config(self, vocab_size: int):
         """The encoder's `AlbertConfig` for a vocabulary of `vocab_size`."""

@@ -665,6 +665,7 @@ def run_finetuning(
     collapse_metric: Optional[str] = None,
     collapse_margin: Optional[float] = None,
     on_collapse: str = "warn",
+    saved_model: Optional[Callable[[Any], Any]] = None,
 ) -> FinetuningResult:
     """Fine-tunes `model` with `model.fit` and keeps the best weights by a dev metric.
 
@@ -724,6 +725,9 @@ def run_finetuning(
             `albert_tf.evaluation.collapse.DEFAULT_MARGIN`).
         on_collapse: "warn" (log it, record it, keep the model) or "raise" (`FinetuningCollapsed`,
             nothing written).
+        saved_model: `saved_model(model)` -> the part of the trained model written as
+            `model.keras` and handed to `save_assets` (default: the model itself); a
+            distillation wrapper trains its student with extra losses and keeps only the student.
 
     Returns:
         A `FinetuningResult`; the model holds the best weights.
@@ -861,9 +865,10 @@ def run_finetuning(
             if verbose:
                 print(f"WARNING: fine-tuning collapsed: {collapse.reason}", flush=True)
 
-        model.save(os.path.join(staging, MODEL_FILE))
+        kept = model if saved_model is None else saved_model(model)
+        kept.save(os.path.join(staging, MODEL_FILE))
         if save_assets is not None:
-            save_assets(staging, model)
+            save_assets(staging, kept)
         info = {
             "num_train_steps": num_train_steps,
             "warmup_steps": warmup_steps,
