@@ -292,3 +292,45 @@ def glob_any(root, step):
     import glob
 
     return glob.glob(os.path.join(str(root), "*", step, "*"))
+
+
+def test_request_log_round_trip_and_skew(tmp_path, spans):
+    """Requests logged in TF Serving's format (sampled) and read back; English requests show no skew
+    against the training statistics, Chinese ones do (the script), in the same `Anomalies` format."""
+    import numpy as np
+
+    from albert_tf.data_validation.skew import serving_statistics, skew_anomalies
+    from albert_tf.model_server.request_log import (
+        LoggingConfigError,
+        RequestLogger,
+        load_logging_config,
+        read_prediction_logs,
+        request_texts,
+    )
+
+    first, second, baseline, schema = spans
+    config_file = tmp_path / "logging.pbtxt"
+    config_file.write_text(f'log_collector_config {{ type: "tfrecord" filename_prefix: "{tmp_path}/logs/req" }}\n'
+                           'sampling_config { sampling_rate: 0.5 }\n', encoding="utf-8")
+    logger = RequestLogger(load_logging_config(str(config_file)), seed=0)
+    texts = [t for _, t in second[:400]]
+    sampled = sum(logger.log("m", 3, "serving_default", {"text": np.array([t.encode() for t in texts[i:i + 2]], dtype=object)},
+                             {"probabilities": np.zeros((2, 2), np.float32)}) for i in range(0, 400, 2))
+    logger.close()
+    assert 70 < sampled < 130 and logger.logged == sampled
+    logs = list(read_prediction_logs(str(tmp_path / "logs" / "req")))
+    assert len(logs) == sampled and logs[0].log_metadata.model_spec.name == "m"
+    assert logs[0].log_metadata.sampling_config.sampling_rate == 0.5
+    assert logs[0].predict_log.response.outputs["probabilities"].tensor_shape.dim[0].size == 2
+    rows = [row for log in logs for row in request_texts(log)]
+    assert len(rows) == 2 * sampled and rows[0]["text"].decode() in texts
+    clean = skew_anomalies(serving_statistics(rows), baseline, schema)
+    assert anomaly_lines(clean) == [] and {d.path.step[0] for d in clean.drift_skew_info} >= {"text_char_length", "text_script"}
+    assert not any(d.drift_measurements for d in clean.drift_skew_info)  # skew, not drift
+    chinese = [{"text": CHINESE[i % 5].encode()} for i in range(100)]
+    skewed = skew_anomalies(serving_statistics(chinese), baseline, schema)
+    assert any(line.startswith("text_script: training/serving skew: expected an L-infinity distance")
+               for _, line in anomaly_lines(skewed))
+    config_file.write_text("sampling_config { sampling_rate: 2 }\n", encoding="utf-8")
+    with pytest.raises(LoggingConfigError, match="filename_prefix is required"):
+        load_logging_config(str(config_file))

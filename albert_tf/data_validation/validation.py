@@ -67,7 +67,8 @@ def _source_present(dataset, feature) -> bool:
     return all(feature_stats(dataset, p.step[0]) is not None for p in feature.validation_derived_source.source_path)
 
 
-def _check_schema(anomalies, dataset, schema, name: str, feature, stats) -> None:
+def check_schema(anomalies, dataset, schema, name: str, feature, stats) -> None:
+    """The schema's checks of one feature (presence, domain, coverage, bounds)."""
     total = dataset.num_examples
     if stats.type == statistics_pb2.FeatureNameStatistics.INT:
         num = stats.num_stats
@@ -113,10 +114,13 @@ def _check_schema(anomalies, dataset, schema, name: str, feature, stats) -> None
 
 
 def _check_drift(anomalies, name: str, feature, stats, previous, baseline: str) -> None:
-    comparator = feature.drift_comparator
     old = feature_stats(previous, name) if previous is not None else None
-    if old is None or not feature.HasField("drift_comparator"):
-        return
+    if old is not None and feature.HasField("drift_comparator"):
+        compare(anomalies, name, feature.drift_comparator, old, stats, f"drift from {baseline}", skew=False)
+
+
+def compare(anomalies, name: str, comparator, old, stats, what: str, skew: bool) -> None:
+    """Measures `stats` against `old` with `comparator` (a drift or skew `FeatureComparator`)."""
     info = None
     if comparator.HasField("infinity_norm"):
         p, q = drift.value_shares(old), drift.value_shares(stats)
@@ -125,7 +129,7 @@ def _check_drift(anomalies, name: str, feature, stats, previous, baseline: str) 
         info = (anomalies_pb2.DriftSkewInfo.Measurement.L_INFTY, distance, threshold)
         if distance > threshold:
             _add(anomalies, name, _T.COMPARATOR_L_INFTY_HIGH, ERROR, "High L-infinity distance between current and previous",
-                 f"{name}: drift from {baseline}: expected an L-infinity distance of at most {threshold:g}, found "
+                 f"{name}: {what}: expected an L-infinity distance of at most {threshold:g}, found "
                  f"{distance:.3f} ({value!r}: {_percent(p.get(value, 0))} -> {_percent(q.get(value, 0))}).")
     elif comparator.HasField("jensen_shannon_divergence"):
         divergence = drift.jensen_shannon(drift.standard_buckets(old), drift.standard_buckets(stats))
@@ -134,13 +138,13 @@ def _check_drift(anomalies, name: str, feature, stats, previous, baseline: str) 
         if divergence > threshold:
             _add(anomalies, name, _T.COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH, ERROR,
                  "High Jensen-Shannon divergence between current and previous",
-                 f"{name}: drift from {baseline}: expected a Jensen-Shannon divergence of at most {threshold:g}, found "
+                 f"{name}: {what}: expected a Jensen-Shannon divergence of at most {threshold:g}, found "
                  f"{divergence:.3f} (mean {old.num_stats.mean:.1f} -> {stats.num_stats.mean:.1f}, median "
                  f"{old.num_stats.median:g} -> {stats.num_stats.median:g}).")
     if info is not None:
         record = anomalies.drift_skew_info.add()
         record.path.step[:] = [name]
-        record.drift_measurements.add(type=info[0], value=info[1], threshold=info[2])
+        (record.skew_measurements if skew else record.drift_measurements).add(type=info[0], value=info[1], threshold=info[2])
 
 
 def validate_statistics(dataset, schema: schema_pb2.Schema, previous=None, baseline: str = "the previous span"):
@@ -170,7 +174,7 @@ def validate_statistics(dataset, schema: schema_pb2.Schema, previous=None, basel
                 _add(anomalies, feature.name, _T.SCHEMA_MISSING_COLUMN, ERROR, "Column dropped",
                      f"{feature.name}: expected in every example, found in none.")
             continue
-        _check_schema(anomalies, dataset, schema, feature.name, feature, stats)
+        check_schema(anomalies, dataset, schema, feature.name, feature, stats)
         _check_drift(anomalies, feature.name, feature, stats, previous, baseline)
     for stats in dataset.features:
         name = stats.path.step[0] if stats.path.step else stats.name

@@ -826,6 +826,8 @@ class LocalModelServer:
         RESOURCE_EXHAUSTED without being read.
       rest_read_timeout_s: the time a REST request body has to arrive in full, and an idle or
         stalled connection to send its next bytes (408, then the connection closes).
+      request_logging: a TF Serving `LoggingConfig` text file: log a sample of the requests as
+        `PredictionLog` TFRecords (`request_log`).
     """
 
     def __init__(
@@ -841,6 +843,7 @@ class LocalModelServer:
         grpc_workers: int = 16,
         max_request_bytes: Optional[int] = None,
         rest_read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+        request_logging: Optional[str] = None,
     ):
         bad_limit = isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int) or max_request_bytes < 1
         if max_request_bytes is not None and bad_limit:
@@ -858,6 +861,10 @@ class LocalModelServer:
         self.manager = ModelManager(
             {n: os.path.join(export_base, n) for n in model_names}, batching, poll_interval_s, version_labels
         )
+        if request_logging:
+            from albert_tf.model_server.request_log import RequestLogger, load_logging_config
+
+            self.manager.request_logger = RequestLogger(load_logging_config(request_logging))
         self.host = host
         self._grpc_port, self._rest_port = grpc_port, rest_port
         self._grpc_workers = grpc_workers
@@ -947,6 +954,8 @@ class LocalModelServer:
             self._http_server.server_close()
             self._http_server = None
         self.manager.stop()
+        if self.manager.request_logger is not None:
+            self.manager.request_logger.close()
 
     def __enter__(self) -> "LocalModelServer":
         return self.start()
