@@ -254,9 +254,9 @@ def test_validator_step_stores_spans_and_stops_on_errors(tmp_path, spans, capsys
 def test_an_anomalous_span_stops_the_pipeline_before_the_transform(tmp_path, capsys):
     """The latest span has a new label: the ExampleValidator fails the run (exit 2) with the
     anomaly's line; nothing is transformed, trained or pushed."""
-    import yaml
+    import json
 
-    from _pipeline_helpers import tiny_inputs
+    from _pipeline_helpers import tiny_inputs, tiny_settings
     from albert_tf.cli import main
     from albert_tf.data_validation.statistics import statistics_from_records as from_records
 
@@ -271,13 +271,10 @@ def test_an_anomalous_span_stops_the_pipeline_before_the_transform(tmp_path, cap
         rows = open(os.path.join(task, f"{name}.tsv"), encoding="utf-8").read().splitlines()
         body = [("2\t" + r.split("\t", 1)[1]) if i % 5 == 0 else r for i, r in enumerate(rows[1:])]
         (span / f"{name}.tsv").write_text("\n".join([rows[0]] + body) + "\n", encoding="utf-8")
-    os.rename(task, tmp_path / "task-1")
-    config = tmp_path / "run.yaml"
-    from _pipeline_helpers import tiny_settings
-
     settings = tiny_settings(tmp_path, task_data=str(tmp_path / "task-{SPAN}"), schema=schema)
-    values = {k: v for k, v in settings.to_dict().items() if k not in ("finetune_pooling",)}
-    config.write_text(yaml.safe_dump(values), encoding="utf-8")
+    os.rename(task, tmp_path / "task-1")
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(settings.to_dict()), encoding="utf-8")
     code = main(["pipeline", "run", "--config", str(config), "--pipeline-root", str(tmp_path / "runs"),
                  "--no-sample-request"])
     out, err = capsys.readouterr()
