@@ -30,15 +30,16 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common  # noqa: E402
 
-RT = bench_common.SOTU.parent / "rotten_tomatoes"
+DATA = bench_common.SOTU.parents[1]
 
 
-def _inputs(work: Path):
+def _inputs(work: Path, sotu: Path, rt: Path):
     """The TFRecord splits for the statistics and the text files for the pretraining step."""
+    from albert_tf.data.glue import read_table
     from albert_tf.data.tfrecords import frame_record
     from albert_tf.data_validation.records import serialize_bytes_example
 
-    documents = sorted(str(p) for p in bench_common.SOTU.glob("*.txt"))
+    documents = sorted(str(p) for p in sotu.glob("*.txt"))
     texts = work / "texts"
     texts.mkdir()
     corpus_records, snippets = [], []
@@ -46,14 +47,14 @@ def _inputs(work: Path):
         text = Path(path).read_text(encoding="utf-8")
         corpus_records.append(serialize_bytes_example({"text": [text.encode()], "source": [Path(path).name.encode()]}))
         (texts / Path(path).name).write_text(text, encoding="utf-8")
+    texts_rt = []
     for name in ("train", "dev", "test"):
-        for line in (RT / f"{name}.tsv").read_text(encoding="utf-8").splitlines()[1:]:
-            label, text = line.split("\t", 1)
-            snippets.append(serialize_bytes_example({"text": [text.encode()], "label": [label.encode()]}))
+        # The project's table reader: the files have quoted snippets spanning lines.
+        for example in read_table(str(rt / f"{name}.tsv"), text_column="text", text_b_column=None, label_column="label"):
+            snippets.append(serialize_bytes_example({"text": [example.text_a.encode()], "label": [example.label.encode()]}))
+            texts_rt.append(" ".join(example.text_a.split()))
     # The snippets, one per paragraph line, as one more document for the pretraining reader.
-    (texts / "rotten_tomatoes.txt").write_text(
-        "\n".join(line.split("\t", 1)[1] for name in ("train", "dev", "test")
-                  for line in (RT / f"{name}.tsv").read_text(encoding="utf-8").splitlines()[1:]) + "\n", encoding="utf-8")
+    (texts / "rotten_tomatoes.txt").write_text("\n".join(texts_rt) + "\n", encoding="utf-8")
     splits = {}
     for name, records in (("corpus", corpus_records), ("rotten_tomatoes", snippets)):
         path = work / f"{name}.tfrecord"
@@ -89,14 +90,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--data", type=Path, default=DATA, help="the shared data folder (default ../shared/data)")
     args = parser.parse_args(argv)
-    if not bench_common.SOTU.is_dir() or not RT.is_dir():
-        print(f"needs {bench_common.SOTU} and {RT}")
+    sotu, rt = args.data / "en" / "sotu", args.data / "en" / "rotten_tomatoes"
+    if not sotu.is_dir() or not rt.is_dir():
+        print(f"needs {sotu} and {rt}")
         return 1
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        splits, pattern, documents, snippets, characters = _inputs(work)
-        spm = bench_common.train_sample_spm(work, sorted(bench_common.SOTU.glob("*.txt")))
+        splits, pattern, documents, snippets, characters = _inputs(work, sotu, rt)
+        spm = bench_common.train_sample_spm(work, bench_common.sentence_files(work, sorted(sotu.glob("*.txt"))))
         rows = {"statistics": [], "pretraining data": []}
         for round_ in range(args.rounds):
             rows["statistics"].append(_statistics(splits, spm, work / f"stats-{round_}"))
