@@ -69,15 +69,14 @@ def _char_script(ch: str) -> str:
 
 def dominant_script(text: str) -> str:
     """The script most of the letters of `text` are in ("Latin", "Han", ...), "Common" without letters."""
-    counts = collections.Counter()
+    letters = [ch for ch in _NON_ASCII.findall(text) if ch.isalpha()]
+    if not letters:
+        # The common case (English): no need to count the ASCII letters, only to see one.
+        return "Latin" if _ASCII_LETTER.search(text) else "Common"
+    counts = collections.Counter(map(_char_script, letters))
     ascii_letters = len(_ASCII_LETTER.findall(text))
     if ascii_letters:
-        counts["Latin"] = ascii_letters
-    for ch in _NON_ASCII.findall(text):
-        if ch.isalpha():
-            counts[_char_script(ch)] += 1
-    if not counts:
-        return "Common"
+        counts["Latin"] += ascii_letters
     return max(sorted(counts), key=counts.__getitem__)
 
 
