@@ -48,17 +48,17 @@ LOG_SUBDIR = "logs"
 def input_fingerprint(settings: PipelineSettings) -> str:
     """A hash of the input files' contents, so the cached data steps re-run when the data change."""
     from albert_tf.pipeline_steps.example_gen import expand_corpus
-    from albert_tf.pipeline_steps.spans import SpanError, resolve_span
+    from albert_tf.pipeline_steps.spans import SpanError, resolve_spans
 
     digest = hashlib.sha256()
     try:
-        task_data = resolve_span(settings.task_data, settings.span).path
+        task_dirs = [s.path for s in resolve_spans(settings.task_data, settings.span, settings.num_spans)]
     except SpanError:
-        task_data = settings.task_data  # ExampleGen names the problem
+        task_dirs = [settings.task_data]  # ExampleGen names the problem
     task_files = sorted(
-        os.path.join(task_data, name) for name in os.listdir(task_data)
-        if os.path.isfile(os.path.join(task_data, name))
-    ) if os.path.isdir(task_data) else []
+        os.path.join(task_data, name) for task_data in task_dirs if os.path.isdir(task_data)
+        for name in os.listdir(task_data) if os.path.isfile(os.path.join(task_data, name))
+    )
     for path in expand_corpus(settings.corpus) + task_files:
         digest.update(os.path.abspath(path).encode("utf-8"))
         with open(path, "rb") as f:
@@ -85,7 +85,7 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
         serving_base=os.path.abspath(s.serving_base) if "://" not in s.serving_base else s.serving_base,
         eval_metric=s.eval_metric, eval_threshold=s.eval_threshold, eval_tolerance=s.eval_tolerance,
         eval_baseline_margin=s.eval_baseline_margin, eval_min_mcc=s.eval_min_mcc, eval_confidence=s.eval_confidence,
-        seed=s.seed, deterministic=s.deterministic, span=s.span,
+        seed=s.seed, deterministic=s.deterministic, span=s.span, num_spans=s.num_spans,
         pinned_schema=os.path.abspath(s.schema) if s.schema and "://" not in s.schema else (s.schema or ""),
         statistics_store=s.statistics_store_path(),
     )
@@ -156,12 +156,14 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
         seed: int = 12345,
         deterministic: bool = True,
         span: int = -1,
+        num_spans: int = 1,
         pinned_schema: str = "",
         statistics_store: str = "",
     ) -> Outputs:
         gen = c["example_gen"](
             corpus=corpus, task_data=task_data, text_column=text_column, text_b_column=text_b_column,
             label_column=label_column, eval_fraction=eval_fraction, input_fingerprint=input_fingerprint, span=span,
+            num_spans=num_spans,
         ).set_display_name("ExampleGen")
         vocab = c["vocab_gen"](
             corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],

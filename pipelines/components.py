@@ -26,16 +26,18 @@ def example_gen(
     eval_fraction: float,
     input_fingerprint: str,
     span: int,
+    num_spans: int,
     corpus_splits: Output[Dataset],
     example_splits: Output[Dataset],
 ):
     """Raw corpus and labelled files -> train/eval TFRecords (`input_fingerprint` keys the cache;
-    `span`: the `{SPAN}` of `task_data` to read, -1 for the latest)."""
+    `span`: the `{SPAN}` of `task_data` to read, -1 for the latest; `num_spans`: how many up to it)."""
     from albert_tf.pipeline_steps.example_gen import run_example_gen
 
     counts = run_example_gen(
         corpus, task_data, corpus_splits.path, example_splits.path, text_column=text_column,
         text_b_column=text_b_column or None, label_column=label_column, eval_fraction=eval_fraction, span=span,
+        num_spans=num_spans,
     )
     corpus_splits.metadata.update({"documents": counts["corpus"], "fingerprint": input_fingerprint})
     example_splits.metadata.update({"examples": counts["examples"], **counts["span"]})

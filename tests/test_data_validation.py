@@ -186,7 +186,7 @@ def test_records_decode_without_tensorflow():
 
 
 def test_spans(tmp_path):
-    from albert_tf.pipeline_steps.spans import SpanError, resolve_span
+    from albert_tf.pipeline_steps.spans import SpanError, resolve_span, resolve_spans
 
     for name in ("span-1", "span-2", "span-10-v1", "span-10-v3"):
         (tmp_path / name).mkdir()
@@ -197,6 +197,27 @@ def test_spans(tmp_path):
     assert resolve_span(str(tmp_path / "span-{SPAN}")).span == 2  # span-10-v1 does not match this pattern
     with pytest.raises(SpanError, match=r"no span 5 .*spans found: 1, 2"):
         resolve_span(str(tmp_path / "span-{SPAN}"), 5)
+    # A rolling range: the latest N spans that exist, oldest first.
+    (tmp_path / "span-4").mkdir()
+    assert [s.span for s in resolve_spans(str(tmp_path / "span-{SPAN}"), num_spans=3)] == [2, 4]
+    assert [s.span for s in resolve_spans(str(tmp_path / "span-{SPAN}"), 2, num_spans=5)] == [1, 2]
+
+
+def test_example_gen_reads_the_latest_span_or_a_range(tmp_path):
+    from _pipeline_helpers import write_corpus, write_task
+    from albert_tf.pipeline_steps.example_gen import read_split, run_example_gen
+    from albert_tf.pipeline_steps.staging import read_summary
+
+    corpus = write_corpus(tmp_path / "corpus", 3)
+    for span, word in ((1, "old"), (2, "new")):
+        write_task(tmp_path / f"task-{span}", [("1", f"{word} good"), ("0", f"{word} bad")], [("1", f"{word} fine")])
+    pattern = str(tmp_path / "task-{SPAN}")
+    run_example_gen(corpus, pattern, str(tmp_path / "c1"), str(tmp_path / "e1"))
+    assert [r["text"] for r in read_split(str(tmp_path / "e1"), "train")] == ["new good", "new bad"]
+    assert read_summary(str(tmp_path / "e1"))["span"] == 2
+    run_example_gen(corpus, pattern, str(tmp_path / "c2"), str(tmp_path / "e2"), num_spans=2)
+    assert [r["text"] for r in read_split(str(tmp_path / "e2"), "eval")] == ["old fine", "new fine"]
+    assert read_summary(str(tmp_path / "e2"))["spans"] == [1, 2]
 
 
 def _write_split_stats(root, span, rows_by_split):

@@ -87,6 +87,7 @@ class PipelineSettings:
             model that answers the same for every input.
         span: The `{SPAN}` of `task_data` to read (TFX's input spans, `pipeline_steps.spans`);
             -1 (the default) reads the latest.
+        num_spans: How many spans to read, up to `span`: TFX's rolling range (1: that span only).
         schema: A pinned `schema.pbtxt` (tensorflow_metadata `Schema`) the data are validated
             against, as given; unset: the schema inferred on the first run (and kept).
         statistics_store: Where the schema inferred on the first run and each validated span's
@@ -136,6 +137,7 @@ class PipelineSettings:
     eval_min_mcc: float = 0.0
     eval_confidence: float = 0.95
     span: int = -1
+    num_spans: int = 1
     schema: Optional[str] = None
     statistics_store: Optional[str] = None
     seed: int = 12345
@@ -168,6 +170,8 @@ class PipelineSettings:
             raise SettingsError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
         if not 0 <= self.pretrain_warmup_steps <= self.pretrain_steps:
             raise SettingsError(f"pretrain_warmup_steps must be in [0, pretrain_steps], got {self.pretrain_warmup_steps}")
+        if self.num_spans < 1:
+            raise SettingsError(f"num_spans must be >= 1, got {self.num_spans}")
         if self.span < -1:
             raise SettingsError(f"span must be -1 (the latest) or a span number, got {self.span}")
         if self.eval_baseline_margin < 0:
