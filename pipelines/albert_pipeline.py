@@ -217,7 +217,8 @@ def build_pipeline(image: str = DEFAULT_IMAGE):
             task.set_caching_options(False)
         return Outputs(
             gen.outputs["corpus_splits"], gen.outputs["example_splits"], vocab.outputs["vocabulary"],
-            stats.outputs["statistics"], schema.outputs["schema"], check.outputs["anomalies"], data.outputs["transformed"], pretrain.outputs["pretrained_model"], train.outputs["trained_model"],
+            stats.outputs["statistics"], schema.outputs["schema"], check.outputs["anomalies"], data.outputs["transformed"],
+            pretrain.outputs["pretrained_model"], train.outputs["trained_model"],
             evaluate.outputs["evaluation"], evaluate.outputs["blessing"], validate.outputs["infra_blessing"],
             push.outputs["pushed_model"],
         )

@@ -256,7 +256,8 @@ def pusher(
     pushed_model.metadata.update({k: result[k] for k in ("pushed", "reason", "version", "path") if k in result})
 
 
-STEPS = (example_gen, vocab_gen, statistics_gen, schema_gen, example_validator, transform, pretrainer, trainer, evaluator, infra_validator, pusher)
+STEPS = (example_gen, vocab_gen, statistics_gen, schema_gen, example_validator, transform, pretrainer, trainer, evaluator,
+         infra_validator, pusher)
 
 
 def make_components(image: str) -> Dict[str, object]:

@@ -23,7 +23,8 @@ HELP = "Run the whole chain (vocab -> data -> pretrain -> fine-tune -> evaluate 
 
 DEFAULT_ROOT = "albert-tf-pipeline"
 _ARTIFACT_ORDER = [
-    "corpus_splits", "example_splits", "vocabulary", "statistics", "schema", "anomalies", "transformed", "pretrained_model", "trained_model",
+    "corpus_splits", "example_splits", "vocabulary", "statistics", "schema", "anomalies", "transformed", "pretrained_model",
+    "trained_model",
     "evaluation", "blessing", "infra_blessing", "pushed_model",
 ]
 SAMPLE_REQUEST = "A gripping, beautifully acted film that stays with you."
