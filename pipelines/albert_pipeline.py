@@ -1,7 +1,8 @@
 """The ALBERT pipeline, defined once with the KFP v2 SDK: run locally, or compiled for Kubeflow / Vertex.
 
-    ExampleGen -> VocabGen -> Transform -> Pretrainer -> Trainer -> Evaluator ----\\
-                                                                 \\-> InfraValidator -> Pusher
+    ExampleGen -> VocabGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> Transform
+              -> Pretrainer -> Trainer -> Evaluator ----\\
+                                       \\-> InfraValidator -> Pusher
 
 With `distill: {enabled: true, ...}` a Distiller follows the Trainer: the Trainer's model is the
 teacher, and the student is what the Evaluator judges (with the teacher's margin as one more gate)
@@ -40,21 +41,29 @@ from pipelines.components import make_components
 
 PIPELINE_NAME = "albert-tf-pipeline"
 DEFAULT_IMAGE = "albert-tf-python3.11:0.1.0"
-UNCACHED_STEPS = ("evaluator", "infra_validator", "pusher")
+UNCACHED_STEPS = ("schema_gen", "example_validator", "evaluator", "infra_validator", "pusher")
 # kfp.local's names of the cached steps' tasks, in the order it runs them (before the others).
-CACHED_TASKS = ("example-gen", "vocab-gen", "transform", "pretrainer", "trainer")
+# SchemaGen and ExampleValidator are never cached (they read the statistics store) but run
+# between cached steps: listed for their place in the order, they are always seen running.
+CACHED_TASKS = ("example-gen", "vocab-gen", "statistics-gen", "schema-gen", "example-validator", "transform",
+                "pretrainer", "trainer")
 LOG_SUBDIR = "logs"
 
 
 def input_fingerprint(settings: PipelineSettings) -> str:
     """A hash of the input files' contents, so the cached data steps re-run when the data change."""
     from albert_tf.pipeline_steps.example_gen import expand_corpus
+    from albert_tf.pipeline_steps.spans import SpanError, resolve_spans
 
     digest = hashlib.sha256()
+    try:
+        task_dirs = [s.path for s in resolve_spans(settings.task_data, settings.span, settings.num_spans)]
+    except SpanError:
+        task_dirs = [settings.task_data]  # ExampleGen names the problem
     task_files = sorted(
-        os.path.join(settings.task_data, name) for name in os.listdir(settings.task_data)
-        if os.path.isfile(os.path.join(settings.task_data, name))
-    ) if os.path.isdir(settings.task_data) else []
+        os.path.join(task_data, name) for task_data in task_dirs if os.path.isdir(task_data)
+        for name in os.listdir(task_data) if os.path.isfile(os.path.join(task_data, name))
+    )
     for path in expand_corpus(settings.corpus) + task_files:
         digest.update(os.path.abspath(path).encode("utf-8"))
         with open(path, "rb") as f:
@@ -81,7 +90,9 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
         serving_base=os.path.abspath(s.serving_base) if "://" not in s.serving_base else s.serving_base,
         eval_metric=s.eval_metric, eval_threshold=s.eval_threshold, eval_tolerance=s.eval_tolerance,
         eval_baseline_margin=s.eval_baseline_margin, eval_min_mcc=s.eval_min_mcc, eval_confidence=s.eval_confidence,
-        seed=s.seed, deterministic=s.deterministic,
+        seed=s.seed, deterministic=s.deterministic, span=s.span, num_spans=s.num_spans,
+        pinned_schema=os.path.abspath(s.schema) if s.schema and "://" not in s.schema else (s.schema or ""),
+        statistics_store=s.statistics_store_path(),
     )
     distill = s.distill_settings()
     if distill.enabled:
@@ -103,6 +114,9 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         corpus_splits: dsl.Dataset
         example_splits: dsl.Dataset
         vocabulary: dsl.Artifact
+        statistics: dsl.Artifact
+        schema: dsl.Artifact
+        anomalies: dsl.Artifact
         transformed: dsl.Dataset
         pretrained_model: dsl.Model
         trained_model: dsl.Model
@@ -115,6 +129,9 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         corpus_splits: dsl.Dataset
         example_splits: dsl.Dataset
         vocabulary: dsl.Artifact
+        statistics: dsl.Artifact
+        schema: dsl.Artifact
+        anomalies: dsl.Artifact
         transformed: dsl.Dataset
         pretrained_model: dsl.Model
         trained_model: dsl.Model
@@ -163,22 +180,37 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         eval_confidence: float = 0.95,
         seed: int = 12345,
         deterministic: bool = True,
+        span: int = -1,
+        num_spans: int = 1,
+        pinned_schema: str = "",
+        statistics_store: str = "",
         distill_json: str = "",
     ):
         gen = c["example_gen"](
             corpus=corpus, task_data=task_data, text_column=text_column, text_b_column=text_b_column,
-            label_column=label_column, eval_fraction=eval_fraction, input_fingerprint=input_fingerprint,
+            label_column=label_column, eval_fraction=eval_fraction, input_fingerprint=input_fingerprint, span=span,
+            num_spans=num_spans,
         ).set_display_name("ExampleGen")
         vocab = c["vocab_gen"](
             corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],
             vocab_type=vocab_type, vocab_size=vocab_size, lower_case=lower_case, seed=seed,
         ).set_display_name("VocabGen")
+        stats = c["statistics_gen"](
+            corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],
+            vocabulary=vocab.outputs["vocabulary"], beam_runner=beam_runner, beam_args=beam_args,
+        ).set_display_name("StatisticsGen")
+        schema = c["schema_gen"](
+            statistics=stats.outputs["statistics"], pinned_schema=pinned_schema, statistics_store=statistics_store,
+        ).set_display_name("SchemaGen")
+        check = c["example_validator"](
+            statistics=stats.outputs["statistics"], schema=schema.outputs["schema"], statistics_store=statistics_store,
+        ).set_display_name("ExampleValidator")
         data = c["transform"](
             corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],
             vocabulary=vocab.outputs["vocabulary"], max_seq_length=max_seq_length,
             max_predictions_per_seq=max_predictions_per_seq, dupe_factor=dupe_factor, seed=seed,
             beam_runner=beam_runner, beam_args=beam_args, deterministic=deterministic,
-        ).set_display_name("Transform")
+        ).set_display_name("Transform").after(check)  # anomalous data stop the run before the Transform
         pretrain = c["pretrainer"](
             transformed=data.outputs["transformed"], vocabulary=vocab.outputs["vocabulary"],
             model_config_json=model_config_json, steps=pretrain_steps, batch_size=pretrain_batch_size,
@@ -220,12 +252,13 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
             trained_model=candidate, blessing=evaluate.outputs["blessing"],
             infra_blessing=validate.outputs["infra_blessing"], serving_base=serving_base, model_name=model_name,
         ).set_display_name("Pusher")
-        for task in (evaluate, validate, push):
-            # They depend on what is served now, not only on their inputs: never reuse a result.
+        for task in (schema, check, evaluate, validate, push):
+            # They depend on what is served (or stored) now, not only on their inputs: never reuse a result.
             task.set_caching_options(False)
         outputs = (
             gen.outputs["corpus_splits"], gen.outputs["example_splits"], vocab.outputs["vocabulary"],
-            data.outputs["transformed"], pretrain.outputs["pretrained_model"], train.outputs["trained_model"],
+            stats.outputs["statistics"], schema.outputs["schema"], check.outputs["anomalies"], data.outputs["transformed"],
+            pretrain.outputs["pretrained_model"], train.outputs["trained_model"],
             evaluate.outputs["evaluation"], evaluate.outputs["blessing"], validate.outputs["infra_blessing"],
             push.outputs["pushed_model"],
         )
@@ -269,6 +302,7 @@ class LocalRun:
     evaluation: Dict[str, Any]
     push: Dict[str, Any]
     log_file: str = ""
+    data_validation: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -276,7 +310,8 @@ _EXECUTING = re.compile(r"Executing task '(?P<task>[^']+)'")
 _FINISHED = re.compile(r"Task '(?P<task>[^']+)' finished with status (?P<status>\w+)")
 # A step's own warnings (`WARNING: the fine-tuned model collapsed: ...`) reach the terminal; absl's
 # and TensorFlow's start otherwise ("WARNING: All log ...", "WARNING:tensorflow:...").
-_STEP_WARNING = re.compile(r"WARNING: [a-z]")
+# The ExampleValidator's anomalies of error severity ("ERROR: data validation: ...") reach it too.
+_STEP_WARNING = re.compile(r"(WARNING|ERROR): [a-z]")
 
 
 class KfpOutput(io.TextIOBase):
@@ -421,4 +456,5 @@ def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True
     except RuntimeError as e:
         raise RuntimeError(f"{_ANSI.sub('', str(e))} (full log: {log_path})") from e
     paths = {name: artifact.path for name, artifact in task.outputs.items()}
-    return LocalRun(paths, read_summary(paths["blessing"]), read_summary(paths["pushed_model"]), log_path)
+    return LocalRun(paths, read_summary(paths["blessing"]), read_summary(paths["pushed_model"]), log_path,
+                    read_summary(paths["anomalies"]))

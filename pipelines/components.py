@@ -25,18 +25,22 @@ def example_gen(
     label_column: str,
     eval_fraction: float,
     input_fingerprint: str,
+    span: int,
+    num_spans: int,
     corpus_splits: Output[Dataset],
     example_splits: Output[Dataset],
 ):
-    """Raw corpus and labelled files -> train/eval TFRecords (`input_fingerprint` keys the cache)."""
+    """Raw corpus and labelled files -> train/eval TFRecords (`input_fingerprint` keys the cache;
+    `span`: the `{SPAN}` of `task_data` to read, -1 for the latest; `num_spans`: how many up to it)."""
     from albert_tf.pipeline_steps.example_gen import run_example_gen
 
     counts = run_example_gen(
         corpus, task_data, corpus_splits.path, example_splits.path, text_column=text_column,
-        text_b_column=text_b_column or None, label_column=label_column, eval_fraction=eval_fraction,
+        text_b_column=text_b_column or None, label_column=label_column, eval_fraction=eval_fraction, span=span,
+        num_spans=num_spans,
     )
     corpus_splits.metadata.update({"documents": counts["corpus"], "fingerprint": input_fingerprint})
-    example_splits.metadata.update({"examples": counts["examples"]})
+    example_splits.metadata.update({"examples": counts["examples"], **counts["span"]})
 
 
 def vocab_gen(
@@ -56,6 +60,39 @@ def vocab_gen(
         lower_case=lower_case, seed=seed,
     )
     vocabulary.metadata.update(summary)
+
+
+def statistics_gen(
+    corpus_splits: Input[Dataset],
+    example_splits: Input[Dataset],
+    vocabulary: Input[Artifact],
+    beam_runner: str,
+    beam_args: List[str],
+    statistics: Output[Artifact],
+):
+    """TFDV statistics (DatasetFeatureStatisticsList) of every split, with Beam on the data step's runner."""
+    from albert_tf.pipeline_steps.statistics_gen import run_statistics_gen
+
+    summary = run_statistics_gen(corpus_splits.path, example_splits.path, vocabulary.path, statistics.path,
+                                 beam_runner=beam_runner, beam_args=beam_args)
+    statistics.metadata.update({"span": summary["span"], "examples": summary["examples"]})
+
+
+def schema_gen(statistics: Input[Artifact], pinned_schema: str, statistics_store: str, schema: Output[Artifact]):
+    """The schema: the pinned one, the one kept from the first run, or one inferred from the train split."""
+    from albert_tf.pipeline_steps.schema_gen import run_schema_gen
+
+    summary = run_schema_gen(statistics.path, schema.path, schema=pinned_schema, store=statistics_store)
+    schema.metadata.update({"source": summary["source"]})
+
+
+def example_validator(statistics: Input[Artifact], schema: Input[Artifact], statistics_store: str,
+                      anomalies: Output[Artifact]):
+    """TFDV Anomalies of every split against the schema and the previous span; errors stop the run here."""
+    from albert_tf.pipeline_steps.example_validator import run_example_validator
+
+    summary = run_example_validator(statistics.path, schema.path, anomalies.path, store=statistics_store)
+    anomalies.metadata.update({"span": summary["span"], "passed": summary["passed"], "report": summary["report"]})
 
 
 def transform(
@@ -278,8 +315,8 @@ def pusher(
     pushed_model.metadata.update({k: result[k] for k in ("pushed", "reason", "version", "path") if k in result})
 
 
-STEPS = (example_gen, vocab_gen, transform, pretrainer, trainer, evaluator, infra_validator, pusher, distiller,
-         distilled_evaluator)
+STEPS = (example_gen, vocab_gen, statistics_gen, schema_gen, example_validator, transform, pretrainer, trainer, evaluator,
+         infra_validator, pusher, distiller, distilled_evaluator)
 
 
 def make_components(image: str) -> Dict[str, object]:

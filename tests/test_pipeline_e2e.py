@@ -17,7 +17,8 @@ from albert_tf.pipeline_steps.staging import read_summary
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pipeline_helpers import echo_pipeline, tiny_inputs, tiny_settings  # noqa: E402
 
-STEPS = ["example_gen", "vocab_gen", "transform", "pretrainer", "trainer", "evaluator", "infra_validator", "pusher"]
+STEPS = ["example_gen", "vocab_gen", "statistics_gen", "schema_gen", "example_validator", "transform", "pretrainer",
+         "trainer", "evaluator", "infra_validator", "pusher"]
 
 
 def versions(serving_base, name="tiny"):

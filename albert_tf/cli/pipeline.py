@@ -23,7 +23,8 @@ HELP = "Run the whole chain (vocab -> data -> pretrain -> fine-tune -> evaluate 
 
 DEFAULT_ROOT = "albert-tf-pipeline"
 _ARTIFACT_ORDER = [
-    "corpus_splits", "example_splits", "vocabulary", "transformed", "pretrained_model", "trained_model",
+    "corpus_splits", "example_splits", "vocabulary", "statistics", "schema", "anomalies", "transformed", "pretrained_model",
+    "trained_model",
     "evaluation", "blessing", "infra_blessing", "pushed_model",
 ]
 SAMPLE_REQUEST = "A gripping, beautifully acted film that stays with you."
@@ -100,6 +101,8 @@ def _run(args) -> int:
         # of it in the log file the message names.
         raise CommandError(f"the pipeline failed: {e}") from None
     print(f"full log: {result.log_file}")
+    if result.data_validation:
+        print(f"data validation: {result.data_validation['line']}; report: {result.data_validation['report']}")
     print("\nartifacts:")
     for name in sorted(result.artifacts, key=_ARTIFACT_ORDER.index):
         print(f"  {name:>16s}: {result.artifacts[name]}")

@@ -38,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rest-read-timeout-seconds", type=_positive(float), default=30.0,
         help="time a REST request body has to arrive, and an idle connection is kept (default 30)",
     )
+    parser.add_argument(
+        "--request-logging-config", default=None, metavar="FILE",
+        help="TF Serving LoggingConfig (text): log a sample of requests as PredictionLog TFRecords "
+        "(log_collector_config.filename_prefix, sampling_config.sampling_rate)",
+    )
 
 
 def _positive(kind):
@@ -67,6 +72,7 @@ def run(args) -> int:
             args.export_base, model_names=args.model_name, grpc_port=args.port, rest_port=args.rest_api_port,
             poll_interval_s=args.poll_seconds, host=args.host, max_request_bytes=args.max_request_bytes,
             rest_read_timeout_s=args.rest_read_timeout_seconds, prefer_tflite_model=args.prefer_tflite_model,
+            request_logging=args.request_logging_config,
         )
         if args.no_batching:
             server.manager.batching = None

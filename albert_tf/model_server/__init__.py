@@ -1,3 +1,3 @@
 """Serving-side tools: the TF Serving protocol clients (client.py) and a local development
-stand-in for TF Serving (server.py, over manager.py and servable.py). Production serving is TF
-Serving itself; see serving/README.md."""
+stand-in for TF Serving (server.py, over manager.py and servable.py), with TF Serving's request
+logging (request_log.py). Production serving is TF Serving itself; see serving/README.md."""

@@ -301,7 +301,11 @@ class ModelManager:
       poll_interval_s: how often the base paths are polled for new versions (0: never).
       version_labels: `{model_name: {label: version}}`.
       prefer_tflite_model: serve a version's `model.tflite` when it has one (`TfliteServable`).
+
+    `request_logger` (a `request_log.RequestLogger`, None: off) sees every answered request.
     """
+
+    request_logger = None
 
     def __init__(
         self,
@@ -440,7 +444,10 @@ class ModelManager:
                 # TF Serving's REST API refuses an empty 'instances' list while a 0-row tensor
                 # would run; one answer for every path: an empty batch is a client error.
                 raise ServingError(INVALID_ARGUMENT, f"input {input_name} is an empty batch (0 rows): a request needs at least one row")
-        return number, key, state.batcher.run(key, inputs, output_filter)
+        outputs = state.batcher.run(key, inputs, output_filter)
+        if self.request_logger is not None:
+            self.request_logger.log(name, number, key, inputs, outputs)
+        return number, key, outputs
 
     def status(self, name: str, version: Optional[int] = None) -> List[VersionState]:
         """The version states of a model (all, or the one `version`), newest first."""

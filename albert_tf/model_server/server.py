@@ -828,6 +828,8 @@ class LocalModelServer:
         stalled connection to send its next bytes (408, then the connection closes).
       prefer_tflite_model: serve a version's `model.tflite` (token ids in) when it has one, as
         TF Serving's `--prefer_tflite_model` (`albert_tf.model_server.tflite_servable`).
+      request_logging: a TF Serving `LoggingConfig` text file: log a sample of the requests as
+        `PredictionLog` TFRecords (`request_log`).
     """
 
     def __init__(
@@ -844,6 +846,7 @@ class LocalModelServer:
         max_request_bytes: Optional[int] = None,
         rest_read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         prefer_tflite_model: bool = False,
+        request_logging: Optional[str] = None,
     ):
         bad_limit = isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int) or max_request_bytes < 1
         if max_request_bytes is not None and bad_limit:
@@ -862,6 +865,10 @@ class LocalModelServer:
             {n: os.path.join(export_base, n) for n in model_names}, batching, poll_interval_s, version_labels,
             prefer_tflite_model=prefer_tflite_model,
         )
+        if request_logging:
+            from albert_tf.model_server.request_log import RequestLogger, load_logging_config
+
+            self.manager.request_logger = RequestLogger(load_logging_config(request_logging))
         self.host = host
         self._grpc_port, self._rest_port = grpc_port, rest_port
         self._grpc_workers = grpc_workers
@@ -951,6 +958,8 @@ class LocalModelServer:
             self._http_server.server_close()
             self._http_server = None
         self.manager.stop()
+        if self.manager.request_logger is not None:
+            self.manager.request_logger.close()
 
     def __enter__(self) -> "LocalModelServer":
         return self.start()

@@ -9,7 +9,11 @@ Modules:
   settings         `PipelineSettings`: the whole run's configuration (typed, from JSON/YAML).
   staging          the atomic output directory helper the steps share.
   example_gen      raw corpus and labelled files -> train/eval splits as TFRecords of tf.Examples.
+  spans            TFX's `{SPAN}` / `{VERSION}` input patterns: the latest span or a given one.
   vocab_gen        a SentencePiece or WordPiece vocabulary from the training splits.
+  statistics_gen   TFDV statistics of every split (Beam, the data step's runner).
+  schema_gen       the schema: pinned, kept from the first run, or inferred.
+  example_validator  the splits against the schema and the previous span (drift); errors stop the run.
   transform        SOP + n-gram pretraining records (Beam) and fine-tuning features.
   trainer          pretraining, fine-tuning and the TF Serving export of the candidate.
   evaluator        task metrics of the candidate and of the pushed model; the blessing rule.

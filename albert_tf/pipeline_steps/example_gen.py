@@ -140,19 +140,34 @@ def run_example_gen(
     text_b_column: Optional[str] = None,
     label_column: str = "label",
     eval_fraction: float = 0.1,
+    span: int = -1,
+    num_spans: int = 1,
 ) -> Dict[str, Dict[str, int]]:
     """Writes the corpus and the labelled examples as train/eval TFRecord splits.
 
+    `task_data` may hold TFX's `{SPAN}` (and `{VERSION}`): the latest span is read, or `span`
+    when it is not -1, and with `num_spans` > 1 the spans before it too (`spans.resolve_spans`);
+    the examples' summary records which.
+
     Returns:
-        {"corpus": {split: documents}, "examples": {split: examples}}.
+        {"corpus": {split: documents}, "examples": {split: examples}, "span": {"span": n, "version": v}}.
 
     Raises:
         FileNotFoundError: a corpus pattern matching nothing, a missing task directory or split file.
         MalformedInputError / DataFormatError: bad input, with the file and line.
     """
+    from albert_tf.pipeline_steps.spans import resolve_spans
+
+    spans = resolve_spans(task_data, span, num_spans)
     files = expand_corpus(corpus)
     corpus_rows = _corpus_rows(files, eval_fraction)
-    task_rows, sources = _task_rows(task_data, text_column, text_b_column, label_column)
+    task_rows, sources = _task_rows(spans[0].path, text_column, text_b_column, label_column)
+    for later in spans[1:]:
+        rows, paths = _task_rows(later.path, text_column, text_b_column, label_column)
+        for split in SPLITS:
+            task_rows[split] += rows[split]
+            sources[split] += "," + paths[split]
+    resolved = spans[-1]
     counts = {"corpus": {s: len(corpus_rows[s]) for s in SPLITS}, "examples": {s: len(task_rows[s]) for s in SPLITS}}
     with staged_directory(corpus_output) as staging:
         for split in SPLITS:
@@ -167,5 +182,6 @@ def run_example_gen(
         labels = sorted({r[LABEL_FEATURE] for r in task_rows["train"]})
         write_summary(staging, {
             "counts": counts["examples"], "sources": sources, "labels": labels, "pair": text_b_column is not None,
+            "span": resolved.span, "version": resolved.version, "spans": [s.span for s in spans],
         })
-    return counts
+    return {**counts, "span": {"span": resolved.span, "version": resolved.version}}

@@ -146,6 +146,14 @@ class PipelineSettings:
             `eval_metric`, with MCC above `eval_min_mcc`, and with an accuracy above the majority
             rate at `eval_confidence` (`albert_tf.evaluation.gates`). The defaults never bless a
             model that answers the same for every input.
+        span: The `{SPAN}` of `task_data` to read (TFX's input spans, `pipeline_steps.spans`);
+            -1 (the default) reads the latest.
+        num_spans: How many spans to read, up to `span`: TFX's rolling range (1: that span only).
+        schema: A pinned `schema.pbtxt` (tensorflow_metadata `Schema`) the data are validated
+            against, as given; unset: the schema inferred on the first run (and kept).
+        statistics_store: Where the schema inferred on the first run and each validated span's
+            statistics (the next span's drift baseline) are kept; unset: `data_validation`
+            beside `serving_base`.
         seed: Seeds every random choice of the run.
         distill: The optional Distiller after the Trainer (`DistillStepSettings` fields, e.g.
             `{enabled: true, student: "shared:1", teacher_margin: 0.02}`); off by default, and
@@ -192,6 +200,10 @@ class PipelineSettings:
     eval_baseline_margin: float = 0.0
     eval_min_mcc: float = 0.0
     eval_confidence: float = 0.95
+    span: int = -1
+    num_spans: int = 1
+    schema: Optional[str] = None
+    statistics_store: Optional[str] = None
     seed: int = 12345
     deterministic: bool = True
     distill: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -223,6 +235,10 @@ class PipelineSettings:
             raise SettingsError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
         if not 0 <= self.pretrain_warmup_steps <= self.pretrain_steps:
             raise SettingsError(f"pretrain_warmup_steps must be in [0, pretrain_steps], got {self.pretrain_warmup_steps}")
+        if self.num_spans < 1:
+            raise SettingsError(f"num_spans must be >= 1, got {self.num_spans}")
+        if self.span < -1:
+            raise SettingsError(f"span must be -1 (the latest) or a span number, got {self.span}")
         if self.eval_baseline_margin < 0:
             raise SettingsError(f"eval_baseline_margin must be >= 0, got {self.eval_baseline_margin}")
         if not 0 <= self.eval_confidence < 1:
@@ -251,6 +267,13 @@ class PipelineSettings:
     def distill_settings(self) -> "DistillStepSettings":
         """The `distill` mapping as `DistillStepSettings` (all defaults, disabled, when empty)."""
         return DistillStepSettings.from_dict(self.distill)
+
+    def statistics_store_path(self) -> str:
+        """`statistics_store`, or `data_validation` beside `serving_base` when unset."""
+        if self.statistics_store:
+            return self.statistics_store if "://" in self.statistics_store else os.path.abspath(self.statistics_store)
+        base = self.serving_base if "://" in self.serving_base else os.path.abspath(self.serving_base)
+        return base.rstrip("/").rsplit("/", 1)[0] + "/data_validation"
 
     def albert_config(self, vocab_size: int):
         """The encoder's `AlbertConfig` for a vocabulary of `vocab_size`."""
@@ -301,7 +324,7 @@ class PipelineSettings:
             values = {}
         base = os.path.dirname(os.path.abspath(path))
         if isinstance(values, dict):
-            for key in ("corpus", "task_data", "serving_base"):
+            for key in ("corpus", "task_data", "serving_base", "schema", "statistics_store"):
                 if isinstance(values.get(key), str):
                     values[key] = ",".join(_relative_to(base, p) for p in values[key].split(","))
         return cls.from_dict(values, source=path)
