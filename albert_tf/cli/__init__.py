@@ -38,14 +38,15 @@ class CommandError(Exception):
 
 @contextlib.contextmanager
 def library_errors():
-    """Reports the library's user errors (`albert_tf.tasks.errors.TaskError`) as `CommandError`s:
-    the same one-line message, exit status 2."""
-    from albert_tf.tasks.errors import TaskError
+    """Reports the library's user errors (`albert_tf.errors.ParameterError`: `TaskError` and the
+    rest) as `CommandError`s: the same one-line message with its parameters as flags
+    (``overwrite=True`` reads ``--overwrite``), exit status 2."""
+    from albert_tf.errors import ParameterError
 
     try:
         yield
-    except TaskError as e:
-        raise CommandError(str(e)) from None
+    except ParameterError as e:
+        raise CommandError(e.cli_message) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
