@@ -30,8 +30,9 @@ def as_python(message: str) -> str:
     return _MARK.sub(lambda m: m.group(1) if m.group(2) is None else f"{m.group(1)}={m.group(2)}", message)
 
 
-def _flag(match) -> str:
-    flag = "--" + match.group(1).replace("_", "-")
+def _flag(match, aliases) -> str:
+    name = aliases.get(match.group(1), match.group(1))
+    flag = "--" + name.replace("_", "-")
     if match.group(2) is None:
         return flag
     try:
@@ -45,9 +46,11 @@ def _flag(match) -> str:
     return f"{flag} {value}"
 
 
-def as_flags(message: str) -> str:
-    """`message` with its marks as command-line flags: ``--overwrite``, ``--model-dir``."""
-    return _MARK.sub(_flag, message)
+def as_flags(message: str, aliases=None) -> str:
+    """`message` with its marks as command-line flags: ``--overwrite``, ``--model-dir``;
+    `aliases` maps a parameter to a flag of another name (``{"model_config": "config"}``)."""
+    aliases = aliases or {}
+    return _MARK.sub(lambda m: _flag(m, aliases), message)
 
 
 class ParameterError(ValueError):
@@ -60,6 +63,10 @@ class ParameterError(ValueError):
     @property
     def cli_message(self) -> str:
         return as_flags(super().__str__())
+
+    def for_cli(self, aliases=None) -> str:
+        """The message as a command whose flags are named as in `aliases` reports it."""
+        return as_flags(super().__str__(), aliases)
 
 
 def raw_message(error: BaseException) -> str:

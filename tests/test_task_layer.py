@@ -158,6 +158,6 @@ def test_bad_settings_are_task_errors(tmp_path, table, tiny_spm_model, tiny_conf
 def test_an_existing_model_dir_is_kept_without_overwrite(tmp_path, table, tiny_spm_model, tiny_config):
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "notes.txt").write_text("mine")
-    with pytest.raises(TaskError, match="is not empty; pass --overwrite to replace it"):
+    with pytest.raises(TaskError, match="is not empty; pass overwrite=True to replace it"):
         finetune(_settings(tmp_path, table, tiny_spm_model, tiny_config))
     assert (tmp_path / "model" / "notes.txt").read_text() == "mine"

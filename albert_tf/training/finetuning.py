@@ -1017,8 +1017,12 @@ def run_finetuning(
         if chief:
             _publish(staging, model_dir, overwrite)
         succeeded = True
+    except FinetuningError:
+        # The run's own verdict (a collapse, a bad metric) would be the same on a rerun.
+        resumable = False
+        raise
     finally:
-        # A resumable build directory with a committed state is kept for the rerun.
+        # An interrupted or crashed build with a committed state is kept for the rerun.
         if not chief or (not succeeded and not (resumable and finetune_resume.read_state(staging))):
             file_io.remove_tree(staging)
 
