@@ -327,6 +327,7 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     plan = family.plan(s, hyper, tokenizer_type, tokenizer_file, tokenizer)
     spec = plan.spec
     steps, warmup = schedule(s, hyper, plan.num_train)
+    _check_memory(s, hyper, config, strategy, spec)
     result = _run(s, hyper, plan, config, tokenizer_file, strategy, steps, warmup)
     shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_metrics.items()))
     print(f"best dev {spec.best_metric} at step {result.best_step}: {shown}")
@@ -339,6 +340,31 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
               flush=True)
     print(f"wrote {result.model_dir}")
     return FinetuneOutcome(result.model_dir, spec, result, steps, warmup, plan.constant_baseline)
+
+
+def _check_memory(s: FinetuneSettings, hyper, config, strategy, spec) -> None:
+    """On a CPU, refuses a run whose estimated peak memory exceeds what is free, naming what fits."""
+    from albert_tf.training import memory
+    from albert_tf.training.strategies import strategy_device_kind
+
+    if strategy_device_kind(strategy) != "CPU":
+        return
+    num_labels = len(spec.labels or ()) or 2
+    try:
+        found = memory.check_fits(
+            f"fine-tuning a {config.num_hidden_layers}-layer, {config.hidden_size}-wide ALBERT",
+            lambda batch: memory.estimate_training_memory(
+                config, batch, spec.max_seq_length, precision=s.precision,
+                gradient_accumulation_steps=s.gradient_accumulation_steps, num_labels=num_labels,
+            ),
+            hyper["batch_size"],
+            spec.max_seq_length,
+            gradient_accumulation_steps=s.gradient_accumulation_steps,
+        )
+    except memory.TrainingMemoryError as e:
+        raise TaskError(raw_message(e)) from None
+    if not s.quiet:
+        print(memory.memory_line(found), flush=True)
 
 
 def _run(s: FinetuneSettings, hyper, plan: TrainingPlan, config, tokenizer_file, strategy, steps, warmup):
