@@ -91,8 +91,12 @@ def _run(args) -> int:
     except ImportError as e:
         raise CommandError(f"the pipeline needs the `pipelines` package of albert-tf and kfp: {e}") from None
     print(f"running {('the sample job' if not args.config else args.config)}: artifacts under {os.path.abspath(args.pipeline_root)}")
+    from albert_tf.pipeline_steps.preflight import PreflightError
+
     try:
         result = run_local(settings, args.pipeline_root, cache=not args.no_cache, verbose=args.verbose)
+    except PreflightError as e:
+        raise CommandError(e.cli_message) from None
     except FileNotFoundError as e:
         raise CommandError(str(e)) from None
     except RuntimeError as e:
