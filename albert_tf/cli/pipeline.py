@@ -27,6 +27,8 @@ _ARTIFACT_ORDER = [
     "evaluation", "blessing", "infra_blessing", "pushed_model",
 ]
 SAMPLE_REQUEST = "A gripping, beautifully acted film that stays with you."
+# The sample job's labels (Rotten Tomatoes: 1 is a positive review); a configured task's labels are its own.
+SAMPLE_LABEL_NAMES = {"0": "rotten", "1": "fresh"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +68,11 @@ def _settings(path):
         raise CommandError(str(e)) from None
 
 
-def _sample_request(serving_base: str, model_name: str) -> None:
+def _named(label: str, names) -> str:
+    return f"{names[label]!r} ({label!r})" if names and label in names else repr(label)
+
+
+def _sample_request(serving_base: str, model_name: str, names=None) -> None:
     from albert_tf.model_server.client import predict_text
     from albert_tf.model_server.server import LocalModelServer
 
@@ -77,7 +83,7 @@ def _sample_request(serving_base: str, model_name: str) -> None:
     label = label.decode("utf-8") if isinstance(label, bytes) else str(label)
     probabilities = [round(float(p), 4) for p in outputs["probabilities"].reshape(-1)]
     print(f"sample request via the local server (REST :predict on {model_name}): {SAMPLE_REQUEST!r}")
-    print(f"  -> label {label!r}, probabilities {probabilities}")
+    print(f"  -> label {_named(label, names)}, probabilities {probabilities}")
 
 
 def _run(args) -> int:
@@ -110,6 +116,9 @@ def _run(args) -> int:
     evaluation = result.evaluation
     print(f"\nevaluation ({evaluation['examples']} eval examples, report in {result.artifacts.get('evaluation')}):")
     print(f"  candidate:             {_metrics_line(evaluation['candidate']['metrics'])}")
+    names = None if args.config else SAMPLE_LABEL_NAMES
+    if names:
+        print("  labels:                " + ", ".join(f"{label!r} {name}" for label, name in sorted(names.items())))
     constant = evaluation.get("constant_baseline")
     if constant:
         print(f"  best constant answer:  {_metrics_line(constant['metrics'])}  ({constant['description']})")
@@ -126,7 +135,7 @@ def _run(args) -> int:
         print(f"not pushed: {push['reason']}")
     served = os.path.join(push["serving_base"], push["model_name"])
     if not args.no_sample_request and os.path.isdir(served):
-        _sample_request(push["serving_base"], push["model_name"])
+        _sample_request(push["serving_base"], push["model_name"], names)
     return 0
 
 
