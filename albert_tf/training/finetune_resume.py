@@ -102,8 +102,9 @@ def check_same_settings(directory: str, model_dir: str, state: ResumeState, sett
     if key is None:
         return
     before, now = state.settings.get(key), jsonable(dict(settings)).get(key)
+    was = f"{param(key)} unset" if before is None else param(key, before)
     raise ResumeSettingsDiffer(
-        f"{model_dir}: an interrupted run with {param(key, before)} (now {now!r}) can resume there "
+        f"{model_dir}: an interrupted run with {was} (now {now!r}) can resume there "
         f"(step {state.step}); rerun with its settings to continue it, or pass {param('overwrite', True)} "
         f"to start over (its work in {directory} is then discarded)"
     )
