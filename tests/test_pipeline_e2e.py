@@ -34,6 +34,8 @@ def test_pipeline_end_to_end(tmp_path, capfd):
     first = run_local(settings, str(root))
     # The main job's stderr (its steps' included) holds no warning the user cannot act on.
     assert unexpected_stderr(capfd.readouterr().err) == []
+    with open(first.log_file, encoding="utf-8") as log:
+        assert "\x1b" not in log.read()  # the file log holds no terminal colour codes
     a = first.artifacts
     # Its models load with the package's own API: each carries its tokenizer.
     for model_dir in (a["pretrained_model"], os.path.join(a["trained_model"], "model")):

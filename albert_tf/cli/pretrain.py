@@ -13,7 +13,10 @@ newest readable checkpoint left off. For example::
 
 Run settings start from the config's preset (`albert_tf.config.PRETRAINING_PRESETS`: the paper's
 for the released sizes, CPU-sized ones for ``tiny`` and ``small``, which also take the data's
-vocabulary size); flags override them. A ``make-pretraining-data`` output (``--data DIR``, or globs
+vocabulary size); flags override them. Without ``--config`` the model is ``base-v2`` with the
+paper's recipe where a GPU or TPU is found, else ``small``, sized for a small CPU machine. On a CPU
+the run's peak memory is estimated first (`albert_tf.training.memory`), and a run that would not
+fit is refused in one line naming the estimate, what is free, and the preset or batch that fits. A ``make-pretraining-data`` output (``--data DIR``, or globs
 inside it) brings its ``metadata.json``: the sequence length and masked positions come from there
 (a flag that contradicts them is an error), and so does the tokenizer when the metadata names it
 (else ``--spm-model``/``--vocab-file``); the tokenizer is copied into the outputs.
