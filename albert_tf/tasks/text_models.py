@@ -98,15 +98,15 @@ class PretrainedNotFoundError(ValueError):
 
 # What `from_pretrained` reads, for its error messages.
 PRETRAINED_LAYOUTS = (
-    "an albert-tf output (`albert-tf pretrain` / `finetune` / the pipeline's pretrained_model, trained_model "
-    "or pushed version), a TF1 release directory (albert_config.json, model.ckpt-*, 30k-clean.model), a "
+    "an albert-tf output (`albert-tf pretrain` / `finetune`, the pipeline's pretrained_model or "
+    "trained_model/model), a TF1 release directory (albert_config.json, model.ckpt-*, 30k-clean.model), a "
     "TF-Hub module, a Hugging Face directory (config.json, model.safetensors, spiece.model) or a keras-hub preset"
 )
 
 
 def _not_found(path: str) -> PretrainedNotFoundError:
     tried = [os.path.abspath(path), os.path.abspath(path) + ".index"]
-    message = f"no pretrained model at {path}: tried {' and '.join(tried)}; from_pretrained reads {PRETRAINED_LAYOUTS}"
+    message = f"pretrained model not found at {path}: tried {' and '.join(tried)}; from_pretrained reads {PRETRAINED_LAYOUTS}"
     if not os.path.dirname(path) and "." not in path:
         message += (
             f". {path!r} is read as a path, not a model name: albert_tf ships no weights and downloads nothing. "
