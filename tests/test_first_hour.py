@@ -135,7 +135,8 @@ def test_finetune_from_the_pipelines_pretrained_model(work):
 
     works(albert_tf(work, "finetune", "--task", "classification", "--data", s.task_data, "--text-column", "text",
                     "--label-column", "label", "--init", root / "pretrained_model", "--model-dir", "from-pipeline",
-                    "--num-train-steps", 4, "--max-seq-length", 24))
+                    "--num-epochs", 8, "--batch-size", 16, "--learning-rate", 0.005,
+                    "--max-seq-length", 24))
     for path in (root / "pretrained_model", work / "from-pipeline", work / "pretrained", work / "rt" / "model"):
         model = AlbertTextClassifier.from_pretrained(str(path), num_classes=2, sequence_length=24)
         assert model.predict(["a moving film"], verbose=0).shape == (1, 2)
