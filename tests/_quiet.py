@@ -17,7 +17,7 @@ RUNTIME_NOTICES = [
     )
 ]
 # The package's own progress lines on stderr (`albert-tf pretrain`'s log, progress of long evaluations).
-OWN_LINES = [re.compile(p) for p in (r"^INFO albert_tf\.", r"^\w[^:]*: \d+(/\d+)? batches.*, \d+s$")]
+OWN_LINES = [re.compile(p) for p in (r"^INFO albert_tf\.", r"^\w[^:]*: \d+(/\d+)? batches.*, \d+s(, done)?$")]
 
 
 def unexpected_stderr(stderr: str) -> List[str]:
