@@ -5,11 +5,19 @@ tools) do not pay for importing TensorFlow.
 """
 
 import os as _os
+import sys as _sys
 
 from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
 # Keras 3 must run on TensorFlow: the whole package (tf.data, SavedModel export, tf.distribute) assumes it.
 _os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+if "tensorflow" not in _sys.modules:
+    # The command line's quiet start (no C++ INFO lines, no GPU probing without a driver) for
+    # Python sessions too; a variable the user set is kept.
+    from albert_tf.runtime_env import quiet_tensorflow_startup as _quiet_tensorflow_startup
+
+    _quiet_tensorflow_startup()
 
 __version__ = "0.1.0"
 

@@ -423,6 +423,8 @@ def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True
             JSON, its streamed log) instead of one line per step. It is in the log file either way.
 
     Raises:
+        albert_tf.pipeline_steps.preflight.PreflightError: a place it writes cannot be written, or
+            an input is missing (checked before any step starts).
         RuntimeError: a step failed (the message names it and the log file).
     """
     import tempfile
@@ -430,8 +432,10 @@ def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True
 
     from kfp import local
 
+    from albert_tf.pipeline_steps.preflight import check_pipeline
     from albert_tf.pipeline_steps.staging import read_summary
 
+    check_pipeline(settings, pipeline_root)  # one line now, not a traceback after the training
     os.makedirs(pipeline_root, exist_ok=True)
     # kfp.local deletes workspace_root after every run: only ever give it a fresh temporary folder.
     workspace = tempfile.mkdtemp(prefix="albert-kfp-workspace-")

@@ -39,7 +39,7 @@ def new_model():
 
 
 def leftovers(parent):
-    return [name for name in os.listdir(parent) if ".partial-" in name or ".old-" in name]
+    return [name for name in os.listdir(parent) if ".partial-" in name or ".old-" in name or name.endswith(".resume")]
 
 
 class RecordHead(keras.callbacks.Callback):

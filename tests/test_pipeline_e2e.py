@@ -16,6 +16,7 @@ from albert_tf.pipeline_steps.staging import read_summary
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _pipeline_helpers import echo_pipeline, tiny_inputs, tiny_settings  # noqa: E402
+from _quiet import unexpected_stderr  # noqa: E402
 
 STEPS = ["example_gen", "vocab_gen", "statistics_gen", "schema_gen", "example_validator", "transform", "pretrainer",
          "trainer", "evaluator", "infra_validator", "pusher"]
@@ -25,13 +26,22 @@ def versions(serving_base, name="tiny"):
     return sorted(os.listdir(os.path.join(serving_base, name)))
 
 
-def test_pipeline_end_to_end(tmp_path):
+def test_pipeline_end_to_end(tmp_path, capfd):
+    from albert_tf import AlbertTextClassifier
     from pipelines.albert_pipeline import run_local
 
     root = tmp_path / "runs"
     settings = tiny_settings(tmp_path)
     first = run_local(settings, str(root))
+    # The main job's stderr (its steps' included) holds no warning the user cannot act on.
+    assert unexpected_stderr(capfd.readouterr().err) == []
+    with open(first.log_file, encoding="utf-8") as log:
+        assert "\x1b" not in log.read()  # the file log holds no terminal colour codes
     a = first.artifacts
+    # Its models load with the package's own API: each carries its tokenizer.
+    for model_dir in (a["pretrained_model"], os.path.join(a["trained_model"], "model")):
+        model = AlbertTextClassifier.from_pretrained(model_dir, num_classes=2, sequence_length=24)
+        assert model.predict(["good film"], verbose=0).shape == (1, 2)
     assert os.path.isfile(os.path.join(a["corpus_splits"], "Split-train", "documents.tfrecord"))
     assert os.path.isfile(os.path.join(a["example_splits"], "Split-eval", "examples.tfrecord"))
     assert os.path.isfile(os.path.join(a["vocabulary"], "spm.model"))

@@ -14,6 +14,8 @@ import os
 import sys
 from typing import List, Optional
 
+from albert_tf import runtime_env as _runtime_env
+
 # Order is the order shown in `albert-tf --help`.
 SUBCOMMAND_MODULES = [
     "albert_tf.cli.info",
@@ -40,14 +42,15 @@ class CommandError(Exception):
 
 @contextlib.contextmanager
 def library_errors():
-    """Reports the library's user errors (`albert_tf.tasks.errors.TaskError`) as `CommandError`s:
-    the same one-line message, exit status 2."""
-    from albert_tf.tasks.errors import TaskError
+    """Reports the library's user errors (`albert_tf.errors.ParameterError`: `TaskError` and the
+    rest) as `CommandError`s: the same one-line message with its parameters as flags
+    (``overwrite=True`` reads ``--overwrite``), exit status 2."""
+    from albert_tf.errors import ParameterError
 
     try:
         yield
-    except TaskError as e:
-        raise CommandError(str(e)) from None
+    except ParameterError as e:
+        raise CommandError(e.cli_message) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,50 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Device factories other than the GPU's: every one TensorFlow or its TPU runtime registers.
-_NON_GPU_DEVICE_TYPES = "CPU,TPU,TPU_SYSTEM,XLA_CPU"
-
-
-def _cuda_driver_present() -> bool:
-    """Whether the CUDA driver library loads, exactly as TensorFlow's CUDA stub looks for it."""
-    import ctypes
-
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return False
-    return True
-
-
-def _has_device_plugins() -> bool:
-    """Whether PluggableDevice plugins (loaded by `import tensorflow`) are installed."""
-    for entry in sys.path:
-        folder = os.path.join(entry or ".", "tensorflow-plugins")
-        if os.path.isdir(folder) and os.listdir(folder):
-            return True
-    return False
+_NON_GPU_DEVICE_TYPES = _runtime_env.NON_GPU_DEVICE_TYPES
+_cuda_driver_present = _runtime_env.cuda_driver_present
+_has_device_plugins = _runtime_env.has_device_plugins
 
 
 def quiet_tensorflow_startup() -> None:
-    """Sets TensorFlow's logging environment before TensorFlow is imported.
-
-    * ``TF_CPP_MIN_LOG_LEVEL=1``: no C++ INFO lines (CUDA probing, CPU features); warnings and
-      errors still show.
-    * Without a CUDA driver (``libcuda.so.1`` does not load, so no GPU can be used), the GPU
-      device factory is left out (``TF_ENABLED_DEVICE_TYPES``): probing it is what logs
-      "failed call to cuInit" at error level in every command. ``CUDA_VISIBLE_DEVICES`` is not
-      touched, and a machine with a driver (or with device plugins) keeps every device.
-
-    A variable the user has set is left as it is.
-    """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    if (
-        "TF_ENABLED_DEVICE_TYPES" not in os.environ
-        and sys.platform.startswith("linux")
-        and not _cuda_driver_present()
-        and not _has_device_plugins()
-    ):
-        os.environ["TF_ENABLED_DEVICE_TYPES"] = _NON_GPU_DEVICE_TYPES
+    """`albert_tf.runtime_env.quiet_tensorflow_startup`, with this module's driver and plugin probes."""
+    _runtime_env.quiet_tensorflow_startup(lambda: _cuda_driver_present(), lambda: _has_device_plugins())
 
 
 def main(argv: Optional[List[str]] = None) -> int:

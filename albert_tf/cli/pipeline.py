@@ -28,6 +28,8 @@ _ARTIFACT_ORDER = [
     "evaluation", "blessing", "infra_blessing", "pushed_model",
 ]
 SAMPLE_REQUEST = "A gripping, beautifully acted film that stays with you."
+# The sample job's labels (Rotten Tomatoes: 1 is a positive review); a configured task's labels are its own.
+SAMPLE_LABEL_NAMES = {"0": "rotten", "1": "fresh"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +69,11 @@ def _settings(path):
         raise CommandError(str(e)) from None
 
 
-def _sample_request(serving_base: str, model_name: str) -> None:
+def _named(label: str, names) -> str:
+    return f"{names[label]!r} ({label!r})" if names and label in names else repr(label)
+
+
+def _sample_request(serving_base: str, model_name: str, names=None) -> None:
     from albert_tf.model_server.client import predict_text
     from albert_tf.model_server.server import LocalModelServer
 
@@ -78,7 +84,7 @@ def _sample_request(serving_base: str, model_name: str) -> None:
     label = label.decode("utf-8") if isinstance(label, bytes) else str(label)
     probabilities = [round(float(p), 4) for p in outputs["probabilities"].reshape(-1)]
     print(f"sample request via the local server (REST :predict on {model_name}): {SAMPLE_REQUEST!r}")
-    print(f"  -> label {label!r}, probabilities {probabilities}")
+    print(f"  -> label {_named(label, names)}, probabilities {probabilities}")
 
 
 def _run(args) -> int:
@@ -92,8 +98,12 @@ def _run(args) -> int:
     except ImportError as e:
         raise CommandError(f"the pipeline needs the `pipelines` package of albert-tf and kfp: {e}") from None
     print(f"running {('the sample job' if not args.config else args.config)}: artifacts under {os.path.abspath(args.pipeline_root)}")
+    from albert_tf.pipeline_steps.preflight import PreflightError
+
     try:
         result = run_local(settings, args.pipeline_root, cache=not args.no_cache, verbose=args.verbose)
+    except PreflightError as e:
+        raise CommandError(e.cli_message) from None
     except FileNotFoundError as e:
         raise CommandError(str(e)) from None
     except RuntimeError as e:
@@ -109,6 +119,9 @@ def _run(args) -> int:
     evaluation = result.evaluation
     print(f"\nevaluation ({evaluation['examples']} eval examples, report in {result.artifacts.get('evaluation')}):")
     print(f"  candidate:             {_metrics_line(evaluation['candidate']['metrics'])}")
+    names = None if args.config else SAMPLE_LABEL_NAMES
+    if names:
+        print("  labels:                " + ", ".join(f"{label!r} {name}" for label, name in sorted(names.items())))
     constant = evaluation.get("constant_baseline")
     if constant:
         print(f"  best constant answer:  {_metrics_line(constant['metrics'])}  ({constant['description']})")
@@ -125,7 +138,7 @@ def _run(args) -> int:
         print(f"not pushed: {push['reason']}")
     served = os.path.join(push["serving_base"], push["model_name"])
     if not args.no_sample_request and os.path.isdir(served):
-        _sample_request(push["serving_base"], push["model_name"])
+        _sample_request(push["serving_base"], push["model_name"], names)
     return 0
 
 

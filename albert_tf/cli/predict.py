@@ -55,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _predict_on_server(args) -> int:
     """Raw texts to a served model (TF Serving or the local stand-in); one JSON object per text."""
+    from albert_tf.errors import ParameterError
     from albert_tf.model_server.client import ServingClientError, format_predictions, predict_text
 
     if not args.model:
@@ -64,6 +65,8 @@ def _predict_on_server(args) -> int:
     try:
         outputs = predict_text(args.server, args.model, args.texts, text_b=args.text_b, protocol=args.protocol,
                                vocab=args.vocab)
+    except ParameterError as e:
+        raise CommandError(e.cli_message) from None
     except (ServingClientError, ValueError) as e:
         raise CommandError(str(e)) from None
     for record in format_predictions(outputs):

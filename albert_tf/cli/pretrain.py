@@ -13,7 +13,10 @@ newest readable checkpoint left off. For example::
 
 Run settings start from the config's preset (`albert_tf.config.PRETRAINING_PRESETS`: the paper's
 for the released sizes, CPU-sized ones for ``tiny`` and ``small``, which also take the data's
-vocabulary size); flags override them. A ``make-pretraining-data`` output (``--data DIR``, or globs
+vocabulary size); flags override them. Without ``--config`` the model is ``base-v2`` with the
+paper's recipe where a GPU or TPU is found, else ``small``, sized for a small CPU machine. On a CPU
+the run's peak memory is estimated first (`albert_tf.training.memory`), and a run that would not
+fit is refused in one line naming the estimate, what is free, and the preset or batch that fits. A ``make-pretraining-data`` output (``--data DIR``, or globs
 inside it) brings its ``metadata.json``: the sequence length and masked positions come from there
 (a flag that contradicts them is an error), and so does the tokenizer when the metadata names it
 (else ``--spm-model``/``--vocab-file``); the tokenizer is copied into the outputs.
@@ -50,8 +53,12 @@ import sys
 NAME = "pretrain"
 HELP = "Pretrain ALBERT (masked LM + sentence-order prediction) on pretraining TFRecords; resumable."
 
-# With --data; its run settings are the paper's (`albert_tf.config.PRETRAINING_PRESETS`).
+# With --data and no --config: the paper's model and run settings (`albert_tf.config.PRETRAINING_PRESETS`)
+# where a GPU or TPU is found, else the CPU size, whose run settings fit a small machine's memory.
 DEFAULT_CONFIG = "base-v2"
+CPU_DEFAULT_CONFIG = "small"
+# Run settings named as `PretrainingRunConfig` spells them, flags that differ here.
+FLAG_ALIASES = {"model_config": "config", "gradient_accumulation_steps": "grad_accum"}
 
 
 # As `albert_tf.training.strategies.STRATEGY_NAMES` / `PRECISIONS`, spelled out because importing
@@ -72,7 +79,9 @@ def add_arguments(parser):
     data.add_argument(
         "--config",
         help="preset (base-v2, ..., or the CPU sizes tiny and small: see `albert-tf info --list`) or "
-        "albert_config.json (default: base-v2); the run settings follow the preset",
+        "albert_config.json; the run settings follow the preset. Default: base-v2 with the paper's recipe "
+        "(batch 4096, 125,000 steps) where a GPU or TPU is found, else small (batch 32, 4,000 steps), "
+        "which fits a 2-core, 16 GB machine: pass --config base-v2 for the paper's recipe there",
     )
     data.add_argument(
         "--max-seq-length", type=int, help="sequence length of the records (default: from the data)"
@@ -501,6 +510,14 @@ def _dataset_fn(files, config, masking, shuffle_buffer: int):
     return dataset_fn
 
 
+def _default_config(strategy: str) -> str:
+    if strategy == "tpu":
+        return DEFAULT_CONFIG
+    import tensorflow as tf
+
+    return DEFAULT_CONFIG if tf.config.list_physical_devices("GPU") else CPU_DEFAULT_CONFIG
+
+
 def _model_config(args):
     from albert_tf.cli import CommandError
     from albert_tf.config import ConfigError, load_config
@@ -644,9 +661,16 @@ def _run_on_data(args) -> int:
     from albert_tf.data.on_the_fly import masking_record
     from albert_tf.data.tfrecords import PretrainingDataError, find_pretraining_data, first_record, scan_record_files
     from albert_tf.training.pretraining import PretrainingError, run_pretraining
+    from albert_tf.training.memory import TrainingMemoryError
     from albert_tf.training.strategies import StrategyError
 
     _check_masking_flags(args)
+    if args.config is None:
+        args.config = _default_config(args.strategy)
+        print(f"no --config: {args.config}" + (
+            " (no GPU or TPU found: the CPU size; --config base-v2 is the paper's model and recipe)"
+            if args.config == CPU_DEFAULT_CONFIG else ""
+        ))
     albert_config = _model_config(args)
     try:
         data = find_pretraining_data(args.data)
@@ -694,6 +718,8 @@ def _run_on_data(args) -> int:
     try:
         with _no_trace_on_failure(config.model_dir, _is_chief_process(config.strategy)):
             result = run_pretraining(config, dataset_fn)
+    except TrainingMemoryError as e:
+        raise CommandError(e.for_cli(FLAG_ALIASES)) from None
     except (PretrainingError, StrategyError, ConfigError) as e:
         # A checkpoint of another model, another tokenizer in a resumed run, no TPU, ...
         raise CommandError(str(e)) from None

@@ -15,12 +15,16 @@ GetModelMetadata shows; `serving_default` then means it) is sent ids tokenized h
 from __future__ import annotations
 
 import base64
+import http.client
 import json
+import socket
 import urllib.error
 import urllib.request
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
+
+from albert_tf.errors import ParameterError, param
 
 PROTOCOLS = ("grpc", "rest")
 
@@ -32,6 +36,44 @@ class ServingClientError(RuntimeError):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+class WrongProtocolError(ParameterError, ServingClientError):
+    """The port speaks the other protocol (gRPC where REST was asked for, or the reverse)."""
+
+    def __init__(self, server: str, found: str, asked: str):
+        other = "grpc" if found == "gRPC" else "rest"
+        ServingClientError.__init__(
+            self, "WRONG_PROTOCOL",
+            f"{server} speaks {found}, not {'REST' if asked == 'rest' else 'gRPC'}: pass {param('protocol', other)}, "
+            f"or the server's {'REST' if asked == 'rest' else 'gRPC'} port",
+        )
+        self.found = found
+
+
+def _speaks_http2(server: str, timeout: float) -> bool:
+    """Whether `server` answers an HTTP/1.1 request with HTTP/2 frames, as a gRPC server does."""
+    host, _, port = server.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=min(timeout, 5.0)) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: " + host.encode("ascii", "replace") + b"\r\n\r\n")
+            data = sock.recv(64)
+    except (OSError, ValueError):
+        return False
+    # A frame header: 3 bytes of length, then the type: SETTINGS (4) or GOAWAY (7).
+    return len(data) >= 9 and not data.startswith(b"HTTP/") and data[3] in (4, 7)
+
+
+def _speaks_http1(server: str, timeout: float) -> bool:
+    """Whether `server` answers an HTTP/1.1 request in HTTP/1.x, as a REST server does."""
+    host, _, port = server.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=min(timeout, 5.0)) as sock:
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: " + host.encode("ascii", "replace") + b"\r\nConnection: close\r\n\r\n")
+            data = sock.recv(16)
+    except (OSError, ValueError):
+        return False
+    return data.startswith(b"HTTP/1.")
 
 
 def _as_list(texts, what: str):
@@ -64,6 +106,11 @@ def _rest_call(server: str, path: str, body: Optional[Dict[str, Any]], timeout: 
         except ValueError:
             message = payload
         raise ServingClientError(e.code, message) from None
+    except (http.client.HTTPException, ConnectionError, urllib.error.URLError, socket.timeout) as e:
+        if _speaks_http2(server, timeout):
+            raise WrongProtocolError(server, "gRPC", "rest") from None
+        reason = getattr(e, "reason", None) or e
+        raise ServingClientError("UNAVAILABLE", f"cannot reach a REST server at {server}: {reason}") from None
 
 
 def _grpc_call(server: str, stub_name: str, method: str, request, timeout: float):
@@ -76,7 +123,10 @@ def _grpc_call(server: str, stub_name: str, method: str, request, timeout: float
         try:
             return getattr(stub_class(channel), method)(request, timeout=timeout)
         except grpc.RpcError as e:
-            raise ServingClientError(e.code().name, e.details()) from None
+            details = e.details() or ""
+            if e.code() == grpc.StatusCode.UNAVAILABLE and _speaks_http1(server, timeout):
+                raise WrongProtocolError(server, "REST (HTTP/1.1)", "grpc") from None
+            raise ServingClientError(e.code().name, details) from None
 
 
 def _decode_rest(value: Any) -> np.ndarray:

@@ -82,7 +82,10 @@ class SessionServable:
         config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
         self.session = tf.compat.v1.Session(graph=self.graph, config=config)
         try:
-            with self.graph.as_default():
+            # TF Serving's own loader, on purpose; its deprecation notice is not the user's to act on.
+            from tensorflow.python.util import deprecation
+
+            with self.graph.as_default(), deprecation.silence():
                 self.meta_graph = tf.compat.v1.saved_model.loader.load(self.session, list(tags), path)
         except (tf.errors.OpError, OSError, RuntimeError, ValueError, KeyError) as e:
             self.session.close()

@@ -68,9 +68,12 @@ def run_pretrainer(
     `deterministic`: the same inputs and seed give the same weights (`deterministic_op_kernels`).
     """
     from albert_tf.data.tfrecords import make_pretraining_dataset
-    from albert_tf.training.pretraining import PretrainingRunConfig, run_pretraining
+    from albert_tf.training.pretraining import PretrainingRunConfig, TokenizerFile, run_pretraining
 
     info = read_summary(transform_dir)
+    vocab = read_summary(vocab_dir)
+    # The output carries its tokenizer, so that `from_pretrained` and `finetune --init` load it alone.
+    tokenizer = TokenizerFile(vocab["type"], vocab_gen.tokenizer_file(vocab_dir), bool(vocab["lower_case"]))
     files = transform.pretraining_files(transform_dir)
     if not files:
         raise FileNotFoundError(f"{transform_dir} holds no pretraining records")
@@ -93,6 +96,7 @@ def run_pretrainer(
             log_every=max(1, steps // 10),
             verbose=0,
             deterministic_ops=deterministic_op_kernels(deterministic),
+            tokenizer=tokenizer,
         )
         result = run_pretraining(
             config, lambda: make_pretraining_dataset(files, seq, predictions, batch_size, is_training=True, seed=seed)

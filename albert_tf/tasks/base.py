@@ -33,11 +33,17 @@ class AlbertTaskModel(RefuseKerasQuantize, keras.Model):
     # Heads that read only `encoder_outputs["pooled_output"]` set this, so that the encoder skips
     # the work the pooler never reads (`AlbertEncoder.pooled_output`).
     pooled_output_only = False
+    # Heads that never read `pooled_output` set this to False: the pooler is then not trained
+    # (not a trainable variable), rather than trained on gradients that do not exist, which
+    # Keras warns about at every run.
+    reads_pooler = True
 
     def __init__(self, encoder: AlbertEncoder, dropout: float = 0.1, **kwargs):
         super().__init__(**kwargs)
         # === Layers ===
         self.encoder = encoder
+        if not self.reads_pooler and getattr(encoder, "pooler", None) is not None:
+            encoder.pooler.trainable = False
         self.head_dropout = keras.layers.Dropout(dropout, name="head_dropout")
         self.head = self.build_head()
         # === Config ===

@@ -70,6 +70,7 @@ class AlbertClassifier(AlbertTaskModel):
         self.pooling = _check_pooling(pooling)
         # The mean reads every position, so the encoder must run in full.
         self.pooled_output_only = pooling == "cls"
+        self.reads_pooler = pooling == "cls"
         super().__init__(encoder, dropout=dropout, **kwargs)
         self.accuracy = keras.metrics.Mean(name="accuracy")
 
@@ -119,6 +120,7 @@ class AlbertRegressor(AlbertTaskModel):
     def __init__(self, encoder, dropout: float = 0.1, pooling: str = "cls", **kwargs):
         self.pooling = _check_pooling(pooling)
         self.pooled_output_only = pooling == "cls"
+        self.reads_pooler = pooling == "cls"
         super().__init__(encoder, dropout=dropout, **kwargs)
 
     def build_head(self):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from albert_tf.errors import ParameterError, param
 
-class TaskError(ValueError):
+__all__ = ["TaskError", "param"]
+
+
+class TaskError(ParameterError):
     """A one-line, user-facing problem with the task's settings, data or model directory.
 
-    The message names what to fix (a setting, a file and line); the command line reports it
-    as its own one-line error.
+    The message names what to fix (a setting, a file and line); settings are marked with
+    `albert_tf.errors.param`, so a Python caller reads ``overwrite=True`` where the command
+    line reports ``--overwrite``.
     """

@@ -12,7 +12,8 @@ import os
 import sys
 from typing import Optional, Tuple
 
-from albert_tf.tasks.errors import TaskError
+from albert_tf.errors import as_python, raw_message
+from albert_tf.tasks.errors import TaskError, param
 from albert_tf.tasks.spec import TASK_FILE, TaskSpec
 
 # What `init` accepts (`albert_tf.checkpoints.any_format.init_encoder`), for the message that says a
@@ -37,7 +38,7 @@ def load_tokenizer(kind: str, path: str, lower_case: bool):
         if kind == "wordpiece":
             return WordPieceTokenizer(path, lower_case=lower_case)
     except (ValueError, OSError) as e:
-        raise TaskError(str(e)) from None
+        raise TaskError(raw_message(e)) from None
     raise TaskError(f"unknown tokenizer type {kind!r}")
 
 
@@ -54,7 +55,7 @@ def find_tokenizer_file(spm_model: Optional[str], vocab_file: Optional[str], ini
     from albert_tf.training.pretraining import find_tokenizer
 
     if spm_model and vocab_file:
-        raise TaskError("pass --spm-model or --vocab-file, not both")
+        raise TaskError(f"pass {param('spm_model')} or {param('vocab_file')}, not both")
     if spm_model:
         return "sentencepiece", spm_model, None
     if vocab_file:
@@ -76,7 +77,7 @@ def find_tokenizer_file(spm_model: Optional[str], vocab_file: Optional[str], ini
         for name in ("vocab.txt", "vocab_chinese.txt"):
             if os.path.isfile(os.path.join(directory, name)):
                 return "wordpiece", os.path.join(directory, name), None
-    raise TaskError("no tokenizer: pass --spm-model (SentencePiece .model) or --vocab-file (WordPiece vocab.txt)")
+    raise TaskError(f"no tokenizer: pass {param('spm_model')} (SentencePiece .model) or {param('vocab_file')} (WordPiece vocab.txt)")
 
 
 def is_checkpoint_path(path: str) -> bool:
@@ -108,11 +109,11 @@ def check_init(path: str) -> None:
         TaskError: `path` is missing or of no kind `init_encoder` reads.
     """
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
-        raise TaskError(f"--init not found: {path}")
+        raise TaskError(f"{param('init')} not found: {path}")
     if not is_checkpoint_path(path):
         raise TaskError(
-            f"--init {path} is not a checkpoint, a checkpoint directory, a Hugging Face dir or a keras-hub "
-            f"preset; --init takes {INIT_KINDS}"
+            f"{param('init')} {path} is not a checkpoint, a checkpoint directory, a Hugging Face dir or a keras-hub "
+            f"preset; {param('init')} takes {INIT_KINDS}"
         )
 
 
@@ -140,13 +141,13 @@ def resolve_model_config(config: Optional[str], init: Optional[str]):
             if found is not None:
                 return found, f"the model of --init {init}"
     except (ConfigError, CheckpointError) as e:
-        raise TaskError(str(e)) from None
+        raise TaskError(raw_message(e)) from None
     if init:
         raise TaskError(
-            f"--init {init} is a checkpoint without a stored architecture (no albert_config.json, config.json or "
-            f".keras config beside it): pass --config (a preset such as base-v2, or an albert_config.json)"
+            f"{param('init')} {init} is a checkpoint without a stored architecture (no albert_config.json, config.json or "
+            f".keras config beside it): pass {param('config')} (a preset such as base-v2, or an albert_config.json)"
         )
-    raise TaskError("no model architecture: pass --config (a preset such as base-v2, or an albert_config.json)")
+    raise TaskError(f"no model architecture: pass {param('config')} (a preset such as base-v2, or an albert_config.json)")
 
 
 def check_tokenizer_fits(tokenizer, tokenizer_file: str, config, config_source: str, allow_mismatch: bool) -> None:
@@ -158,12 +159,12 @@ def check_tokenizer_fits(tokenizer, tokenizer_file: str, config, config_source: 
         warning = check_vocab_size(
             tokenizer.vocab_size, config.vocab_size, tokenizer_source=f"the tokenizer {tokenizer_file}",
             model_source=config_source, allow_smaller=allow_mismatch,
-            allow_hint="pass --allow-vocab-mismatch to use it anyway",
+            allow_hint=f"pass {param('allow_vocab_mismatch', True)} to use it anyway",
         )
     except VocabSizeMismatch as e:
-        raise TaskError(str(e)) from None
+        raise TaskError(raw_message(e)) from None
     if warning:
-        print(f"warning: {warning} (--allow-vocab-mismatch)", file=sys.stderr, flush=True)
+        print(f"warning: {as_python(warning)} (allow_vocab_mismatch)", file=sys.stderr, flush=True)
 
 
 def load_model(model_dir: str):
@@ -210,7 +211,7 @@ def encoder_with_tokenizer_layer(init: str, config: Optional[str], spm_model: Op
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
     if bool(spm_model) == bool(vocab_file):
-        raise TaskError("--init needs exactly one of --spm-model and --vocab-file")
+        raise TaskError(f"{param('init')} needs exactly one of {param('spm_model')} and {param('vocab_file')}")
     model_config, config_source = resolve_model_config(config, init)
     kind, tokenizer_file = ("sentencepiece", spm_model) if spm_model else ("wordpiece", vocab_file)
     tokenizer = load_tokenizer(kind, tokenizer_file, lower_case)
@@ -224,5 +225,5 @@ def encoder_with_tokenizer_layer(init: str, config: Optional[str], spm_model: Op
         else:
             layer = AlbertTokenizerLayer.from_wordpiece(vocab_file, **kwargs)
     except (ConfigError, CheckpointError, ValueError, OSError) as e:
-        raise TaskError(str(e)) from None
+        raise TaskError(raw_message(e)) from None
     return encoder, layer

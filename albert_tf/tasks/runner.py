@@ -10,7 +10,7 @@ preset (GLUE, SQuAD, RACE), else the generic defaults, and the learning rate, po
 correction from `albert_tf.training.recipes.recommended_recipe` for the model's size.
 
 Bad settings, data or checkpoints raise `albert_tf.tasks.errors.TaskError` with a one-line message
-(it names the command-line flag, as the command reports it unchanged).
+(it names the setting: `overwrite=True` here, `--overwrite` as the command reports it).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import os
 import shutil
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from albert_tf.tasks.errors import TaskError
+from albert_tf.errors import raw_message
+from albert_tf.tasks.errors import TaskError, param
 from albert_tf.tasks.families import (
     GENERIC_DEFAULTS,
     RACE_TASKS,
@@ -49,6 +50,8 @@ CHOICES = (
     ("pooling", (None, "mean", "cls")),
     ("precision", ("float32", "mixed_bfloat16")),
 )
+# Settings that do not change what a run computes: a rerun may differ in them and still resume.
+RESUME_IGNORED = ("model_dir", "overwrite", "quiet")
 # Training examples held in the shuffle buffer: all of any GLUE task but MNLI/QQP/QNLI, whose
 # full buffers would hold gigabytes of features at length 512.
 SHUFFLE_BUFFER = 100_000
@@ -153,45 +156,45 @@ def check_settings(s: FinetuneSettings) -> None:
         TaskError: The first problem found, naming its flag.
     """
     if s.task not in TASKS:
-        raise TaskError(f"--task must be one of {', '.join(TASKS)}, got {s.task!r}")
+        raise TaskError(f"{param('task')} must be one of {', '.join(TASKS)}, got {s.task!r}")
     for name, values in CHOICES:
         if getattr(s, name) not in values:
             shown = ", ".join(v for v in values if v is not None)
-            raise TaskError(f"--{name.replace('_', '-')} must be one of {shown}, got {getattr(s, name)!r}")
+            raise TaskError(f"{param(name)} must be one of {shown}, got {getattr(s, name)!r}")
     if s.task in TABLE_TASKS:
         if not s.text_column or not s.label_column:
-            raise TaskError(f"--task {s.task} needs --text-column and --label-column")
+            raise TaskError(f"{param('task', s.task)} needs {param('text_column')} and {param('label_column')}")
     elif s.text_column or s.text_b_column or s.label_column:
-        raise TaskError(f"--text-column/--text-b-column/--label-column are for --task classification or regression, not {s.task}")
+        raise TaskError(f"{param('text_column')}/{param('text_b_column')}/{param('label_column')} are for {param('task')} classification or regression, not {s.task}")
     if s.task == "peoples-daily":
         if not os.path.isfile(s.data):
-            raise TaskError(f"--data for peoples-daily must be the corpus file; not a file: {s.data}")
+            raise TaskError(f"{param('data')} for peoples-daily must be the corpus file; not a file: {s.data}")
     elif not os.path.isdir(s.data):
-        raise TaskError(f"--data must be a directory: {s.data}")
+        raise TaskError(f"{param('data')} must be a directory: {s.data}")
     for name in ("max_seq_length", "batch_size", "num_train_steps", "eval_every", "max_train_examples", "max_eval_examples"):
         value = getattr(s, name)
         if value is not None and value < 1:
-            raise TaskError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+            raise TaskError(f"{param(name)} must be >= 1, got {value}")
     for name, tasks in READING_FLAGS:
         value = getattr(s, name)
-        flag = "--" + name.replace("_", "-")
+        flag = param(name)
         if value is None:
             continue
         if s.task not in tasks:
-            raise TaskError(f"{flag} is for --task {' / '.join(tasks)}, not {s.task}")
+            raise TaskError(f"{flag} is for {param('task')} {' / '.join(tasks)}, not {s.task}")
         if value < 1:
             raise TaskError(f"{flag} must be >= 1, got {value}")
     if task_family(s.task).reading:
         # Their readers convert whole files; a malformed question stops the run with its place named.
         for name in ("max_train_examples", "max_eval_examples"):
             if getattr(s, name) is not None:
-                raise TaskError(f"--{name.replace('_', '-')} is not supported for {s.task}; cut the data files instead")
+                raise TaskError(f"{param(name)} is not supported for {s.task}; cut the data files instead")
         if s.on_error != "raise":
-            raise TaskError(f"--on-error {s.on_error} is not supported for {s.task}")
+            raise TaskError(f"{param('on_error', s.on_error)} is not supported for {s.task}")
     if s.num_epochs is not None and not s.num_epochs > 0:
-        raise TaskError(f"--num-epochs must be > 0, got {s.num_epochs}")
+        raise TaskError(f"{param('num_epochs')} must be > 0, got {s.num_epochs}")
     if s.warmup_proportion is not None and not 0 <= s.warmup_proportion <= 1:
-        raise TaskError(f"--warmup-proportion must be in [0, 1], got {s.warmup_proportion}")
+        raise TaskError(f"{param('warmup_proportion')} must be in [0, 1], got {s.warmup_proportion}")
     if s.init:
         check_init(s.init)
 
@@ -246,7 +249,7 @@ def schedule(s: FinetuneSettings, hyper: Dict[str, Any], num_train: int) -> Tupl
     else:
         warmup = int(steps * GENERIC_DEFAULTS["warmup_proportion"])
     if warmup > steps:
-        raise TaskError(f"--warmup-steps ({warmup}) exceeds the number of training steps ({steps})")
+        raise TaskError(f"{param('warmup_steps')} ({warmup}) exceeds the number of training steps ({steps})")
     return steps, warmup
 
 
@@ -279,7 +282,7 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
 
     if os.path.exists(s.model_dir) and os.listdir(s.model_dir) and not s.overwrite:
         what = "a completed fine-tuning run" if is_complete(s.model_dir) else "not empty"
-        raise TaskError(f"--model-dir {s.model_dir} is {what}; pass --overwrite to replace it")
+        raise TaskError(f"{param('model_dir')} {s.model_dir} is {what}; pass {param('overwrite', True)} to replace it")
 
     from albert_tf.training.strategies import StrategyError, get_strategy
 
@@ -288,7 +291,7 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     try:
         strategy = get_strategy(s.strategy, tpu=s.tpu)
     except StrategyError as e:
-        raise TaskError(str(e)) from None
+        raise TaskError(raw_message(e)) from None
     family = task_family(s.task)
     hyper = hyper_parameters(s)
     config, config_source = resolve_model_config(s.config, s.init)
@@ -301,9 +304,9 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     if hyper["max_seq_length"] > config.max_position_embeddings:
         given = "" if s.max_seq_length is not None else f" (the {s.task} default)"
         raise TaskError(
-            f"--max-seq-length {hyper['max_seq_length']}{given} exceeds the max_position_embeddings of "
-            f"{config_source} ({config.max_position_embeddings}); pass --max-seq-length "
-            f"{config.max_position_embeddings} or less"
+            f"{param('max_seq_length', hyper['max_seq_length'])}{given} exceeds the max_position_embeddings of "
+            f"{config_source} ({config.max_position_embeddings}); pass "
+            f"{param('max_seq_length', config.max_position_embeddings)} or less"
         )
     if hyper["encoder_dropout"] is not None:
         config = config.replace(
@@ -324,6 +327,7 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     plan = family.plan(s, hyper, tokenizer_type, tokenizer_file, tokenizer)
     spec = plan.spec
     steps, warmup = schedule(s, hyper, plan.num_train)
+    _check_memory(s, hyper, config, strategy, spec)
     result = _run(s, hyper, plan, config, tokenizer_file, strategy, steps, warmup)
     shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_metrics.items()))
     print(f"best dev {spec.best_metric} at step {result.best_step}: {shown}")
@@ -336,6 +340,31 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
               flush=True)
     print(f"wrote {result.model_dir}")
     return FinetuneOutcome(result.model_dir, spec, result, steps, warmup, plan.constant_baseline)
+
+
+def _check_memory(s: FinetuneSettings, hyper, config, strategy, spec) -> None:
+    """On a CPU, refuses a run whose estimated peak memory exceeds what is free, naming what fits."""
+    from albert_tf.training import memory
+    from albert_tf.training.strategies import strategy_device_kind
+
+    if strategy_device_kind(strategy) != "CPU":
+        return
+    num_labels = len(spec.labels or ()) or 2
+    try:
+        found = memory.check_fits(
+            f"fine-tuning a {config.num_hidden_layers}-layer, {config.hidden_size}-wide ALBERT",
+            lambda batch: memory.estimate_training_memory(
+                config, batch, spec.max_seq_length, precision=s.precision,
+                gradient_accumulation_steps=s.gradient_accumulation_steps, num_labels=num_labels,
+            ),
+            hyper["batch_size"],
+            spec.max_seq_length,
+            gradient_accumulation_steps=s.gradient_accumulation_steps,
+        )
+    except memory.TrainingMemoryError as e:
+        raise TaskError(raw_message(e)) from None
+    if not s.quiet:
+        print(memory.memory_line(found), flush=True)
 
 
 def _run(s: FinetuneSettings, hyper, plan: TrainingPlan, config, tokenizer_file, strategy, steps, warmup):
@@ -355,7 +384,7 @@ def _run(s: FinetuneSettings, hyper, plan: TrainingPlan, config, tokenizer_file,
             try:
                 loaded = init_encoder(encoder, s.init)
             except (CheckpointError, ValueError) as e:
-                raise TaskError(str(e)) from None
+                raise TaskError(raw_message(e)) from None
             init_info.update(kind=loaded.kind, source=loaded.source)
             print(f"initialised the encoder from {loaded.source} ({loaded.kind})", flush=True)
         else:
@@ -400,6 +429,8 @@ def _run(s: FinetuneSettings, hyper, plan: TrainingPlan, config, tokenizer_file,
             bias_correction=hyper["bias_correction"],
             constant_baseline=plan.constant_baseline,
             collapse_metric=spec.best_metric if plan.constant_baseline is not None else None,
+            # An interrupted run resumes only with the same settings; the first that differs is named.
+            resume_settings={k: v for k, v in dataclasses.asdict(s).items() if k not in RESUME_IGNORED},
         )
     except (FinetuningError, FileExistsError) as e:
-        raise TaskError(str(e)) from None
+        raise TaskError(raw_message(e)) from None

@@ -88,6 +88,8 @@ class SquadV1Model(AlbertTaskModel):
     ((2, 6), (2, 6))
     """
 
+    reads_pooler = False
+
     def __init__(self, encoder: AlbertEncoder, dropout: float = 0.0, **kwargs):
         super().__init__(encoder, dropout=dropout, **kwargs)
         # === Metrics === (tracked as attributes, reported by fit/evaluate beside the loss)
@@ -272,6 +274,8 @@ class SquadV2Model(AlbertTaskModel):
     >>> tuple(out["start_top_index"].shape), tuple(out["end_top_index"].shape), tuple(out["cls_logits"].shape)
     ((2, 3), (2, 6), (2,))
     """
+
+    reads_pooler = False
 
     def __init__(self, encoder: AlbertEncoder, dropout: float = 0.1, start_n_top: int = 5, end_n_top: int = 5, **kwargs):
         # Read by build_head, which the template calls from its __init__.

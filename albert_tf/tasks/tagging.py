@@ -55,6 +55,8 @@ class AlbertTokenClassifier(AlbertTaskModel):
         dropout: Dropout on the sequence output.
     """
 
+    reads_pooler = False
+
     def __init__(self, encoder, num_labels: int, dropout: float = 0.1, **kwargs):
         if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 2:
             raise ValueError(f"num_labels must be an integer >= 2, got {num_labels!r}")

@@ -92,6 +92,32 @@ class TokenizerNotFoundError(ValueError):
     """No tokenizer file in a checkpoint layout; the message lists what was looked for and where."""
 
 
+class PretrainedNotFoundError(ValueError):
+    """Nothing at the path given to `from_pretrained`; the message lists the paths tried and the
+    layouts read, and says that a bare name is no download."""
+
+
+# What `from_pretrained` reads, for its error messages.
+PRETRAINED_LAYOUTS = (
+    "an albert-tf output (`albert-tf pretrain` / `finetune`, the pipeline's pretrained_model or "
+    "trained_model/model), a TF1 release directory (albert_config.json, model.ckpt-*, 30k-clean.model), a "
+    "TF-Hub module, a Hugging Face directory (config.json, model.safetensors, spiece.model) or a keras-hub preset"
+)
+
+
+def _not_found(path: str) -> PretrainedNotFoundError:
+    tried = [os.path.abspath(path), os.path.abspath(path) + ".index"]
+    message = f"pretrained model not found at {path}: tried {' and '.join(tried)}; from_pretrained reads {PRETRAINED_LAYOUTS}"
+    if not os.path.dirname(path) and "." not in path:
+        message += (
+            f". {path!r} is read as a path, not a model name: albert_tf ships no weights and downloads nothing. "
+            "Get a checkpoint first (the original releases are linked from github.com/google-research/albert, "
+            "e.g. albert_base_v2.tar.gz; or `huggingface-cli download albert/albert-base-v2 --local-dir "
+            "albert_base`), or train one with `albert-tf pretrain`, and pass its directory"
+        )
+    return PretrainedNotFoundError(message)
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainedFiles:
     """What `resolve_pretrained` found for a checkpoint path.
@@ -184,7 +210,7 @@ def find_tokenizer_file(path: Union[str, os.PathLike]) -> Tuple[str, str, Option
             return found
     raise TokenizerNotFoundError(
         f"no tokenizer found for {path}: looked for {_LOOKED_FOR} in {' and '.join(directories)}; "
-        "pass tokenizer= (a SentencePiece .model or a WordPiece vocab.txt)"
+        f"pass tokenizer= (a SentencePiece .model or a WordPiece vocab.txt); from_pretrained reads {PRETRAINED_LAYOUTS}"
     )
 
 
@@ -222,6 +248,7 @@ def resolve_pretrained(
             and Chinese models are uncased).
 
     Raises:
+        PretrainedNotFoundError: Nothing at `path`.
         TokenizerNotFoundError: No tokenizer stored with the checkpoint, and none given.
         ValueError: No architecture stored with the checkpoint, and none given.
     """
@@ -230,7 +257,13 @@ def resolve_pretrained(
 
     path = os.fspath(path)
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
-        raise ValueError(f"pretrained model not found: {path}")
+        raise _not_found(path)
+    if os.path.isfile(os.path.join(path, "saved_model.pb")) and os.path.isfile(os.path.join(path, "assets", "export.json")):
+        raise PretrainedNotFoundError(
+            f"{path} is an albert-tf TF Serving export (serve it with `albert-tf serve` or TF Serving): its weights "
+            "are stored for serving, not for from_pretrained; pass the directory it was exported from (the "
+            "`albert-tf finetune --model-dir`, or the pipeline's trained_model/model)"
+        )
     weights = path
     if os.path.isdir(path) and _is_tfhub_module(path):
         weights = os.path.join(path, "variables")

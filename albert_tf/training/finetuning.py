@@ -56,6 +56,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Union
 
 from albert_tf import file_io
+from albert_tf.errors import ParameterError, param
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +75,12 @@ PROGRESS_DELAY_S = 3.0
 PROGRESS_EVERY_S = 10.0
 
 
-class FinetuningError(ValueError):
+class FinetuningError(ParameterError):
     """A fine-tuning run that cannot proceed as configured (bad settings, missing metric, ...)."""
+
+
+class ModelDirExistsError(FinetuningError, FileExistsError):
+    """`model_dir` holds a run or other files, and `overwrite` is off."""
 
 
 class FinetuningCollapsed(FinetuningError):
@@ -101,6 +106,7 @@ class FinetuningResult:
         artifacts: Paths of the files written ("model", "run_info", "eval_history", "logs").
         collapse: The `CollapseCheck` of the kept evaluation (None without `constant_baseline`
             or evaluation).
+        initial_step: The step an interrupted run was resumed from (0: started afresh).
     """
 
     model: Any
@@ -111,6 +117,7 @@ class FinetuningResult:
     history: List[Dict[str, Any]]
     artifacts: Dict[str, str]
     collapse: Optional[Any] = None
+    initial_step: int = 0
 
     @property
     def collapsed(self) -> bool:
@@ -133,10 +140,12 @@ def _check_writable_target(model_dir: str, overwrite: bool) -> None:
     if not tf.io.gfile.exists(model_dir):
         return
     if not tf.io.gfile.isdir(model_dir):
-        raise FileExistsError(f"model_dir {model_dir} exists and is not a directory")
+        raise ModelDirExistsError(f"{param('model_dir')} {model_dir} exists and is not a directory")
     if tf.io.gfile.listdir(model_dir) and not overwrite:
         what = "a completed fine-tuning run" if is_complete(model_dir) else "a non-empty directory"
-        raise FileExistsError(f"model_dir {model_dir} is {what}; pass overwrite=True (--overwrite) to replace it")
+        raise ModelDirExistsError(
+            f"{param('model_dir')} {model_dir} is {what}; pass {param('overwrite', True)} to replace it"
+        )
 
 
 def _publish(staging: str, model_dir: str, overwrite: bool) -> None:
@@ -472,8 +481,11 @@ class _Run:
     """The bookkeeping of one run (history, best result, files in the staging directory)."""
 
     def __init__(self, *, staging, eval_dataset, eval_fn, best_metric, best_mode, num_train_steps,
-                 eval_every, accumulation, verbose, collapse_check=None):
+                 eval_every, accumulation, verbose, collapse_check=None, resume=None):
         self.staging = staging
+        # (settings, checkpoint) when interval checkpoints are written, else None.
+        self.resume = resume
+        self.best_weights_name: Optional[str] = None
         self.eval_dataset = eval_dataset
         self.eval_fn = eval_fn
         self.eval_fn_takes_callbacks = _takes_callbacks(eval_fn)
@@ -530,6 +542,7 @@ class _Run:
             is_best = _is_better(value, self.best_value, self.best_mode)
             if is_best:
                 self.best_value, self.best_metrics, self.best_step = value, metrics, step
+                self.best_weights_name = f"best-{step}.weights.h5"
                 # Keras insists on the ".weights.h5" ending, temporary name included.
                 with file_io.atomic_output(self.best_weights_path, suffix=".weights.h5") as tmp:
                     model.save_weights(tmp)
@@ -550,6 +563,42 @@ class _Run:
         record["is_best"] = is_best
         self.history.append(record)
         file_io.append_line(os.path.join(self.staging, EVAL_HISTORY_FILE), json.dumps(record, sort_keys=True))
+        if self.resume is not None and step < self.num_train_steps:
+            self.checkpoint(epoch, step)
+
+    def checkpoint(self, epoch: int, step: int) -> None:
+        from albert_tf.training import finetune_resume
+
+        settings, make_checkpoint = self.resume
+        finetune_resume.write_state(
+            self.staging,
+            make_checkpoint(),
+            finetune_resume.ResumeState(
+                settings=settings, epoch=epoch + 1, step=step, checkpoint=f"ckpt-{step}",
+                best_weights=self.best_weights_name, history=self.history, best_value=self.best_value,
+                best_metrics=self.best_metrics, best_step=self.best_step,
+                collapsed_in_a_row=self.collapsed_in_a_row,
+            ),
+            self.best_weights_path if self.best_weights_name else None,
+        )
+
+    def restore(self, state) -> None:
+        """The bookkeeping of a resumed run, up to the interval `state` ended."""
+        from albert_tf.training import finetune_resume
+
+        self.history = list(state.history)
+        self.best_value, self.best_metrics, self.best_step = state.best_value, dict(state.best_metrics), state.best_step
+        self.best_weights_name = state.best_weights
+        self.collapsed_in_a_row = state.collapsed_in_a_row
+        saved = finetune_resume.best_weights_path(self.staging, state)
+        if saved is not None:
+            with file_io.atomic_output(self.best_weights_path, suffix=".weights.h5") as tmp:
+                with open(saved, "rb") as src, open(tmp, "wb") as dst:
+                    dst.write(src.read())
+        file_io.atomic_write_text(
+            os.path.join(self.staging, EVAL_HISTORY_FILE),
+            "".join(json.dumps(r, sort_keys=True) + "\n" for r in self.history),
+        )
 
 
 # --- the run -------------------------------------------------------------------------------------
@@ -610,6 +659,25 @@ def _build(model, strategy, precision: Optional[str]):
     return built
 
 
+def _multi_worker(strategy) -> bool:
+    in_multi_worker_mode = getattr(strategy.extended, "_in_multi_worker_mode", None)
+    return bool(in_multi_worker_mode()) if callable(in_multi_worker_mode) else False
+
+
+def _training_state(model, optimizer):
+    from albert_tf.training.pretraining import training_state
+
+    return training_state(model, optimizer)
+
+
+def _build_for_restore(model, optimizer, train_dataset) -> None:
+    """Creates every variable a checkpoint restores into: the model's, by calling it on a batch
+    (training=False draws no dropout seed), and the optimizer's slots, as `fit` would."""
+    for batch in train_dataset.take(1):
+        model(batch, training=False)
+    optimizer.build(model.trainable_variables)
+
+
 def _batch_datasets(train_dataset, eval_dataset, batch_size, eval_batch_size, shuffle_buffer, seed):
     train = train_dataset
     if shuffle_buffer:
@@ -666,6 +734,8 @@ def run_finetuning(
     collapse_margin: Optional[float] = None,
     on_collapse: str = "warn",
     saved_model: Optional[Callable[[Any], Any]] = None,
+    resume: bool = True,
+    resume_settings: Optional[Mapping[str, Any]] = None,
 ) -> FinetuningResult:
     """Fine-tunes `model` with `model.fit` and keeps the best weights by a dev metric.
 
@@ -728,13 +798,21 @@ def run_finetuning(
         saved_model: `saved_model(model)` -> the part of the trained model written as
             `model.keras` and handed to `save_assets` (default: the model itself); a
             distillation wrapper trains its student with extra losses and keeps only the student.
+        resume: Build in ``.NAME.resume`` with a checkpoint after every evaluation interval, and
+            continue an interrupted run found there (`albert_tf.training.finetune_resume`); the
+            result is that of an uninterrupted run. Single-worker runs only; False: a fresh
+            staging directory, removed on failure.
+        resume_settings: The caller's settings (JSON-serializable), compared with the interrupted
+            run's before the run's own; the first that differs is named.
 
     Returns:
         A `FinetuningResult`; the model holds the best weights.
 
     Raises:
         FinetuningError: Invalid settings, `best_metric` not among the evaluation's metrics.
-        FileExistsError: `model_dir` exists, is not empty and `overwrite` is False.
+        ModelDirExistsError: `model_dir` exists, is not empty and `overwrite` is False.
+        ResumeSettingsDiffer: an interrupted run of other settings waits to resume into
+            `model_dir` (and `overwrite` is False).
     """
     import keras
     import tensorflow as tf
@@ -796,6 +874,35 @@ def run_finetuning(
         raise FinetuningError(f"on_collapse must be 'warn' or 'raise', got {on_collapse!r}")
     collapse_check = _collapse_check(constant_baseline, collapse_metric or best_metric, collapse_margin)
 
+    from albert_tf.training import finetune_resume
+
+    resumable = bool(resume) and chief and not _multi_worker(strategy)
+    state = None
+    run_settings = dict(resume_settings or {})
+    run_settings.update(
+        num_train_steps=num_train_steps, warmup_steps=warmup_steps, learning_rate=learning_rate,
+        batch_size=batch_size, eval_batch_size=eval_batch_size, shuffle_buffer=shuffle_buffer,
+        weight_decay=weight_decay, clipnorm=clipnorm, bias_correction=bias_correction,
+        gradient_accumulation_steps=accumulation, steps_per_execution=steps_per_execution,
+        eval_every_n_steps=eval_every, precision=precision, seed=seed, best_metric=best_metric,
+        best_mode=mode, jit_compile=jit_compile, metadata=dict(metadata or {}),
+    )
+    run_settings = finetune_resume.jsonable(run_settings)  # a snapshot: `metadata` may change later
+    if resumable:
+        build_dir = finetune_resume.resume_dir(model_dir)
+        state = finetune_resume.read_state(build_dir)
+        if state is not None:
+            try:
+                finetune_resume.check_same_settings(build_dir, model_dir, state, run_settings)
+            except finetune_resume.ResumeSettingsDiffer:
+                if not overwrite:
+                    raise
+                state = None
+        if state is None:
+            # Without a committed state there is nothing to continue: what is there is a run
+            # killed before its first checkpoint.
+            file_io.remove_tree(build_dir)
+
     model = _build(model, strategy, precision)
     run_precision = precision or _model_precision(model)
     if jit_compile is None:
@@ -805,7 +912,11 @@ def run_finetuning(
 
     # The chief builds beside `model_dir` (a local build area for a remote one); other workers'
     # copies are private and thrown away.
-    staging = file_io.make_staging_dir(model_dir) if chief else tempfile.mkdtemp(prefix="albert_finetune_worker_")
+    if resumable:
+        staging = build_dir
+        os.makedirs(staging, exist_ok=True)
+    else:
+        staging = file_io.make_staging_dir(model_dir) if chief else tempfile.mkdtemp(prefix="albert_finetune_worker_")
     succeeded = False
     try:
         with strategy.scope():
@@ -831,7 +942,19 @@ def run_finetuning(
             accumulation=accumulation,
             verbose=verbose,
             collapse_check=collapse_check,
+            resume=(run_settings, lambda: _training_state(model, optimizer)) if resumable else None,
         )
+        initial_epoch = 0
+        if state is not None:
+            _build_for_restore(model, optimizer, train_dataset)
+            finetune_resume.restore(staging, _training_state(model, optimizer), state)
+            run.restore(state)
+            initial_epoch = state.epoch
+            # The training data's order is seeded: the batches already trained on are skipped.
+            train_dataset = train_dataset.skip(initial_epoch * batches_per_interval)
+            logger.info("resuming %s from step %d (%s)", model_dir, state.step, staging)
+            if verbose:
+                print(f"resuming from step {state.step} of {num_train_steps} ({staging})", flush=True)
         fit_callbacks: List[Any] = []
         if verbose:
             # First, so that an interval's progress is finished before its evaluation prints.
@@ -845,6 +968,7 @@ def run_finetuning(
         model.fit(
             train_dataset,
             epochs=math.ceil(num_train_steps / eval_every),
+            initial_epoch=initial_epoch,
             steps_per_epoch=batches_per_interval,
             callbacks=fit_callbacks,
             verbose=0,  # the progress callback above reports, in steps and epochs
@@ -892,12 +1016,19 @@ def run_finetuning(
             "metadata": dict(metadata or {}),
         }
         file_io.atomic_write_json(os.path.join(staging, RUN_INFO_FILE), info, ensure_ascii=True)
+        if resumable:
+            finetune_resume.finish(staging)
         file_io.atomic_write_text(os.path.join(staging, COMPLETE_FILE), f"step {final_step}\n")
         if chief:
             _publish(staging, model_dir, overwrite)
         succeeded = True
+    except FinetuningError:
+        # The run's own verdict (a collapse, a bad metric) would be the same on a rerun.
+        resumable = False
+        raise
     finally:
-        if not succeeded or not chief:
+        # An interrupted or crashed build with a committed state is kept for the rerun.
+        if not chief or (not succeeded and not (resumable and finetune_resume.read_state(staging))):
             file_io.remove_tree(staging)
 
     artifacts = {}
@@ -918,4 +1049,5 @@ def run_finetuning(
         history=run.history,
         artifacts=artifacts,
         collapse=collapse,
+        initial_step=state.step if state is not None else 0,
     )

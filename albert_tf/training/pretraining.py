@@ -985,6 +985,38 @@ def _export_tf1(model, albert_config: AlbertConfig, directory: str) -> Dict[str,
     return {"tf1_checkpoint": f"{directory}/{TF1_CHECKPOINT}", "albert_config": f"{directory}/{ALBERT_CONFIG_FILE}"}
 
 
+def check_pretraining_memory(config: PretrainingRunConfig, albert_config: AlbertConfig):
+    """Refuses a run whose estimated peak host memory exceeds what is free, in one
+    `albert_tf.training.memory.TrainingMemoryError` line naming what fits; logs the estimate."""
+    from albert_tf.config import PRETRAINING_PRESETS
+    from albert_tf.training import memory
+
+    def estimate(model_config, batch_size, seq_length):
+        return memory.estimate_training_memory(
+            model_config, batch_size, seq_length, precision=config.precision,
+            gradient_accumulation_steps=config.gradient_accumulation_steps,
+            predictions_per_seq=config.max_predictions_per_seq,
+        )
+
+    alternatives = []
+    for name in ("small", "tiny"):
+        if config.model_config != name:
+            preset = PRETRAINING_PRESETS[name]
+            smaller = AlbertConfig.preset(name, vocab_size=albert_config.vocab_size)
+            alternatives.append((name, estimate(smaller, preset.batch_size, preset.max_seq_length)))
+    found = memory.check_fits(
+        f"pretraining a {albert_config.num_hidden_layers}-layer, {albert_config.hidden_size}-wide ALBERT",
+        lambda batch: estimate(albert_config, batch, config.max_seq_length),
+        config.batch_size,
+        config.max_seq_length,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        alternatives=alternatives,
+        config_param="model_config",
+    )
+    logger.info("%s", memory.memory_line(found))
+    return found
+
+
 def run_pretraining(
     config: PretrainingRunConfig,
     dataset_fn: Callable[[], Any],
@@ -1012,6 +1044,8 @@ def run_pretraining(
     Raises:
         PretrainingError: Settings that cannot work, a dataset that does not match them, a
             checkpoint of another model.
+        albert_tf.training.memory.TrainingMemoryError: On a CPU, an estimated peak memory
+            above what is free (`check_pretraining_memory`), before anything is written.
         albert_tf.config.ConfigError: An unusable model config.
         albert_tf.training.strategies.StrategyError: A strategy that cannot be created.
     """
@@ -1034,6 +1068,8 @@ def run_pretraining(
         tf.config.experimental.enable_op_determinism()
     if strategy is None:
         strategy = get_strategy(config.strategy, tpu=config.tpu)
+    if strategy_device_kind(strategy) == "CPU":
+        check_pretraining_memory(config, albert_config)
     chief = is_chief(strategy)
     task_type, task_id = task_info(strategy)
     model_dir = config.model_dir

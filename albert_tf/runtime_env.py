@@ -1,0 +1,60 @@
+"""TensorFlow's start-up environment, set before TensorFlow is imported: no C++ INFO lines, and no
+GPU probing where no GPU can be used (`quiet_tensorflow_startup`).
+
+`import albert_tf` applies it when TensorFlow is not imported yet, so a Python session sees the
+same quiet start as the `albert-tf` command, which applies it first thing in `main`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+# Device factories other than the GPU's: every one TensorFlow or its TPU runtime registers.
+NON_GPU_DEVICE_TYPES = "CPU,TPU,TPU_SYSTEM,XLA_CPU"
+
+
+def cuda_driver_present() -> bool:
+    """Whether the CUDA driver library loads, exactly as TensorFlow's CUDA stub looks for it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def has_device_plugins() -> bool:
+    """Whether PluggableDevice plugins (loaded by `import tensorflow`) are installed."""
+    for entry in sys.path:
+        folder = os.path.join(entry or ".", "tensorflow-plugins")
+        if os.path.isdir(folder) and os.listdir(folder):
+            return True
+    return False
+
+
+def quiet_tensorflow_startup(
+    driver_present: Callable[[], bool] = cuda_driver_present,
+    device_plugins: Callable[[], bool] = has_device_plugins,
+) -> None:
+    """Sets TensorFlow's logging environment before TensorFlow is imported.
+
+    * ``TF_CPP_MIN_LOG_LEVEL=1``: no C++ INFO lines (CUDA probing, CPU features); warnings and
+      errors still show.
+    * Without a CUDA driver (``libcuda.so.1`` does not load, so no GPU can be used), the GPU
+      device factory is left out (``TF_ENABLED_DEVICE_TYPES``): probing it is what logs
+      "failed call to cuInit" at error level in every command. ``CUDA_VISIBLE_DEVICES`` is not
+      touched, and a machine with a driver (or with device plugins) keeps every device.
+
+    A variable the user has set is left as it is.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if (
+        "TF_ENABLED_DEVICE_TYPES" not in os.environ
+        and sys.platform.startswith("linux")
+        and not driver_present()
+        and not device_plugins()
+    ):
+        os.environ["TF_ENABLED_DEVICE_TYPES"] = NON_GPU_DEVICE_TYPES
