@@ -162,6 +162,7 @@ def test_transfer_losses_train_a_narrower_student(workspace, transfer):
     assert outcome.num_train_steps == 3 and history["metadata"]["distillation"]["settings"]["transfer"] == transfer
 
 
+@pytest.mark.slow
 def test_tagging_and_regression_teachers(tmp_path):
     from albert_tf.distillation import distill
     from albert_tf.tasks.runner import FinetuneSettings, finetune
