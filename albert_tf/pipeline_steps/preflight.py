@@ -63,6 +63,7 @@ def check_pipeline(settings, pipeline_root: str) -> None:
     """
     from albert_tf.data.glue import find_split_file
     from albert_tf.pipeline_steps.example_gen import expand_corpus
+    from albert_tf.pipeline_steps.spans import SpanError, resolve_spans
 
     check_writable(pipeline_root, "pipeline_root")
     check_writable(settings.serving_base, "serving_base")
@@ -72,11 +73,17 @@ def check_pipeline(settings, pipeline_root: str) -> None:
         except FileNotFoundError as e:
             raise PreflightError(f"the settings' corpus: {e}") from None
     if not is_remote(settings.task_data):
-        if not os.path.isdir(settings.task_data):
-            raise PreflightError(f"the settings' task_data {settings.task_data} is not a folder")
-        for name in ("train", "dev"):
-            try:
-                find_split_file(settings.task_data, name)
-            except (FileNotFoundError, ValueError) as e:
-                raise PreflightError(f"the settings' task_data: {e}") from None
+        try:
+            # A `{SPAN}` pattern: every span the run reads must be there, like a plain folder.
+            inputs = [s.path for s in resolve_spans(settings.task_data, settings.span, settings.num_spans)]
+        except SpanError as e:
+            raise PreflightError(f"the settings' task_data: {e}") from None
+        for task_data in inputs:
+            if not os.path.isdir(task_data):
+                raise PreflightError(f"the settings' task_data {task_data} is not a folder")
+            for name in ("train", "dev"):
+                try:
+                    find_split_file(task_data, name)
+                except (FileNotFoundError, ValueError) as e:
+                    raise PreflightError(f"the settings' task_data: {e}") from None
 
