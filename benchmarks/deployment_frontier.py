@@ -40,13 +40,13 @@ Writes `<out>.md` (header: CPU model, ISA flags, threads, versions), `<out>.json
 row, traffic and batch size) and `<out>.png` (accuracy against batch-1 p50 and batch-32 texts/s on
 the RT dev traffic; the parameter count instead where accuracy is blank).
 
-    PYTHONPATH=$PWD:/work/torchsite python benchmarks/deployment_frontier.py --quick   # functional check, ~1 min
-    PYTHONPATH=$PWD:/work/torchsite python benchmarks/deployment_frontier.py --shapes --min-seconds 10
-    PYTHONPATH=$PWD:/work/torchsite python benchmarks/deployment_frontier.py --teacher rt/teacher \\
+    PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --quick   # functional check, ~1 min
+    PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --shapes --min-seconds 10
+    PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --teacher rt/teacher \\
         --student rt/student_shared6 --student rt/student_6x384 --min-seconds 10
 
 torch and transformers are benchmark-only peers (never dependencies): install them beside the venv
-(`.venv/bin/pip install --target /work/torchsite --no-deps torch==2.13.0+cpu transformers==5.18.0 sympy
+(`.venv/bin/pip install --target ../torchsite --no-deps torch==2.13.0+cpu transformers==5.18.0 sympy
 mpmath networkx`, the CPU wheel from a local wheel directory or PyTorch's CPU index, see serving.py) and
 put them on PYTHONPATH; without them the PyTorch rows are skipped with a note.
 """

@@ -205,7 +205,7 @@ def evaluator(
     split; the full report (slices, confusion matrix) in `evaluation`, the decision in `blessing`."""
     import os
 
-    from albert_tf.pipeline_steps.evaluator import run_evaluator
+    from albert_tf.pipeline_steps.evaluator import kfp_metrics, run_evaluator
     from albert_tf.pipeline_steps.trainer import candidate_path
 
     summary = run_evaluator(
@@ -213,13 +213,8 @@ def evaluator(
         metric=metric, threshold=threshold, tolerance=tolerance, baseline_margin=baseline_margin, min_mcc=min_mcc,
         confidence=confidence, report_dir=evaluation.path,
     )
-    for name, value in summary["candidate"]["metrics"].items():
+    for name, value in kfp_metrics(summary).items():
         evaluation.log_metric(name, value)
-    for name, value in summary["constant_baseline"]["metrics"].items():
-        evaluation.log_metric("constant_" + name, value)
-    if summary["baseline"] and summary["baseline"]["metrics"]:
-        for name, value in summary["baseline"]["metrics"].items():
-            evaluation.log_metric("pushed_" + name, value)
     blessing.metadata.update({"blessed": summary["blessed"], "reason": summary["reason"]})
 
 
