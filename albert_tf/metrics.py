@@ -119,7 +119,7 @@ def token_accuracy(predictions, labels, weights=None) -> float:
 # --- entity-level scores -------------------------------------------------------------------------
 
 
-def _split_tag(tag: str) -> Tuple[str, str]:
+def split_tag(tag: str) -> Tuple[str, str]:
     if tag == "O" or not tag:
         return "O", ""
     if len(tag) > 2 and tag[1] in "-_" and tag[0] in "BIES":
@@ -137,7 +137,7 @@ def get_entities(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
     current_type, start = None, None
     previous_prefix = "O"
     for i, tag in enumerate(list(tags) + ["O"]):
-        prefix, kind = _split_tag(tag)
+        prefix, kind = split_tag(tag)
         # Does an entity end before position i?
         if current_type is not None:
             ends = (

@@ -7,9 +7,12 @@ same quiet start as the `albert-tf` command, which applies it first thing in `ma
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sys
-from typing import Callable
+import tempfile
+from typing import Callable, Iterator, Sequence
 
 # Device factories other than the GPU's: every one TensorFlow or its TPU runtime registers.
 NON_GPU_DEVICE_TYPES = "CPU,TPU,TPU_SYSTEM,XLA_CPU"
@@ -58,3 +61,29 @@ def quiet_tensorflow_startup(
         and not device_plugins()
     ):
         os.environ["TF_ENABLED_DEVICE_TYPES"] = NON_GPU_DEVICE_TYPES
+
+
+@contextlib.contextmanager
+def native_notices_dropped(notices: Sequence[re.Pattern]) -> Iterator[None]:
+    """Runs the block with the process's stderr (file descriptor 2, where C++ code logs) captured,
+    then writes back every captured line that matches none of `notices`.
+
+    For runtime notices that say nothing the user can act on and that no setting turns off (the
+    TFLite converter's "Ignored output_format" warnings); anything else, errors included, still
+    reaches stderr, after the block.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            lines = capture.read().decode("utf-8", "replace").splitlines(keepends=True)
+            kept = "".join(line for line in lines if not any(p.search(line) for p in notices))
+            if kept:
+                os.write(2, kept.encode("utf-8"))

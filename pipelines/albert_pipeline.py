@@ -8,6 +8,11 @@ With `distill: {enabled: true, ...}` a Distiller follows the Trainer: the Traine
 teacher, and the student is what the Evaluator judges (with the teacher's margin as one more gate)
 and the InfraValidator and Pusher get. Off (the default), the pipeline is exactly the one above.
 
+With `warm_start: true` the run continues from the latest pushed (blessed) model: VocabGen
+resolves it and takes its vocabulary, the Pretrainer continues from its encoder and the Trainer
+from its classifier head (`albert_tf.pipeline_steps.warm_start`); the input fingerprint covers
+that model, so a new push re-runs the cached steps.
+
 * `run_local(settings)` runs it with `kfp.local` and `SubprocessRunner(use_venv=False)`: every
   step is a subprocess of this interpreter, artifacts go under `pipeline_root`, and the data and
   training steps are cached (a re-run on unchanged inputs reuses them; the Evaluator,
@@ -69,6 +74,14 @@ def input_fingerprint(settings: PipelineSettings) -> str:
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
+    if settings.warm_start:
+        # A warm-started run depends on the model it starts from as much as on its data.
+        from albert_tf.pipeline_steps.pusher import fingerprint
+        from albert_tf.pipeline_steps.warm_start import latest_blessed_model
+
+        base = latest_blessed_model(settings.serving_base, settings.model_name)
+        if base is not None:
+            digest.update(os.path.abspath(base).encode("utf-8") + fingerprint(base).encode("ascii"))
     return digest.hexdigest()
 
 
@@ -90,7 +103,7 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
         serving_base=os.path.abspath(s.serving_base) if "://" not in s.serving_base else s.serving_base,
         eval_metric=s.eval_metric, eval_threshold=s.eval_threshold, eval_tolerance=s.eval_tolerance,
         eval_baseline_margin=s.eval_baseline_margin, eval_min_mcc=s.eval_min_mcc, eval_confidence=s.eval_confidence,
-        seed=s.seed, deterministic=s.deterministic, span=s.span, num_spans=s.num_spans,
+        seed=s.seed, deterministic=s.deterministic, span=s.span, num_spans=s.num_spans, warm_start=s.warm_start,
         pinned_schema=os.path.abspath(s.schema) if s.schema and "://" not in s.schema else (s.schema or ""),
         statistics_store=s.statistics_store_path(),
     )
@@ -171,6 +184,7 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         deterministic: bool = True,
         span: int = -1,
         num_spans: int = 1,
+        warm_start: bool = False,
         pinned_schema: str = "",
         statistics_store: str = "",
         distill_json: str = "",
@@ -182,7 +196,8 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         ).set_display_name("ExampleGen")
         vocab = c["vocab_gen"](
             corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],
-            vocab_type=vocab_type, vocab_size=vocab_size, lower_case=lower_case, seed=seed,
+            vocab_type=vocab_type, vocab_size=vocab_size, lower_case=lower_case, seed=seed, warm_start=warm_start,
+            serving_base=serving_base, model_name=model_name,
         ).set_display_name("VocabGen")
         stats = c["statistics_gen"](
             corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],

@@ -50,16 +50,21 @@ def vocab_gen(
     vocab_size: int,
     lower_case: bool,
     seed: int,
+    warm_start: bool,
+    serving_base: str,
+    model_name: str,
     vocabulary: Output[Artifact],
 ):
-    """A SentencePiece or WordPiece vocabulary from the train splits."""
+    """A SentencePiece or WordPiece vocabulary from the train splits; with `warm_start`, the latest
+    pushed model's (the base the Pretrainer and Trainer then continue from)."""
     from albert_tf.pipeline_steps.vocab_gen import run_vocab_gen
 
     summary = run_vocab_gen(
         corpus_splits.path, example_splits.path, vocabulary.path, vocab_type=vocab_type, vocab_size=vocab_size,
-        lower_case=lower_case, seed=seed,
+        lower_case=lower_case, seed=seed, warm_start=warm_start, serving_base=serving_base, model_name=model_name,
     )
-    vocabulary.metadata.update(summary)
+    vocabulary.metadata.update({k: v for k, v in summary.items() if k != "warm_start"})
+    vocabulary.metadata["warm_start"] = (summary.get("warm_start") or {}).get("path", "")
 
 
 def statistics_gen(

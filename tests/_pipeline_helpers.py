@@ -51,7 +51,7 @@ def tiny_inputs(root, random_labels=False):
 
 
 def tiny_settings(root, **overrides) -> PipelineSettings:
-    corpus, task = tiny_inputs(root) if not (root / "task").exists() else (str(root / "corpus" / "*.txt"), str(root / "task"))
+    corpus, task = tiny_inputs(root) if not (root / "corpus").exists() else (str(root / "corpus" / "*.txt"), str(root / "task"))
     values = dict(
         corpus=corpus, task_data=task, vocab_size=60, max_seq_length=24, max_predictions_per_seq=4, dupe_factor=1,
         model=dict(embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,

@@ -65,6 +65,9 @@ def test_pipeline_end_to_end(tmp_path, capfd):
     assert versions(base) == ["1"]  # no hidden staging directory left beside it
     assert os.path.isfile(os.path.join(base, "tiny", "1", "saved_model.pb"))
     assert 'name: "tiny"' in open(os.path.join(base, "models.config")).read()
+    # The pushed version is a checkpoint too (its assets/weights.json): from_pretrained reads it.
+    pushed = AlbertTextClassifier.from_pretrained(os.path.join(base, "tiny", "1"), num_classes=2, sequence_length=24)
+    assert pushed.predict(["good film"], verbose=0).shape == (1, 2)
     assert os.path.isfile(os.path.join(base, "batching_parameters.txt"))
 
     # Unchanged inputs: the data and training steps come from the cache; a candidate that must

@@ -394,3 +394,24 @@ def test_serve_prefer_tflite_model_over_rest_and_grpc_with_the_client(exports, l
         np.testing.assert_allclose(outputs["probabilities"], reference["probabilities"], atol=1e-5)
     finally:
         server.stop()
+
+
+def test_tflite_export_prints_no_converter_notices(tmp_path, layer, capfd):
+    """The converter's "Ignored output_format" lines and the interpreter's XNNPACK notice are
+    dropped; a line that is not one of them still reaches stderr."""
+    import re
+
+    from _quiet import unexpected_stderr
+
+    from albert_tf.runtime_env import native_notices_dropped
+    from albert_tf.tasks.text_models import AlbertTextClassifier
+
+    text_model = AlbertTextClassifier(_encoder(), layer, num_classes=2, compile=False)
+    capfd.readouterr()
+    text_model.export(str(tmp_path / "quiet"), "quiet", tflite="dynamic-int8", check=False)
+    err = capfd.readouterr().err
+    assert "Ignored output_format" not in err and "XNNPACK" not in err
+    assert unexpected_stderr(err) == []
+    with native_notices_dropped([re.compile(r"^drop me$")]):
+        os.write(2, b"drop me\nkeep me\n")
+    assert capfd.readouterr().err == "keep me\n"

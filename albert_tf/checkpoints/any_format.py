@@ -17,8 +17,10 @@ checkpoint prefix, ``.index`` or           an original TF1 checkpoint (``bert/..
 directory                                  a fine-tuning output (``COMPLETE`` + ``model.keras``),
                                            a pretraining output (``encoder.keras``, else its
                                            newest ``checkpoints/`` entry), a Hugging Face model
-                                           directory, a keras-hub preset directory, or a
-                                           directory of a TF1 checkpoint
+                                           directory, a keras-hub preset directory, an
+                                           albert-tf TF Serving version (its
+                                           ``assets/weights.json``), or a directory of a TF1
+                                           checkpoint
 =========================================  =====================================================
 
 Only encoder weights are taken; pretraining or task heads in the source are ignored. Every
@@ -70,7 +72,8 @@ class InitResult:
     """What `init_encoder` loaded.
 
     Attributes:
-        kind: "keras", "weights_h5", "huggingface", "keras_hub", "original", "pretraining_checkpoint".
+        kind: "keras", "weights_h5", "huggingface", "keras_hub", "original", "pretraining_checkpoint",
+            "export".
         source: The file or checkpoint prefix actually read.
         report: The `LoadReport` of the name-by-name assignment (None for kinds that load by
             structure: keras-hub and `.weights.h5`).
@@ -267,7 +270,25 @@ def _load_checkpoint_prefix(prefix: str, encoder) -> InitResult:
     return InitResult("original", prefix, _check_report(report, prefix))
 
 
+def _load_export(directory: str, encoder) -> InitResult:
+    from albert_tf.export.weight_index import ENCODER, ExportWeightsError, load_export_weights
+
+    try:
+        loaded = load_export_weights(directory, encoder, ENCODER)
+    except ExportWeightsError as e:
+        raise CheckpointError(str(e)) from None
+    # An encoder weight no signature reads (the pooler of a tagger) is not in the export.
+    unread = [path for path in loaded["missing"] if "pooler" not in path]
+    if unread:
+        raise CheckpointError(f"{directory} lacks encoder weights: {', '.join(unread)}")
+    return InitResult("export", directory, LoadReport(loaded=loaded["loaded"], missing=loaded["missing"]))
+
+
 def _load_directory(directory: str, encoder) -> InitResult:
+    from albert_tf.export.weight_index import is_export
+
+    if is_export(directory):
+        return _load_export(directory, encoder)
     if os.path.isfile(os.path.join(directory, FINETUNED_MARKER)) and os.path.isfile(os.path.join(directory, FINETUNED_MODEL)):
         return _load_keras_file(os.path.join(directory, FINETUNED_MODEL), encoder)
     if os.path.isfile(os.path.join(directory, PRETRAINING_ENCODER)):
@@ -342,6 +363,9 @@ def config_from_init(init_path: str) -> Optional[AlbertConfig]:
     path = os.fspath(init_path)
     directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
+        exported = os.path.join(path, "assets", ORIGINAL_CONFIG)
+        if os.path.isfile(os.path.join(path, "saved_model.pb")) and os.path.isfile(exported):
+            return AlbertConfig.from_json_file(exported)
         for name in (FINETUNED_MODEL, PRETRAINING_ENCODER):
             if os.path.isfile(os.path.join(path, name)) and (name != FINETUNED_MODEL or os.path.isfile(os.path.join(path, FINETUNED_MARKER))):
                 return _config_of_keras_file(os.path.join(path, name))

@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--config", help="pipeline settings, .yaml or .json (default: the embedded sample job)")
     run.add_argument("--pipeline-root", default=os.path.join(DEFAULT_ROOT, "runs"), help="where artifacts go")
     run.add_argument("--serving-base", help="TF Serving model base to push into (overrides the config's serving_base)")
+    run.add_argument("--warm-start", action="store_true",
+                     help="continue from the latest pushed (blessed) model: its vocabulary, encoder and head (the config's warm_start)")
     run.add_argument("--no-cache", action="store_true", help="re-run every step even when its inputs are unchanged")
     run.add_argument("--no-sample-request", action="store_true", help="skip the closing request through the local server")
     run.add_argument("--verbose", action="store_true",
@@ -93,6 +95,8 @@ def _run(args) -> int:
     settings = _settings(args.config)
     if args.serving_base:
         settings = dataclasses.replace(settings, serving_base=args.serving_base)
+    if args.warm_start:
+        settings = dataclasses.replace(settings, warm_start=True)
     try:
         from pipelines.albert_pipeline import run_local
     except ImportError as e:
@@ -113,6 +117,11 @@ def _run(args) -> int:
     print(f"full log: {result.log_file}")
     if result.data_validation:
         print(f"data validation: {result.data_validation['line']}; report: {result.data_validation['report']}")
+    if settings.warm_start:
+        from albert_tf.pipeline_steps.staging import read_summary
+
+        base = read_summary(result.artifacts["vocabulary"]).get("warm_start")
+        print(f"warm start: from {base['path']}" if base else "warm start: nothing pushed yet, trained from scratch")
     print("\nartifacts:")
     for name in sorted(result.artifacts, key=_ARTIFACT_ORDER.index):
         print(f"  {name:>16s}: {result.artifacts[name]}")

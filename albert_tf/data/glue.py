@@ -194,7 +194,7 @@ def glue_layout(task: str) -> GlueLayout:
 # --- low-level file reading ----------------------------------------------------------------------
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str) -> str:
     """The file as strict UTF-8 (a BOM is dropped); invalid bytes raise naming the line."""
     path = os.fspath(path)
     if "://" in path:
@@ -223,7 +223,7 @@ def _tsv_rows(path: str) -> Iterator[Tuple[int, List[str]]]:
 
     A last empty line (a final newline) is fine; an empty line elsewhere is an error.
     """
-    lines = _read_text(path).split("\n")
+    lines = read_text(path).split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     for number, line in enumerate(lines, 1):
@@ -236,7 +236,7 @@ def _tsv_rows(path: str) -> Iterator[Tuple[int, List[str]]]:
 def _csv_rows(path: str, delimiter: str = ",") -> Iterator[Tuple[int, List[str]]]:
     """`(line_number, fields)` of a delimited file with standard CSV quoting (a quoted field may
     hold delimiters, doubled quotes and newlines), as Python's `csv` and pandas write it."""
-    reader = csv.reader(io.StringIO(_read_text(path), newline=""), delimiter=delimiter, strict=True)
+    reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter=delimiter, strict=True)
     start = 1
     try:
         for row in reader:
@@ -417,7 +417,7 @@ def _read_jsonl(
     path: str, *, text_a: str, text_b: Optional[str], label: Optional[str], guid: Optional[str], on_error: str
 ) -> List[TextExample]:
     collector = _Collector(path, on_error)
-    lines = _read_text(path).split("\n")
+    lines = read_text(path).split("\n")
     if lines and lines[-1].strip() == "":
         lines.pop()
 

@@ -29,7 +29,7 @@ import os
 import re
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-from albert_tf.data.glue import DataFormatError, _read_text
+from albert_tf.data.glue import DataFormatError, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def read_conll(path: str, *, with_tags: bool = True) -> List[TaggedSentence]:
         tokens.clear()
         tags.clear()
 
-    for number, line in enumerate(_read_text(path).split("\n"), 1):
+    for number, line in enumerate(read_text(path).split("\n"), 1):
         stripped = line.strip()
         if not stripped:
             flush()
@@ -199,7 +199,7 @@ def read_peoples_daily(path: str, *, max_sentences: Optional[int] = None) -> Lis
     """
     path = os.fspath(path)
     sentences: List[TaggedSentence] = []
-    for number, line in enumerate(_read_text(path).split("\n"), 1):
+    for number, line in enumerate(read_text(path).split("\n"), 1):
         sentence = parse_peoples_daily_line(line, path, number)
         if sentence is not None:
             sentences.append(sentence)

@@ -51,14 +51,14 @@ def read_unlabeled(family, spec, path: str, column: Optional[str]):
     """The unlabelled examples of the family's type in `path` (`.txt`: a text per line; a table:
     `column`, default the teacher's text column)."""
     if spec.kind == "tagging":
-        from albert_tf.data.glue import _read_text
+        from albert_tf.data.glue import read_text
         from albert_tf.data.tagging import TaggedSentence
         from albert_tf.tasks.tagging import split_with_offsets
 
         if not path.lower().endswith(".txt"):
             raise DistillError(f"--unlabeled for a tagger is a .txt file, one sentence per line: {path}")
         sentences = []
-        for number, line in enumerate(_read_text(path).split("\n"), 1):
+        for number, line in enumerate(read_text(path).split("\n"), 1):
             units = tuple(u for u, _, _ in split_with_offsets(line.strip(), spec.token_unit))
             if units:
                 # Tags are never read: the rows are encoded without labels.

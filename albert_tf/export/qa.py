@@ -117,7 +117,7 @@ class QaGraph:
                 f"sequence length {self.seq} must exceed max_query_length + 3 ({settings['max_query_length'] + 3})"
             )
         # The offsets tokenizer: same model, tensorflow-text's kernel with offsets.
-        self._sp_offsets = tf_text.SentencepieceTokenizer(tokenizer._model_proto, out_type=tf.int32)
+        self._sp_offsets = tf_text.SentencepieceTokenizer(tokenizer.model_proto, out_type=tf.int32)
 
     # --- context: characters, normalized bytes, pieces with character offsets ---------------------
 

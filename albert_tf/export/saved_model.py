@@ -6,8 +6,10 @@ The layout is TF Serving's: `<export_base>/<model_name>/<version>/` with
   tokenization in the graph), with TF Serving's method names on `classify` / `regress` (TF2's
   `tf.saved_model.save` writes `tensorflow/serving/predict` on every signature, so the
   SignatureDefs are rewritten after saving);
-* `assets/`: the vocabulary (`spiece.model` or `vocab.txt`), `albert_config.json` and
-  `export.json` (kind, labels, sequence length, tokenizer settings), for provenance;
+* `assets/`: the vocabulary (`spiece.model` or `vocab.txt`), `albert_config.json`,
+  `export.json` (kind, labels, sequence length, tokenizer settings), for provenance, and
+  `weights.json` (`albert_tf.export.weight_index`: which Keras weight each checkpointed variable
+  is, so that `from_pretrained`, `--init` and the pipeline's warm start read a version back);
 * `assets.extra/tf_serving_warmup_requests`: one warmup request per signature, and for a
   length-aware export without `tflite=` (`length_bucket`, default 16) one per length bucket of each text signature.
   With a `model.tflite` only the `tokens` request, which TF Serving replays on it too;
@@ -37,7 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from albert_tf import file_io
-from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup
+from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup, weight_index
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET
 
 logger = logging.getLogger(__name__)
@@ -111,7 +113,7 @@ def _write_assets(directory: str, module: signatures.ServingModule, extra_assets
     if tokenizer.is_sentencepiece:
         vocab_file = SENTENCEPIECE_ASSET
         with open(os.path.join(assets, vocab_file), "wb") as f:
-            f.write(tokenizer._model_proto)
+            f.write(tokenizer.model_proto)
     else:
         vocab_file = WORDPIECE_ASSET
         with open(os.path.join(assets, vocab_file), "w", encoding="utf-8") as f:
@@ -140,6 +142,7 @@ def _write_assets(directory: str, module: signatures.ServingModule, extra_assets
     with open(os.path.join(assets, EXPORT_INFO_FILE), "w", encoding="utf-8") as f:
         json.dump(info, f, indent=2, sort_keys=True, ensure_ascii=False)
         f.write("\n")
+    weight_index.write_weight_index(assets, module.exported_variables, module.model, encoder)
     for path in extra_assets:
         shutil.copyfile(path, os.path.join(assets, os.path.basename(path)))
 

@@ -91,7 +91,7 @@ class TaggingGraph:
 
     def __init__(self, model, tokenizer, tags: Sequence[str], settings: Dict, length_bucket: Optional[int] = None):
         from albert_tf.data.tagging import TagVocab
-        from albert_tf.metrics import _split_tag
+        from albert_tf.metrics import split_tag
 
         vocab = TagVocab(tags)
         if len(vocab) != int(model.num_labels):
@@ -102,7 +102,7 @@ class TaggingGraph:
         self.seq = int(tokenizer.sequence_length)
         self.length_bucket = check_length_bucket(length_bucket)
         self.tags = list(vocab.tags)
-        split = [_split_tag(tag) for tag in self.tags]
+        split = [split_tag(tag) for tag in self.tags]
         types = sorted({kind for prefix, kind in split if prefix != "O"})
         self._tag_table = tf.constant(self.tags, tf.string)
         self._prefix_table = tf.constant([_PREFIX_CODES[prefix] for prefix, _ in split], tf.int32)

@@ -44,6 +44,8 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
+from albert_tf.runtime_env import native_notices_dropped
+
 TFLITE_FILE = "model.tflite"
 MODE_DYNAMIC_INT8 = "dynamic-int8"
 MODE_FLOAT32 = "float32"
@@ -59,6 +61,12 @@ TOLERANCES = {
 }
 CHECK_BATCH = 4
 _PROBABILITY_OUTPUTS = ("probabilities", "scores", "sop_probabilities")
+# What the converter and the LiteRT interpreter log on every conversion, whatever the settings:
+# options the new converter ignores, and the CPU delegate it always creates.
+CONVERTER_NOTICES = (
+    re.compile(r"tf_tfl_flatbuffer_helpers\.cc:\d+\] Ignored (output_format|drop_control_dependency)\.$"),
+    re.compile(r"^INFO: Created TensorFlow Lite XNNPACK delegate for CPU\.$"),
+)
 _NON_BUILTIN_OP = re.compile(r"'(tf\.[A-Za-z0-9_]+)' op is neither a custom op nor a flex op")
 
 
@@ -367,15 +375,16 @@ def write_tflite(directory: str, module, mode: str) -> Dict[str, Any]:
 
     check_request(module.kind, mode)
     path = os.path.join(directory, TFLITE_FILE)
-    file_io.atomic_write_bytes(path, convert(module, mode), makedirs=True)
-    bad = _non_builtin(model_ops(path))
-    if bad:
-        raise TfliteExportError(f"{path} has non-builtin ops: {', '.join(bad)}")
-    model = TfliteModel(path, vocab_size=module.vocab_size)
-    inputs = check_inputs(module)
-    tokens = module.signatures()["tokens"]
-    reference = {k: v.numpy() for k, v in tokens(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
-    stats = compare_outputs(reference, model(inputs), mode)
+    with native_notices_dropped(CONVERTER_NOTICES):
+        file_io.atomic_write_bytes(path, convert(module, mode), makedirs=True)
+        bad = _non_builtin(model_ops(path))
+        if bad:
+            raise TfliteExportError(f"{path} has non-builtin ops: {', '.join(bad)}")
+        model = TfliteModel(path, vocab_size=module.vocab_size)
+        inputs = check_inputs(module)
+        tokens = module.signatures()["tokens"]
+        reference = {k: v.numpy() for k, v in tokens(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
+        stats = compare_outputs(reference, model(inputs), mode)
     return {
         "file": TFLITE_FILE,
         "mode": mode,

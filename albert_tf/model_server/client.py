@@ -113,7 +113,7 @@ def _rest_call(server: str, path: str, body: Optional[Dict[str, Any]], timeout: 
         raise ServingClientError("UNAVAILABLE", f"cannot reach a REST server at {server}: {reason}") from None
 
 
-def _grpc_call(server: str, stub_name: str, method: str, request, timeout: float):
+def grpc_call(server: str, stub_name: str, method: str, request, timeout: float):
     import grpc
     from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
@@ -259,7 +259,7 @@ def _predict_strings(server, model, inputs, protocol, signature, version, timeou
     for name, values in inputs.items():
         array = values if isinstance(values, np.ndarray) else np.array(values, dtype=object)
         request.inputs[name].CopyFrom(tf.make_tensor_proto(array))
-    response = _grpc_call(server, "prediction", "Predict", request, timeout)
+    response = grpc_call(server, "prediction", "Predict", request, timeout)
     return {k: tf.make_ndarray(v) for k, v in response.outputs.items()}
 
 
@@ -278,7 +278,7 @@ def model_status(server: str, model: str, protocol: str = "grpc", version: Optio
     request.model_spec.name = model
     if version is not None:
         request.model_spec.version.value = int(version)
-    response = _grpc_call(server, "model", "GetModelStatus", request, timeout)
+    response = grpc_call(server, "model", "GetModelStatus", request, timeout)
     return [
         {
             "version": s.version,
@@ -301,7 +301,7 @@ def model_metadata(server: str, model: str, protocol: str = "grpc", timeout: flo
 
     request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
     request.model_spec.name = model
-    response = _grpc_call(server, "prediction", "GetModelMetadata", request, timeout)
+    response = grpc_call(server, "prediction", "GetModelMetadata", request, timeout)
     signature_map = get_model_metadata_pb2.SignatureDefMap()
     response.metadata["signature_def"].Unpack(signature_map)
     as_dict = json_format.MessageToDict(signature_map, preserving_proto_field_name=True)

@@ -172,9 +172,3 @@ class SessionServable:
     def close(self) -> None:
         self._closed = True
         self.session.close()
-
-
-
-
-def is_saved_model_dir(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, "saved_model.pb")) or os.path.isfile(os.path.join(path, "saved_model.pbtxt"))

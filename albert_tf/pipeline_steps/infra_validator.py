@@ -69,7 +69,7 @@ def _stop(process, log) -> None:
 
 
 def _replay(grpc_address: str, logs, timeout_s: float) -> List[Dict[str, Any]]:
-    from albert_tf.model_server.client import ServingClientError, _grpc_call
+    from albert_tf.model_server.client import ServingClientError, grpc_call
 
     methods = {"predict_log": "Predict", "classify_log": "Classify", "regress_log": "Regress"}
     results = []
@@ -80,7 +80,7 @@ def _replay(grpc_address: str, logs, timeout_s: float) -> List[Dict[str, Any]]:
         request = getattr(log, kind).request
         start = time.perf_counter()
         try:
-            _grpc_call(grpc_address, "prediction", methods[kind], request, timeout_s)
+            grpc_call(grpc_address, "prediction", methods[kind], request, timeout_s)
         except ServingClientError as e:
             raise InfraValidationError(f"warmup record {index} ({methods[kind]}, signature "
                                        f"{request.model_spec.signature_name!r}) failed: {e}") from None

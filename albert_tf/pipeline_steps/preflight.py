@@ -86,4 +86,24 @@ def check_pipeline(settings, pipeline_root: str) -> None:
                     find_split_file(task_data, name)
                 except (FileNotFoundError, ValueError) as e:
                     raise PreflightError(f"the settings' task_data: {e}") from None
+    if settings.warm_start and not is_remote(settings.serving_base):
+        check_warm_start(settings)
+
+
+def check_warm_start(settings) -> None:
+    """The model a warm-started run continues from can be continued: an albert-tf classifier
+    export with a weight index, of the settings' architecture (the data's labels are checked by
+    the Trainer, once ExampleGen has read them)."""
+    from albert_tf.pipeline_steps.settings import albert_config_for
+    from albert_tf.pipeline_steps.warm_start import WarmStartError, base_config, check_architecture, resolve_base
+
+    try:
+        base = resolve_base(settings.serving_base, settings.model_name)
+        if base is None:
+            return
+        # The run's vocabulary is the base's, so is its size.
+        vocab_size = base_config(base["path"]).vocab_size
+        check_architecture(base["path"], albert_config_for(settings.model, vocab_size, settings.max_seq_length))
+    except WarmStartError as e:
+        raise PreflightError(str(e)) from None
 

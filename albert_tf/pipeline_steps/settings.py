@@ -155,6 +155,10 @@ class PipelineSettings:
             statistics (the next span's drift baseline) are kept; unset: `data_validation`
             beside `serving_base`.
         seed: Seeds every random choice of the run.
+        warm_start: Continue from the latest pushed (blessed) model under
+            `serving_base/model_name`: its vocabulary, its encoder (continued pretraining) and its
+            classifier head (`albert_tf.pipeline_steps.warm_start`), TFX's continuous training. With
+            nothing pushed yet the run starts from scratch.
         distill: The optional Distiller after the Trainer (`DistillStepSettings` fields, e.g.
             `{enabled: true, student: "shared:1", teacher_margin: 0.02}`); off by default, and
             then the pipeline is exactly the one without it.
@@ -206,6 +210,7 @@ class PipelineSettings:
     statistics_store: Optional[str] = None
     seed: int = 12345
     deterministic: bool = True
+    warm_start: bool = False
     distill: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):

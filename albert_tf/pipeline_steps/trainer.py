@@ -65,6 +65,8 @@ def run_pretrainer(
 ) -> Dict[str, Any]:
     """Pretrains the encoder (MLM + SOP, LAMB) on the Transform output; returns the summary.
 
+    A warm-started run (the vocabulary's `warm_start`) continues from the base model's encoder.
+
     `deterministic`: the same inputs and seed give the same weights (`deterministic_op_kernels`).
     """
     from albert_tf.data.tfrecords import make_pretraining_dataset
@@ -72,6 +74,11 @@ def run_pretrainer(
 
     info = read_summary(transform_dir)
     vocab = read_summary(vocab_dir)
+    base = vocab_gen.warm_start_base(vocab_dir)
+    if base is not None:
+        from albert_tf.pipeline_steps.warm_start import check_architecture
+
+        check_architecture(base, albert_config)
     # The output carries its tokenizer, so that `from_pretrained` and `finetune --init` load it alone.
     tokenizer = TokenizerFile(vocab["type"], vocab_gen.tokenizer_file(vocab_dir), bool(vocab["lower_case"]))
     files = transform.pretraining_files(transform_dir)
@@ -97,6 +104,7 @@ def run_pretrainer(
             verbose=0,
             deterministic_ops=deterministic_op_kernels(deterministic),
             tokenizer=tokenizer,
+            init_checkpoint=base,
         )
         result = run_pretraining(
             config, lambda: make_pretraining_dataset(files, seq, predictions, batch_size, is_training=True, seed=seed)
@@ -107,6 +115,7 @@ def run_pretrainer(
             "final_metrics": {k: float(v) for k, v in last.items() if isinstance(v, (int, float)) and k != "step"},
             "albert_config": albert_config.to_dict(),
             "vocab": read_summary(vocab_dir),
+            "warm_start": base,
         }
         write_summary(staging, summary)
     return summary
@@ -149,9 +158,13 @@ def train_classifier(
     bias_correction: bool = False,
     warmup_fraction: float = 0.1,
     deterministic: bool = False,
+    warm_start: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Fine-tunes a classifier on unbatched feature datasets and exports it; the shared core of the
     Trainer component and the TFX user module.
+
+    `warm_start`: a pushed version (`albert_tf.pipeline_steps.warm_start`) whose classifier head
+    the model starts from (the encoder comes from `init`); its labels must be `labels`.
 
     `deterministic`: switch TensorFlow's op determinism on where the kernels need it
     (`deterministic_op_kernels`; process-wide, as TensorFlow has it).
@@ -180,6 +193,11 @@ def train_classifier(
 
         tf.config.experimental.enable_op_determinism()
     vocab_info = read_summary(vocab_dir)
+    if warm_start is not None:
+        from albert_tf.pipeline_steps.warm_start import check_architecture, check_labels, load_head
+
+        check_architecture(warm_start, albert_config)
+        check_labels(warm_start, labels)
     spec = _task_spec(labels, max_seq_length, vocab_info, pair)
     steps = max(1, math.ceil(epochs * num_train / batch_size))
     init_source: Dict[str, str] = {}
@@ -189,7 +207,11 @@ def train_classifier(
         if init:
             result = init_encoder(encoder, init)
             init_source.update(kind=result.kind, source=result.source)
-        return task_family(spec).build_model(encoder, spec, {"dropout": 0.1, "pooling": pooling})
+        model = task_family(spec).build_model(encoder, spec, {"dropout": 0.1, "pooling": pooling})
+        if warm_start is not None:
+            load_head(warm_start, model)
+            init_source.update(warm_start=warm_start)
+        return model
 
     def save_assets(directory: str, model) -> None:
         def results():
@@ -282,7 +304,8 @@ def run_trainer(
     warmup_fraction: float = 0.1,
     deterministic: bool = True,
 ) -> Dict[str, Any]:
-    """Fine-tunes on the Transform features, starting from the Pretrainer's encoder.
+    """Fine-tunes on the Transform features, starting from the Pretrainer's encoder (and, in a
+    warm-started run, the base model's classifier head).
 
     `deterministic`: the same inputs and seed give the same model (`deterministic_op_kernels`).
     """
@@ -310,6 +333,7 @@ def run_trainer(
         bias_correction=bias_correction,
         warmup_fraction=warmup_fraction,
         deterministic=deterministic,
+        warm_start=vocab_gen.warm_start_base(vocab_dir),
     )
 
 

@@ -3,13 +3,18 @@
 Trained on the corpus's train split and the labelled train texts (the fine-tuning domain must be
 covered too); the eval splits are never seen. Output: `spm.model` + `spm.vocab`, or `vocab.txt`,
 and `summary.json` with the tokenizer settings every later step reads (`tokenizer_spec`).
+
+A warm-started run (`warm_start`, `albert_tf.pipeline_steps.warm_start`) trains no vocabulary: it
+takes the latest pushed model's, whose embedding rows belong to its pieces, and records that base
+as the summary's `warm_start` for the Pretrainer and Trainer.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from albert_tf.pipeline_steps import example_gen
 from albert_tf.pipeline_steps.staging import read_summary, staged_directory, write_summary
@@ -27,9 +32,25 @@ def run_vocab_gen(
     vocab_size: int = 30000,
     lower_case: bool = True,
     seed: int = 12345,
+    warm_start: bool = False,
+    serving_base: str = "",
+    model_name: str = "",
 ) -> Dict[str, Any]:
-    """Trains the vocabulary into `output_dir`; returns its summary (type, file, size, lower_case)."""
+    """Trains the vocabulary into `output_dir`; returns its summary (type, file, size, lower_case).
+
+    With `warm_start` and a model pushed under `<serving_base>/<model_name>`, its vocabulary is
+    taken instead (`vocab_type`, `vocab_size` and `lower_case` are then the base's) and the summary's
+    `warm_start` names the base; with nothing pushed yet, `warm_start` is None and the run starts
+    from scratch.
+    """
     from albert_tf.tokenization import build_wordpiece_vocab, train_sentencepiece
+
+    if warm_start:
+        from albert_tf.pipeline_steps.warm_start import resolve_base
+
+        base = resolve_base(serving_base, model_name)
+        if base is not None:
+            return _base_vocabulary(base, output_dir)
 
     lines = []
     for row in example_gen.read_split(corpus_dir, "train", example_gen.CORPUS_FILE):
@@ -51,8 +72,30 @@ def run_vocab_gen(
             else:
                 raise ValueError(f"vocab_type must be 'sentencepiece' or 'wordpiece', got {vocab_type!r}")
         summary = {"type": vocab_type, "file": file_name, "vocab_size": int(size), "lower_case": bool(lower_case), "lines": len(lines)}
+        if warm_start:
+            summary["warm_start"] = None  # asked for, but nothing is pushed yet
         write_summary(staging, summary)
     return summary
+
+
+def _base_vocabulary(base: Dict[str, Any], output_dir: str) -> Dict[str, Any]:
+    from albert_tf.pipeline_steps.warm_start import base_tokenizer
+
+    source, info = base_tokenizer(base["path"])
+    file_name = SPM_PREFIX + ".model" if info["type"] == "sentencepiece" else WORDPIECE_FILE
+    with staged_directory(output_dir) as staging:
+        shutil.copyfile(source, os.path.join(staging, file_name))
+        summary = {"type": info["type"], "file": file_name, "lower_case": bool(info["lower_case"]), "lines": 0,
+                   "warm_start": base}
+        summary["vocab_size"] = int(_load(staging, summary).vocab_size)
+        write_summary(staging, summary)
+    return summary
+
+
+def warm_start_base(vocab_dir: str) -> Optional[str]:
+    """The base model a warm-started run continues from (VocabGen resolved it), or None."""
+    base = read_summary(vocab_dir).get("warm_start")
+    return base["path"] if base else None
 
 
 def tokenizer_file(vocab_dir: str) -> str:
@@ -61,9 +104,12 @@ def tokenizer_file(vocab_dir: str) -> str:
 
 def load_tokenizer(vocab_dir: str):
     """The Python tokenizer of a VocabGen output."""
+    return _load(vocab_dir, read_summary(vocab_dir))
+
+
+def _load(vocab_dir: str, info: Dict[str, Any]):
     from albert_tf.tokenization import SentencePieceTokenizer, WordPieceTokenizer
 
-    info = read_summary(vocab_dir)
     cls = SentencePieceTokenizer if info["type"] == "sentencepiece" else WordPieceTokenizer
     return cls(os.path.join(vocab_dir, info["file"]), lower_case=info["lower_case"])
 

@@ -608,11 +608,11 @@ class ClassificationFamily(_TableFamily):
     def examples_from_file(self, spec, path):
         """A TSV/CSV/JSONL table with the training columns, in the file's own format, or `.txt`
         with one text per line."""
-        from albert_tf.data.glue import DataFormatError, TextExample, _read_text, detect_file_format, glue_layout, read_table
+        from albert_tf.data.glue import DataFormatError, TextExample, read_text, detect_file_format, glue_layout, read_table
 
         try:
             if path.lower().endswith(".txt"):
-                lines = _read_text(path).split("\n")
+                lines = read_text(path).split("\n")
                 examples = [TextExample(l.rstrip("\r"), None, None, path, n, str(n - 1)) for n, l in enumerate(lines, 1) if l.strip()]
                 if spec.is_pair:
                     raise TaskError(f"{spec.task} is a pair task: give a .tsv/.csv/.jsonl --input with both text columns")
@@ -774,12 +774,12 @@ class TaggingFamily(_TableFamily):
     def examples_from_file(self, spec, path):
         """`.txt`: one sentence per line; else CoNLL columns (the first is the token; tags, if
         any, are ignored)."""
-        from albert_tf.data.glue import DataFormatError, _read_text
+        from albert_tf.data.glue import DataFormatError, read_text
         from albert_tf.data.tagging import read_conll
 
         try:
             if path.lower().endswith(".txt"):
-                texts = [l for l in _read_text(path).split("\n") if l.strip()]
+                texts = [l for l in read_text(path).split("\n") if l.strip()]
                 if not texts:
                     raise TaskError(f"{path} has no text")
                 return self.examples_from_texts(spec, texts, None)

@@ -43,9 +43,9 @@ model with identical predictions (import `albert_tf.tasks.text_models`, or the c
 first: it registers the classes, as importing keras-hub does for its tasks).
 `model.export(export_base)` writes the TF Serving SavedModel with
 `albert_tf.export.export_saved_model`, the code behind `albert-tf export`, so that the signatures
-are the ones the command writes for the same task (classifier, regressor, SQuAD v1); tagging and
-multiple choice are exported as soon as that code serves their task models, and until then
-`export` raises a `ValueError` saying which models it can export.
+are the ones the command writes for the same task: classifier, regressor, tagger, multiple choice
+and question answerer alike. The export's `assets/weights.json` makes the version a checkpoint
+again: `from_pretrained` reads its encoder.
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ _NAMED_VOCABULARIES = (
     ("vocab_chinese.txt", WORDPIECE),  # the original Chinese releases
 )
 _LOOKED_FOR = (
-    "task.json's tokenizer, tokenizer.json, assets/tokenizer/vocabulary.spm (keras-hub), spiece.model, "
+    "task.json's tokenizer, tokenizer.json, assets/tokenizer/vocabulary.spm (keras-hub), an export's "
+    "assets/export.json, spiece.model, "
     "30k-clean.model, spm.model, *.model, vocab.txt, vocab_chinese.txt, assets/*.model (TF-Hub)"
 )
 # Sub-directories of a layout whose tokenizer sits one level up.
@@ -100,7 +101,7 @@ class PretrainedNotFoundError(ValueError):
 # What `from_pretrained` reads, for its error messages.
 PRETRAINED_LAYOUTS = (
     "an albert-tf output (`albert-tf pretrain` / `finetune`, the pipeline's pretrained_model or "
-    "trained_model/model), a TF1 release directory (albert_config.json, model.ckpt-*, 30k-clean.model), a "
+    "trained_model/model, an `albert-tf export` or pushed version), a TF1 release directory (albert_config.json, model.ckpt-*, 30k-clean.model), a "
     "TF-Hub module, a Hugging Face directory (config.json, model.safetensors, spiece.model) or a keras-hub preset"
 )
 
@@ -151,7 +152,7 @@ def _described_tokenizer(directory: str, file_name: str) -> Optional[Tuple[str, 
     values = _read_json(os.path.join(directory, file_name))
     if values is None:
         return None
-    entry = values.get("tokenizer", values) if file_name == "task.json" else values
+    entry = values.get("tokenizer", values) if file_name in ("task.json", "export.json") else values
     if not isinstance(entry, dict) or entry.get("type") not in (SENTENCEPIECE, WORDPIECE) or not entry.get("file"):
         return None
     path = os.path.join(directory, os.path.basename(str(entry["file"])))
@@ -205,6 +206,7 @@ def find_tokenizer_file(path: Union[str, os.PathLike]) -> Tuple[str, str, Option
                     found = kind, os.path.join(candidate, relative), None
                     break
         found = found or _described_tokenizer(candidate, "tokenizer.json")
+        found = found or _described_tokenizer(os.path.join(candidate, "assets"), "export.json")
         found = found or _files_in(candidate) or _files_in(os.path.join(candidate, "assets"))
         if found is not None:
             return found
@@ -254,18 +256,13 @@ def resolve_pretrained(
     """
     from albert_tf.checkpoints.any_format import config_from_init
     from albert_tf.config import AlbertConfig, load_config
+    from albert_tf.export.weight_index import is_export
 
     path = os.fspath(path)
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise _not_found(path)
-    if os.path.isfile(os.path.join(path, "saved_model.pb")) and os.path.isfile(os.path.join(path, "assets", "export.json")):
-        raise PretrainedNotFoundError(
-            f"{path} is an albert-tf TF Serving export (serve it with `albert-tf serve` or TF Serving): its weights "
-            "are stored for serving, not for from_pretrained; pass the directory it was exported from (the "
-            "`albert-tf finetune --model-dir`, or the pipeline's trained_model/model)"
-        )
     weights = path
-    if os.path.isdir(path) and _is_tfhub_module(path):
+    if os.path.isdir(path) and _is_tfhub_module(path) and not is_export(path):
         weights = os.path.join(path, "variables")
     if isinstance(config, AlbertConfig):
         resolved = config
@@ -835,7 +832,7 @@ def python_tokenizer(preprocessor: AlbertTokenizerLayer):
     preprocessor._check_vocabulary_loaded()
     if preprocessor.is_sentencepiece:
         return SentencePieceTokenizer(
-            model_proto=preprocessor._model_proto, lower_case=preprocessor.lower_case,
+            model_proto=preprocessor.model_proto, lower_case=preprocessor.lower_case,
             keep_accents=preprocessor.keep_accents, normalize_quotes=preprocessor.normalize_quotes,
         )
     vocab = {token: i for i, token in enumerate(preprocessor._wordpiece_tokens)}
@@ -1067,8 +1064,7 @@ class AlbertTextTagger(AlbertTextTask):
         """Writes the TF Serving SavedModel (`albert_tf.export.tagging`: text in, entities with
         character spans out, plus the `tokens` signature) through `export_saved_model`."""
         kwargs.setdefault("task_settings", {"token_unit": self.token_unit})
-        return _export_if_supported(self, export_base, model_name, version, "token tagging", labels=self.tags,
-                                    **kwargs)
+        return _export(self, export_base, model_name, version, labels=self.tags, **kwargs)
 
     def get_config(self):
         config = self._base_config()
@@ -1092,21 +1088,10 @@ def _padded_concat(values, length: int) -> np.ndarray:
     return np.pad(values, [(0, 0), (0, length - values.shape[1])] + [(0, 0)] * (values.ndim - 2))
 
 
-EXPORTABLE = "AlbertTextClassifier, AlbertTextRegressor, AlbertTextTagger, AlbertMultipleChoice and AlbertQuestionAnswerer"
-
-
-def _export_if_supported(model, export_base, model_name, version, what: str, **kwargs):
-    """`export_saved_model` for a task model the export code may not serve yet."""
-    from albert_tf.export import signatures
+def _export(model, export_base, model_name, version, **kwargs):
+    """`export_saved_model` of a raw-text model's task model and tokenizer, length-aware by default."""
     from albert_tf.export.saved_model import export_saved_model
 
-    try:
-        signatures.model_kind(model.task_model)
-    except TypeError:
-        raise ValueError(
-            f"{what} cannot be exported yet: albert_tf.export has no serving signature for a "
-            f"{type(model.task_model).__name__}; the text models it exports are {EXPORTABLE}"
-        ) from None
     kwargs.setdefault("length_bucket", model.length_bucket)
     return export_saved_model(model.task_model, model.preprocessor, os.fspath(export_base), model_name or model.name,
                               version, **kwargs)
@@ -1236,7 +1221,7 @@ class AlbertMultipleChoice(AlbertTextTask):
     def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, **kwargs):
         """Writes the TF Serving SavedModel (`albert_tf.export.multiple_choice`: `text`, `question`,
         `choices` in, choice scores out, plus the `tokens` signature) through `export_saved_model`."""
-        return _export_if_supported(self, export_base, model_name, version, "multiple choice", **kwargs)
+        return _export(self, export_base, model_name, version, **kwargs)
 
     def get_config(self):
         config = self._base_config()

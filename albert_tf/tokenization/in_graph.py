@@ -368,6 +368,11 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         return self._model_proto is not None
 
     @property
+    def model_proto(self) -> Optional[bytes]:
+        """The serialized SentencePiece model (None for WordPiece): what exports write as their asset."""
+        return self._model_proto
+
+    @property
     def vocab_size(self) -> int:
         """Number of token ids."""
         return self._vocab_size

@@ -255,6 +255,10 @@ class PretrainingRunConfig:
             "offline"}`` (the records carry their masks), or ``{"mode": "on-the-fly", ...}`` with
             the `MaskingConfig` fields (`masking_record`). The dataset function does the masking;
             this field only records it, so that a run says how it was trained (None: not stated).
+        init_checkpoint: Start the encoder from this checkpoint (any layout
+            `albert_tf.checkpoints.any_format.init_encoder` reads: continued pretraining) rather
+            than from random weights; the heads start fresh. A resumed run restores its own
+            checkpoint instead. None: from scratch.
     """
 
     model_dir: str
@@ -283,6 +287,7 @@ class PretrainingRunConfig:
     deterministic_ops: bool = False
     tokenizer: Optional[TokenizerFile] = None
     masking: Optional[Dict[str, Any]] = None
+    init_checkpoint: Optional[str] = None
 
     def __post_init__(self):
         self.validate()
@@ -1106,6 +1111,11 @@ def run_pretraining(
         )
     if restored_from:
         logger.info("restored %s (step %d)", restored_from, initial_step)
+    elif config.init_checkpoint:
+        from albert_tf.checkpoints.any_format import init_encoder
+
+        init_encoder(model.encoder, config.init_checkpoint)
+        logger.info("encoder initialised from %s", config.init_checkpoint)
 
     metrics_log = MetricsLog(os.path.join(model_dir, METRICS_FILE)) if chief else None
     run_config_path = os.path.join(model_dir, RUN_CONFIG_FILE)
