@@ -240,6 +240,11 @@ def test_tfx_run_fn(tmp_path, tiny_spm_model):
     assert set(np.char.decode(outputs["label"].numpy().astype(bytes)).tolist()) <= {"0", "1"}
     assert os.path.isfile(os.path.join(fn_args.model_run_dir, "training", "model", "task.json"))
 
+    # TFX's warm start: a Resolver's latest blessed model arrives as `fn_args.base_model`.
+    warm = types.SimpleNamespace(**{**vars(fn_args), "serving_model_dir": str(tmp_path / "serving_model_2"),
+                                    "model_run_dir": str(tmp_path / "run_2"), "base_model": fn_args.serving_model_dir})
+    assert run_fn(warm)["init"]["warm_start"] == fn_args.serving_model_dir
+
     with pytest.raises(ValueError, match="custom_config lacks tokenizer"):
         run_fn(types.SimpleNamespace(**{**vars(fn_args), "custom_config": {}}))
     shutil.rmtree(fn_args.serving_model_dir)

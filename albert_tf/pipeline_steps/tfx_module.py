@@ -9,6 +9,10 @@ the raw text and a string label. TFX calls `run_fn` with its `FnArgs`; the field
 * `serving_model_dir`: where the SavedModel goes (TF Serving's signatures, raw text in);
 * `model_run_dir`: the fine-tuning run's own files (the `albert-tf finetune` layout, logs);
 * `train_steps`: optimizer updates (None or 0: `custom_config["epochs"]` passes);
+* `base_model` (optional): the latest blessed model's serving directory, which TFX's Trainer
+  passes when a `LatestBlessedModelStrategy` Resolver feeds its `base_model` input: the run then
+  warm-starts from it (its encoder and classifier head; `albert_tf.pipeline_steps.warm_start`),
+  and `custom_config["tokenizer"]` must be the vocabulary it was trained with;
 * `custom_config`: a dict with
     - `tokenizer` (required): a SentencePiece `.model` or WordPiece `vocab.txt` path;
     - `lower_case` (default True), `max_seq_length` (128);
@@ -112,6 +116,23 @@ def _albert_config(value, init, vocab_size: int):
     return config.replace(vocab_size=vocab_size) if config.vocab_size < vocab_size else config
 
 
+def _base_model(path, vocab_dir: str):
+    """The base model of a warm-started run (TFX's `fn_args.base_model`), checked against the
+    run's vocabulary; None when there is none."""
+    if not path:
+        return None
+    from albert_tf.export.weight_index import is_export
+    from albert_tf.pipeline_steps.warm_start import base_tokenizer
+
+    if not is_export(path):
+        raise ValueError(f"base_model {path} is not an albert-tf export (no assets/export.json)")
+    with open(base_tokenizer(path)[0], "rb") as a, open(vocab_gen.tokenizer_file(vocab_dir), "rb") as b:
+        if a.read() != b.read():
+            raise ValueError(f"base_model {path} was trained with another vocabulary than custom_config's tokenizer; "
+                             "pass the base model's (its assets/ holds it)")
+    return path
+
+
 def run_fn(fn_args) -> Dict[str, Any]:
     """Trains on `fn_args.train_files`, selects on `eval_files`, exports to `serving_model_dir`."""
     from albert_tf.pipeline_steps import transform, trainer
@@ -140,6 +161,7 @@ def run_fn(fn_args) -> Dict[str, Any]:
     if os.path.isdir(training_dir):
         shutil.rmtree(training_dir)  # a retried Trainer starts over in its own run directory
     recipe = recommended_recipe(albert_config)
+    base = _base_model(getattr(fn_args, "base_model", None), vocab_dir)
     summary = trainer.train_classifier(
         examples_dataset(train_features),
         examples_dataset(eval_features),
@@ -151,7 +173,8 @@ def run_fn(fn_args) -> Dict[str, Any]:
         albert_config=albert_config,
         model_name=config.get("model_name", "albert"),
         max_seq_length=seq,
-        init=config.get("init"),
+        init=config.get("init") or base,
+        warm_start=base,
         epochs=epochs,
         batch_size=batch_size,
         learning_rate=float(config.get("learning_rate", recipe.learning_rate)),
