@@ -82,10 +82,11 @@ def test_head_only_leaves_the_encoder_alone(exported, tiny_config):
 def test_refusals_are_one_line(exported, tmp_path, tiny_config):
     import shutil
 
+    from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.export.weight_index import ENCODER, ExportWeightsError, load_export_weights
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tasks.text_models import AlbertTextClassifier
+    from albert_tf.tasks.text_models import AlbertTextClassifier, PretrainedNotFoundError
 
     _, path = exported
     wide = AlbertEncoder.from_albert_config(tiny_config.replace(num_hidden_groups=2))
@@ -95,9 +96,12 @@ def test_refusals_are_one_line(exported, tmp_path, tiny_config):
     old = tmp_path / "old"
     shutil.copytree(path, old)
     os.remove(old / "assets" / "weights.json")
-    with pytest.raises(CheckpointError, match="export the model again") as raised:
+    with pytest.raises(PretrainedNotFoundError, match="export the model again") as raised:
         AlbertTextClassifier.from_pretrained(str(old), num_classes=2, sequence_length=SEQ)
     assert "\n" not in str(raised.value)
+    encoder = AlbertEncoder.from_albert_config(tiny_config)
+    with pytest.raises(CheckpointError, match="export the model again"):
+        init_encoder(encoder, str(old))
 
 
 def test_warm_start_resolves_the_newest_version_and_checks_it(exported, tmp_path, tiny_config):

@@ -97,5 +97,7 @@ def test_from_pretrained_says_what_it_tried_and_what_it_reads(tmp_path, monkeypa
     (export / "assets").mkdir(parents=True)
     (export / "saved_model.pb").write_bytes(b"")
     (export / "assets" / "export.json").write_text("{}")
-    with pytest.raises(PretrainedNotFoundError, match="TF Serving export .* pass the directory it was exported from"):
+    # An export is read back through its weight index; one without it says so, and what to pass instead.
+    with pytest.raises(PretrainedNotFoundError, match="TF Serving export, but .* without assets/weights.json .* pass "
+                                                      "the directory it was exported from"):
         resolve_pretrained(str(export))

@@ -67,9 +67,9 @@ def read_weight_index(version_dir: str) -> Dict[str, Any]:
             index = json.load(f)
     except FileNotFoundError:
         raise ExportWeightsError(
-            f"{version_dir} was exported without {WEIGHT_INDEX_ASSET} (by an albert-tf older than its weight "
-            "index), so its weights cannot be read back; export the model again, or pass the directory it was "
-            "exported from"
+            f"{version_dir} was exported without assets/{WEIGHT_INDEX_ASSET} (by an albert-tf older than its "
+            "weight index), so its weights cannot be read back; export the model again, or pass the directory it "
+            "was exported from"
         ) from None
     except (OSError, ValueError) as e:
         raise ExportWeightsError(f"{path} is not readable: {e}") from None

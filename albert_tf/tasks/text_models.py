@@ -256,11 +256,16 @@ def resolve_pretrained(
     """
     from albert_tf.checkpoints.any_format import config_from_init
     from albert_tf.config import AlbertConfig, load_config
-    from albert_tf.export.weight_index import is_export
+    from albert_tf.export.weight_index import ExportWeightsError, is_export, read_weight_index
 
     path = os.fspath(path)
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise _not_found(path)
+    if is_export(path):
+        try:
+            read_weight_index(path)
+        except ExportWeightsError as e:
+            raise PretrainedNotFoundError(f"{path} is an albert-tf TF Serving export, but {e}") from None
     weights = path
     if os.path.isdir(path) and _is_tfhub_module(path) and not is_export(path):
         weights = os.path.join(path, "variables")
