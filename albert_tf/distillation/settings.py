@@ -10,11 +10,12 @@ import dataclasses
 import os
 from typing import Optional
 
+from albert_tf.kinds import SPEC_CLASSIFICATION, SPEC_REGRESSION, SPEC_TAGGING
 from albert_tf.tasks.errors import TaskError
 
 TRANSFERS = ("none", "hidden", "attention")
 # The task kinds a student can be distilled for; SQuAD / RACE heads are refused.
-DISTILLABLE_KINDS = ("classification", "regression", "tagging")
+DISTILLABLE_KINDS = (SPEC_CLASSIFICATION, SPEC_REGRESSION, SPEC_TAGGING)
 
 
 class DistillError(TaskError):

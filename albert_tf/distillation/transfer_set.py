@@ -15,6 +15,7 @@ import numpy as np
 
 from albert_tf.distillation.objective import LABEL_WEIGHT, TEACHER_OUTPUTS
 from albert_tf.distillation.settings import DistillError
+from albert_tf.kinds import SPEC_REGRESSION, SPEC_TAGGING
 from albert_tf.tasks.errors import TaskError
 
 
@@ -50,7 +51,7 @@ def split_labeled(examples: List[Any], max_labeled: Optional[int], seed: int):
 def read_unlabeled(family, spec, path: str, column: Optional[str]):
     """The unlabelled examples of the family's type in `path` (`.txt`: a text per line; a table:
     `column`, default the teacher's text column)."""
-    if spec.kind == "tagging":
+    if spec.kind == SPEC_TAGGING:
         from albert_tf.data.glue import read_text
         from albert_tf.data.tagging import TaggedSentence
         from albert_tf.tasks.tagging import split_with_offsets
@@ -79,7 +80,7 @@ def encode(spec, tokenizer, examples, labeled: bool) -> Dict[str, np.ndarray]:
 
     n = len(examples)
     try:
-        if spec.kind == "tagging":
+        if spec.kind == SPEC_TAGGING:
             from albert_tf.tasks.tagging import encode_sentences
 
             features = dict(encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=spec.label_vocab(),
@@ -91,7 +92,7 @@ def encode(spec, tokenizer, examples, labeled: bool) -> Dict[str, np.ndarray]:
         else:
             from albert_tf.tasks.classification import encode_examples
 
-            regression = spec.kind == "regression"
+            regression = spec.kind == SPEC_REGRESSION
             features = encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=spec.label_vocab(),
                                        regression=regression, with_labels=labeled)
             if not labeled:

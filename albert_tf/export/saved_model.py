@@ -40,6 +40,7 @@ import numpy as np
 
 from albert_tf import file_io
 from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup, weight_index
+from albert_tf.kinds import SPEC_KINDS
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET
 
 logger = logging.getLogger(__name__)
@@ -49,8 +50,8 @@ CONFIG_ASSET = "albert_config.json"
 SENTENCEPIECE_ASSET = "spiece.model"
 WORDPIECE_ASSET = "vocab.txt"
 TEMP_PREFIX = ".tmp-export-"
-# The `TaskSpec.kind`s of fine-tuned model directories that export (`export_arguments`).
-EXPORTABLE_TASK_KINDS = ("classification", "regression", "squad", "tagging", "multiple_choice")
+# The `TaskSpec.kind`s of fine-tuned model directories that export (`export_arguments`): all of them.
+EXPORTABLE_TASK_KINDS = SPEC_KINDS
 
 
 class ExportError(ValueError):

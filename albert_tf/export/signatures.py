@@ -60,24 +60,25 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+# The export kinds (`albert_tf.kinds`), importable from here as before.
+from albert_tf.kinds import (  # noqa: F401
+    KIND_CLASSIFIER,
+    KIND_ENCODER,
+    KIND_MULTIPLE_CHOICE,
+    KIND_PRETRAINER,
+    KIND_REGRESSOR,
+    KIND_SQUAD_V1,
+    KIND_SQUAD_V2,
+    KIND_TAGGER,
+    KINDS,
+    QA_KINDS,
+)
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
 
 TEXT_KEY = "text"
 TEXT_B_KEY = "text_b"
 TOKEN_KEYS = ("input_ids", "input_mask", "segment_ids")
 MLM_POSITIONS_KEY = "mlm_positions"
-
-KIND_CLASSIFIER = "classifier"
-KIND_REGRESSOR = "regressor"
-KIND_ENCODER = "encoder"
-KIND_PRETRAINER = "pretrainer"
-KIND_SQUAD_V1 = "squad_v1"
-KIND_SQUAD_V2 = "squad_v2"
-KIND_TAGGER = "tagger"
-KIND_MULTIPLE_CHOICE = "multiple_choice"
-KINDS = (KIND_CLASSIFIER, KIND_REGRESSOR, KIND_ENCODER, KIND_PRETRAINER, KIND_SQUAD_V1, KIND_SQUAD_V2, KIND_TAGGER,
-         KIND_MULTIPLE_CHOICE)
-QA_KINDS = (KIND_SQUAD_V1, KIND_SQUAD_V2)
 
 # TF Serving's method names (tensorflow_serving/.../signature_constants); TF2 writes "predict" for all.
 PREDICT_METHOD = "tensorflow/serving/predict"

@@ -44,6 +44,16 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
+from albert_tf.kinds import (
+    KIND_CLASSIFIER,
+    KIND_ENCODER,
+    KIND_MULTIPLE_CHOICE,
+    KIND_PRETRAINER,
+    KIND_REGRESSOR,
+    KIND_SQUAD_V1,
+    KIND_SQUAD_V2,
+    KIND_TAGGER,
+)
 from albert_tf.runtime_env import native_notices_dropped
 
 TFLITE_FILE = "model.tflite"
@@ -53,8 +63,8 @@ MODES = (MODE_DYNAMIC_INT8, MODE_FLOAT32)
 # The one signature of the TFLite model: the SavedModel's token-ids signature, same inputs and outputs.
 SIGNATURE_KEY = "tokens"
 # The export kinds whose `tokens` computation converts with builtin ops only, and why the others do not.
-TFLITE_KINDS = ("classifier", "regressor", "encoder", "pretrainer", "squad_v1", "tagger", "multiple_choice")
-_REFUSED_KINDS = {"squad_v2": "the SQuAD v2 head's beam search needs tf.Einsum and a new-axis tf.StridedSlice, no TFLite builtins"}
+TFLITE_KINDS = (KIND_CLASSIFIER, KIND_REGRESSOR, KIND_ENCODER, KIND_PRETRAINER, KIND_SQUAD_V1, KIND_TAGGER, KIND_MULTIPLE_CHOICE)
+_REFUSED_KINDS = {KIND_SQUAD_V2: "the SQuAD v2 head's beam search needs tf.Einsum and a new-axis tf.StridedSlice, no TFLite builtins"}
 TOLERANCES = {
     MODE_FLOAT32: {"relative_max_abs_diff": 1e-3},
     MODE_DYNAMIC_INT8: {"min_cosine": 0.999, "probabilities_max_abs_diff": 0.05},

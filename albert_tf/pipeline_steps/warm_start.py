@@ -24,6 +24,7 @@ import os
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from albert_tf.export.weight_index import ExportWeightsError, is_export, read_weight_index
+from albert_tf.kinds import KIND_CLASSIFIER
 
 
 class WarmStartError(ValueError):
@@ -57,7 +58,7 @@ def resolve_base(serving_base: str, model_name: str) -> Optional[Dict[str, Any]]
     if not is_export(base):
         raise WarmStartError(f"warm start: {base} is not an albert-tf export (no assets/export.json)")
     info = export_info(base)
-    if info.get("kind") != "classifier":
+    if info.get("kind") != KIND_CLASSIFIER:
         raise WarmStartError(f"warm start: {base} is a {info.get('kind')} export; the pipeline trains a classifier")
     try:
         read_weight_index(base)

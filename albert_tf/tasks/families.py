@@ -26,6 +26,21 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from albert_tf import file_io
+from albert_tf.kinds import (
+    KIND_CLASSIFIER,
+    KIND_MULTIPLE_CHOICE,
+    KIND_REGRESSOR,
+    KIND_SQUAD_V1,
+    KIND_SQUAD_V2,
+    KIND_TAGGER,
+    RECIPE_CLASSIFICATION,
+    RECIPE_TAGGING,
+    SPEC_CLASSIFICATION,
+    SPEC_MULTIPLE_CHOICE,
+    SPEC_REGRESSION,
+    SPEC_SQUAD,
+    SPEC_TAGGING,
+)
 from albert_tf.tasks.errors import TaskError
 from albert_tf.tasks.spec import GLUE_TASKS, TaskSpec
 
@@ -204,7 +219,7 @@ class TaskFamily(abc.ABC):
 
     tasks: Tuple[str, ...] = ()
     kinds: Tuple[str, ...] = ()
-    recipe_kind = "classification"
+    recipe_kind = RECIPE_CLASSIFICATION
     reading = False
 
     def __init__(self, task: str):
@@ -265,7 +280,7 @@ class TaskFamily(abc.ABC):
 
     @classmethod
     def export_kind(cls, model) -> Optional[str]:
-        """The export kind (`albert_tf.export.signatures.KINDS`) of a task model of this family,
+        """The export kind (`albert_tf.kinds.KINDS`) of a task model of this family,
         None for a model of another family."""
         return None
 
@@ -276,7 +291,7 @@ class TaskFamily(abc.ABC):
 class _TableFamily(TaskFamily):
     """Families whose data are example files read split by split (`read_split`)."""
 
-    spec_kind_when_reading = "classification"
+    spec_kind_when_reading = SPEC_CLASSIFICATION
 
     @abc.abstractmethod
     def build_spec(self, settings, hyper, tokenizer_entry, train_examples) -> TaskSpec:
@@ -433,7 +448,7 @@ class ClassificationFamily(_TableFamily):
     files, and `classification` / `regression` tables (TSV, CSV, JSONL) with named columns."""
 
     tasks = GLUE_TASKS + TABLE_TASKS
-    kinds = ("classification", "regression")
+    kinds = (SPEC_CLASSIFICATION, SPEC_REGRESSION)
 
     def preset(self):
         from albert_tf.tasks.presets import finetune_preset
@@ -446,12 +461,12 @@ class ClassificationFamily(_TableFamily):
         s = settings
         if s.task in GLUE_TASKS:
             layout = glue_layout(s.task)
-            kind = "regression" if layout.is_regression else "classification"
+            kind = SPEC_REGRESSION if layout.is_regression else SPEC_CLASSIFICATION
             labels = list(layout.labels) if layout.labels else None
             return TaskSpec(s.task, kind, labels, hyper["max_seq_length"], hyper["metrics"], hyper["best_metric"], tokenizer_entry)
         columns = {"text": s.text_column, "text_b": s.text_b_column, "label": s.label_column, "format": s.table_format, "quoting": s.tsv_quoting}
         if s.task == "regression":
-            return TaskSpec(s.task, "regression", None, hyper["max_seq_length"], ["pearson", "spearman"], "pearson", tokenizer_entry, columns)
+            return TaskSpec(s.task, SPEC_REGRESSION, None, hyper["max_seq_length"], ["pearson", "spearman"], "pearson", tokenizer_entry, columns)
         try:
             vocab = LabelVocab.from_examples(train_examples)
         except ValueError as e:
@@ -464,14 +479,14 @@ class ClassificationFamily(_TableFamily):
         """The `TaskSpec` of a classifier of `labels` read from table `columns`: accuracy (and F1
         for two classes), weights kept by accuracy."""
         metrics = ["accuracy", "f1"] if len(labels) == 2 else ["accuracy"]
-        return TaskSpec(task, "classification", list(labels), max_seq_length, metrics, "accuracy", tokenizer_entry, columns)
+        return TaskSpec(task, SPEC_CLASSIFICATION, list(labels), max_seq_length, metrics, "accuracy", tokenizer_entry, columns)
 
     def prepare_data(self, spec, tokenizer, train_examples, dev_examples, hyper):
         from albert_tf.data.glue import DataFormatError
         from albert_tf.evaluation import majority_class_baseline, mean_baseline
         from albert_tf.tasks import classification
 
-        regression = spec.kind == "regression"
+        regression = spec.kind == SPEC_REGRESSION
         vocab = spec.label_vocab()
         try:
             train = classification.encode_examples(train_examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=vocab, regression=regression)
@@ -489,7 +504,7 @@ class ClassificationFamily(_TableFamily):
     def build_model(self, encoder, spec, hyper):
         from albert_tf.tasks.classification import build_task_model
 
-        return build_task_model(encoder, None if spec.kind == "regression" else len(spec.labels),
+        return build_task_model(encoder, None if spec.kind == SPEC_REGRESSION else len(spec.labels),
                                 dropout=hyper["dropout"], pooling=hyper["pooling"])
 
     def split_names(self, spec, data):
@@ -555,7 +570,7 @@ class ClassificationFamily(_TableFamily):
         from albert_tf.data.glue import DataFormatError
         from albert_tf.tasks import classification
 
-        regression = spec.kind == "regression"
+        regression = spec.kind == SPEC_REGRESSION
         try:
             features = classification.encode_examples(
                 examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=spec.label_vocab(), regression=regression
@@ -573,7 +588,7 @@ class ClassificationFamily(_TableFamily):
 
         features = classification.encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, with_labels=False)
         scores = classification.predict_scores(model, features, batch_size, callbacks=_progress(label))
-        if spec.kind == "regression":
+        if spec.kind == SPEC_REGRESSION:
             return [{"prediction": float(v)} for v in scores]
         shifted = scores - scores.max(axis=-1, keepdims=True)
         probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
@@ -583,7 +598,7 @@ class ClassificationFamily(_TableFamily):
         ]
 
     def prediction_row(self, spec, index, example, record):
-        value = record["label"] if spec.kind == "classification" else f"{record['prediction']:.6f}"
+        value = record["label"] if spec.kind == SPEC_CLASSIFICATION else f"{record['prediction']:.6f}"
         guid = example.guid if example.guid and ":" not in example.guid else str(index)
         return guid, value
 
@@ -636,7 +651,7 @@ class ClassificationFamily(_TableFamily):
     def export_arguments(self, spec):
         result = super().export_arguments(spec)
         result["pair"] = spec.is_pair
-        if spec.kind == "classification":
+        if spec.kind == SPEC_CLASSIFICATION:
             result["labels"] = list(spec.labels)
         return result
 
@@ -645,9 +660,9 @@ class ClassificationFamily(_TableFamily):
         from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
 
         if isinstance(model, AlbertClassifier):
-            return "classifier"
+            return KIND_CLASSIFIER
         if isinstance(model, AlbertRegressor):
-            return "regressor"
+            return KIND_REGRESSOR
         return None
 
 
@@ -656,16 +671,16 @@ class TaggingFamily(_TableFamily):
     cut 80/10/10 by position (`peoples-daily`, per character)."""
 
     tasks = TAGGING_TASKS
-    kinds = ("tagging",)
-    recipe_kind = "tagging"
-    spec_kind_when_reading = "tagging"
+    kinds = (SPEC_TAGGING,)
+    recipe_kind = RECIPE_TAGGING
+    spec_kind_when_reading = SPEC_TAGGING
 
     def build_spec(self, settings, hyper, tokenizer_entry, train_examples) -> TaskSpec:
         from albert_tf.data.tagging import TagVocab
 
         vocab = TagVocab.from_sentences(train_examples)
         return TaskSpec(
-            settings.task, "tagging", list(vocab.tags), hyper["max_seq_length"],
+            settings.task, SPEC_TAGGING, list(vocab.tags), hyper["max_seq_length"],
             ["entity_f1", "entity_precision", "entity_recall", "token_accuracy"], "entity_f1", tokenizer_entry,
             token_unit="char" if settings.task == "peoples-daily" else "word",
         )
@@ -797,7 +812,7 @@ class TaggingFamily(_TableFamily):
     def export_kind(cls, model):
         from albert_tf.tasks.tagging import AlbertTokenClassifier
 
-        return "tagger" if isinstance(model, AlbertTokenClassifier) else None
+        return KIND_TAGGER if isinstance(model, AlbertTokenClassifier) else None
 
 
 # --- reading comprehension: SQuAD and RACE --------------------------------------------------------
@@ -831,7 +846,7 @@ class SquadFamily(_ReadingFamily):
     official EM/F1; v2's no-answer threshold is tuned on dev and stored in `task.json`."""
 
     tasks = SQUAD_TASKS
-    kinds = ("squad",)
+    kinds = (SPEC_SQUAD,)
 
     def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
         from albert_tf.data.squad import DEFAULT_DOC_STRIDE, DEFAULT_MAX_QUERY_LENGTH
@@ -866,7 +881,7 @@ class SquadFamily(_ReadingFamily):
             if skipped:
                 print(f"{path}: left out {len(skipped)} question(s): {skipped[0].reason} ...", flush=True)
         spec = TaskSpec(
-            s.task, "squad", None, hyper["max_seq_length"], list(hyper["metrics"]), data.best_metric,
+            s.task, SPEC_SQUAD, None, hyper["max_seq_length"], list(hyper["metrics"]), data.best_metric,
             self.tokenizer_entry(s, tokenizer_type, tokenizer_file), settings=dict(data.settings),
         )
 
@@ -1005,9 +1020,9 @@ class SquadFamily(_ReadingFamily):
         from albert_tf.tasks.squad import SquadV1Model, SquadV2Model
 
         if isinstance(model, SquadV1Model):
-            return "squad_v1"
+            return KIND_SQUAD_V1
         if isinstance(model, SquadV2Model):
-            return "squad_v2"
+            return KIND_SQUAD_V2
         return None
 
 
@@ -1016,7 +1031,7 @@ class MultipleChoiceFamily(_ReadingFamily):
     `middle/` and `high/`), scored by accuracy."""
 
     tasks = RACE_TASKS
-    kinds = ("multiple_choice",)
+    kinds = (SPEC_MULTIPLE_CHOICE,)
 
     def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
         from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
@@ -1032,7 +1047,7 @@ class MultipleChoiceFamily(_ReadingFamily):
             )
         num_choices = len(data.train_examples[0].options)
         spec = TaskSpec(
-            s.task, "multiple_choice", [chr(ord("A") + i) for i in range(num_choices)], hyper["max_seq_length"],
+            s.task, SPEC_MULTIPLE_CHOICE, [chr(ord("A") + i) for i in range(num_choices)], hyper["max_seq_length"],
             list(hyper["metrics"]), data.best_metric, self.tokenizer_entry(s, tokenizer_type, tokenizer_file),
             settings=dict(data.settings),
         )
@@ -1141,7 +1156,7 @@ class MultipleChoiceFamily(_ReadingFamily):
     def export_kind(cls, model):
         from albert_tf.tasks.multiple_choice import MultipleChoiceModel
 
-        return "multiple_choice" if isinstance(model, MultipleChoiceModel) else None
+        return KIND_MULTIPLE_CHOICE if isinstance(model, MultipleChoiceModel) else None
 
 
 # --- the lookup ------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import shutil
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from albert_tf.errors import raw_message
+from albert_tf.kinds import RECIPE_TAGGING
 from albert_tf.tasks.errors import TaskError, param
 from albert_tf.tasks.families import (
     GENERIC_DEFAULTS,
@@ -316,7 +317,7 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     from albert_tf.training.recipes import recommended_recipe
 
     recipe = recommended_recipe(config, family.recipe_kind)
-    if family.recipe_kind == "tagging" and s.num_epochs is None and s.num_train_steps is None:
+    if family.recipe_kind == RECIPE_TAGGING and s.num_epochs is None and s.num_train_steps is None:
         s.num_epochs = recipe.epochs
     if s.learning_rate is None and (hyper["preset"] is None or recipe.size_class != "base"):
         # The presets' rates are the paper's, for base-size models and larger; smaller encoders

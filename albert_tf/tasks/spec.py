@@ -14,6 +14,7 @@ import os
 from typing import Any, Dict, List, Optional
 
 from albert_tf import file_io
+from albert_tf.kinds import SPEC_TAGGING
 from albert_tf.tasks.errors import TaskError
 
 GLUE_TASKS = ("cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "qnli", "rte", "wnli")
@@ -38,7 +39,8 @@ class TaskSpec:
 
     Attributes:
         task: The `--task` name.
-        kind: "classification", "regression", "tagging", "squad" or "multiple_choice".
+        kind: "classification", "regression", "tagging", "squad" or "multiple_choice"
+            (`albert_tf.kinds.SPEC_KINDS`).
         labels: Class labels / tags in id order (None for regression and SQuAD; the option
             letters for RACE).
         max_seq_length: Sequence length of the inputs.
@@ -107,6 +109,6 @@ class TaskSpec:
         from albert_tf.data.glue import LabelVocab
         from albert_tf.data.tagging import TagVocab
 
-        if self.kind == "tagging":
+        if self.kind == SPEC_TAGGING:
             return TagVocab(self.labels)
         return LabelVocab(self.labels) if self.labels is not None else None

@@ -59,6 +59,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_REGRESSION, RECIPE_TAGGING
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
@@ -412,7 +413,7 @@ class AlbertTextTask(RefuseKerasQuantize, keras.Model):
     """
 
     # The `recommended_recipe` task kind this model fine-tunes with.
-    recipe_task = "classification"
+    recipe_task = RECIPE_CLASSIFICATION
 
     # --- the shared machinery ---------------------------------------------------------------------
 
@@ -645,7 +646,7 @@ class AlbertTextClassifier(AlbertTextTask):
     >>> model.export("serving", model_name="sentiment")  # doctest: +SKIP
     """
 
-    recipe_task = "classification"
+    recipe_task = RECIPE_CLASSIFICATION
 
     def __init__(self, encoder, preprocessor, num_classes: int, dropout: float = 0.1, pooling: str = "cls",
                  compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
@@ -760,7 +761,7 @@ class AlbertTextRegressor(AlbertTextTask):
     >>> model.predict((["a man sings"], ["someone sings"]))  # doctest: +SKIP
     """
 
-    recipe_task = "regression"
+    recipe_task = RECIPE_REGRESSION
 
     def __init__(self, encoder, preprocessor, dropout: float = 0.1, pooling: str = "cls", compile: bool = True,
                  length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
@@ -919,7 +920,7 @@ class AlbertTextTagger(AlbertTextTask):
     [[{'label': 'PER', 'start': 0, 'end': 12, 'text': 'Ada Lovelace'}]]
     """
 
-    recipe_task = "tagging"
+    recipe_task = RECIPE_TAGGING
 
     def __init__(self, encoder, preprocessor, tags: Sequence[str], dropout: float = 0.1, token_unit: str = "word",
                  compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
@@ -1155,7 +1156,7 @@ class AlbertMultipleChoice(AlbertTextTask):
     array([1])
     """
 
-    recipe_task = "classification"
+    recipe_task = RECIPE_CLASSIFICATION
 
     def __init__(self, encoder, preprocessor, dropout: float = 0.1, compile: bool = True,
                  length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
@@ -1301,7 +1302,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
     [{'text': 'Ada', 'start': 0, 'end': 3, 'score': 7.2}]
     """
 
-    recipe_task = "classification"
+    recipe_task = RECIPE_CLASSIFICATION
 
     def __init__(self, encoder, preprocessor, dropout: float = 0.0, doc_stride: int = 128, max_query_length: int = 64,
                  n_best_size: int = 20, max_answer_length: int = 30, compile: bool = True,

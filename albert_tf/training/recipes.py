@@ -33,6 +33,8 @@ import dataclasses
 import math
 from typing import Any, Dict
 
+from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_KINDS, RECIPE_TAGGING
+
 # Hidden sizes up to these bounds use the recipe beside them.
 _SIZE_CLASSES = (
     (256, "tiny", 1e-3, "mean"),
@@ -86,16 +88,17 @@ def size_class(hidden_size: int) -> str:
     raise AssertionError("unreachable: the last bound is infinite")
 
 
-TASK_KINDS = ("classification", "regression", "tagging")
+# The recipe kinds (`albert_tf.kinds.RECIPE_KINDS`).
+TASK_KINDS = RECIPE_KINDS
 
 
-def recommended_recipe(config, task: str = "classification") -> FinetuningRecipe:
+def recommended_recipe(config, task: str = RECIPE_CLASSIFICATION) -> FinetuningRecipe:
     """The measured default recipe for an encoder of `config` (an `AlbertConfig`, or anything
     with `hidden_size`) on a `task` of kind "classification", "regression" or "tagging"."""
     if task not in TASK_KINDS:
         raise ValueError(f"task must be one of {', '.join(TASK_KINDS)}, got {task!r}")
     hidden = int(config.hidden_size)
-    epochs = 10.0 if task == "tagging" else 3.0
+    epochs = 10.0 if task == RECIPE_TAGGING else 3.0
     for bound, name, learning_rate, pooling in _SIZE_CLASSES:
         if hidden <= bound:
             return FinetuningRecipe(size_class=name, learning_rate=learning_rate, pooling=pooling, epochs=epochs)
