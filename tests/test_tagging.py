@@ -112,3 +112,64 @@ def test_fit_lowers_the_loss():
     history = model.fit(dataset, epochs=3, steps_per_epoch=20, verbose=0).history
     assert history["loss"][-1] < 0.5 * history["loss"][0]
     assert history["token_accuracy"][-1] > 0.9
+
+
+# Whitespace by `str.isspace` (ASCII, \x1c-\x1f, NEL, NBSP, ideographic and line separators) among
+# characters that are not whitespace (zero-width space, BOM, controls, CJK, combining marks,
+# astral characters, a lone surrogate).
+TRICKY_TEXTS = [
+    "", " ", "\t\n\r\x0b\x0c", "a", " a ", "a  bc\u3000d", "  Ada Lovelace wrote.\n",
+    "x\x1cy\x1dz\x1e\x1fw", "a\x85b\xa0c\u2028d\u2029e\u3000f\u2003g", "a\u200bb\ufeffc\x00d\x07e\x1bf",
+    "北京 是\u3000中国的首都。", "e\u0301t\u00e9 caf\u00e9", "\U0001F600 \U0001F600x \U00020000", "a\ud800 b",
+]
+
+
+def _reference_units(text, token_unit):
+    """The units as `str.split()` and the regex `\\S+` cut them, independently of the library."""
+    import re
+
+    if token_unit == "char":
+        units = [(c, i, i + 1) for i, c in enumerate(text) if not c.isspace()]
+    else:
+        units = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+        assert [u for u, _, _ in units] == text.split()
+    return units
+
+
+@pytest.mark.parametrize("token_unit", ["word", "char"])
+def test_one_splitter_for_tagging_the_text_tagger_and_the_cli(token_unit):
+    """`tasks.tagging.split_with_offsets`, `text_models.split_units` (AlbertTextTagger) and the CLI's
+    `examples_from_texts` cut the same units at the same offsets, on the same `TOKEN_UNITS`."""
+    import types
+
+    from albert_tf.data import tagging as tagging_data
+    from albert_tf.export import tagging as export_tagging
+    from albert_tf.tasks import text_models
+    from albert_tf.tasks.families import task_family
+
+    assert tagging.TOKEN_UNITS is text_models.TOKEN_UNITS is export_tagging.TOKEN_UNITS is tagging_data.TOKEN_UNITS
+    assert tagging_data.TOKEN_UNITS == ("word", "char")
+    family = task_family("conll")
+    for text in TRICKY_TEXTS:
+        expected = _reference_units(text, token_unit)
+        assert tagging.split_with_offsets(text, token_unit) == expected, repr(text)
+        assert text_models.split_units(text, token_unit) == expected, repr(text)
+        assert all(text[s:e] == u for u, s, e in expected)
+        if expected:
+            (sentence,) = family.examples_from_texts(types.SimpleNamespace(token_unit=token_unit), [text], None)
+            assert sentence.tokens == tuple(u for u, _, _ in expected), repr(text)
+
+
+def test_splitters_on_an_unknown_unit():
+    """`split_with_offsets` refuses it; `split_units` and the CLI split into words, as they always did."""
+    import types
+
+    from albert_tf.tasks import text_models
+    from albert_tf.tasks.families import task_family
+
+    with pytest.raises(ValueError, match=r"^token_unit must be one of \('word', 'char'\), got 'piece'$"):
+        tagging.split_with_offsets("a b", "piece")
+    assert text_models.split_units(" a  b", "piece") == [("a", 1, 2), ("b", 4, 5)]
+    (sentence,) = task_family("conll").examples_from_texts(types.SimpleNamespace(token_unit="piece"), ["a  b"], None)
+    assert sentence.tokens == ("a", "b")
+    assert tagging.split_with_offsets("a b") == [("a", 0, 1), ("b", 2, 3)]  # "word" by default

@@ -17,6 +17,10 @@ on the others); other words are `O`. Two conventions of the corpus are honoured:
 * a person's surname and given name are separate `nr` words (`江/nr 泽民/nr`): consecutive `nr`
   words form one `PER` entity, as in the usual People's Daily NER data.
 
+Raw text (prediction, serving, transfer sets) is cut into the units a tagger tags by
+`split_with_offsets`: whitespace-separated words or single characters (`TOKEN_UNITS`), with their
+character spans.
+
 The characters of a line are its tokens; `split_long_sentences` cuts long paragraphs after
 sentence-final punctuation (and, failing that, before an entity) to fit a sequence length.
 """
@@ -58,6 +62,56 @@ class TaggedSentence:
     @property
     def where(self) -> str:
         return f"{self.source}:{self.line}"
+
+
+TOKEN_UNITS = ("word", "char")
+
+
+def check_token_unit(token_unit: str) -> str:
+    """`token_unit` if it is one of `TOKEN_UNITS`, else `ValueError`."""
+    if token_unit not in TOKEN_UNITS:
+        raise ValueError(f"token_unit must be one of {TOKEN_UNITS}, got {token_unit!r}")
+    return token_unit
+
+
+def split_with_offsets(text: str, token_unit: str = "word", *, strict: bool = True) -> List[Tuple[str, int, int]]:
+    """The units a raw text is tagged by, with their code-point spans `[start, end)` in `text`.
+
+    The one splitter of raw text for tagging (`albert_tf.tasks.tagging.predict_text_entities`,
+    `AlbertTextTagger`, `albert-tf predict`, transfer sets; `albert_tf.export.tagging` does the
+    same in the graph). Whitespace is `str.isspace` (what `str.split()` and the regex `\\s`
+    split on).
+
+    Args:
+        text: The text.
+        token_unit: "word": runs of non-whitespace characters (the words of `text.split()`);
+            "char": every character that is not whitespace (`TaskSpec.token_unit`).
+        strict: Raise on a `token_unit` not in `TOKEN_UNITS` (`check_token_unit`); False splits
+            any unit but "char" into words (`albert_tf.tasks.text_models.split_units`, whose
+            callers have checked the unit already).
+
+    Returns:
+        `(unit, start, end)` triples with `text[start:end] == unit`.
+
+    Raises:
+        ValueError: An unknown `token_unit` (`strict`).
+    """
+    if strict:
+        check_token_unit(token_unit)
+    if token_unit == "char":
+        return [(char, i, i + 1) for i, char in enumerate(text) if not char.isspace()]
+    units: List[Tuple[str, int, int]] = []
+    start = None
+    for i, char in enumerate(text):
+        if char.isspace():
+            if start is not None:
+                units.append((text[start:i], start, i))
+                start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        units.append((text[start:], start, len(text)))
+    return units
 
 
 def check_tag(tag: str, path: str, line: int) -> str:

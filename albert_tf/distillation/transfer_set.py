@@ -53,8 +53,7 @@ def read_unlabeled(family, spec, path: str, column: Optional[str]):
     `column`, default the teacher's text column)."""
     if spec.kind == SPEC_TAGGING:
         from albert_tf.data.glue import read_text
-        from albert_tf.data.tagging import TaggedSentence
-        from albert_tf.tasks.tagging import split_with_offsets
+        from albert_tf.data.tagging import TaggedSentence, split_with_offsets
 
         if not path.lower().endswith(".txt"):
             raise DistillError(f"--unlabeled for a tagger is a .txt file, one sentence per line: {path}")

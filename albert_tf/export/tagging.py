@@ -43,10 +43,10 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
+from albert_tf.data.tagging import TOKEN_UNITS, check_token_unit  # noqa: F401 (TOKEN_UNITS: its old home)
 from albert_tf.tokenization import _unicode
 from albert_tf.tokenization.in_graph import check_length_bucket, sanitize_utf8
 
-TOKEN_UNITS = ("word", "char")
 # Tag prefixes as small ints; "O" (and padding) is 0.
 _OUTSIDE, _BEGIN, _INSIDE, _END, _SINGLE = 0, 1, 2, 3, 4
 _PREFIX_CODES = {"O": _OUTSIDE, "B": _BEGIN, "I": _INSIDE, "E": _END, "S": _SINGLE}
@@ -62,10 +62,7 @@ def tagging_settings(settings, tags: Sequence[str]) -> Dict:
     unknown = sorted(set(settings) - {"token_unit"})
     if unknown:
         raise ValueError(f"unknown tagging settings {unknown}; expected token_unit")
-    token_unit = settings.get("token_unit") or "word"
-    if token_unit not in TOKEN_UNITS:
-        raise ValueError(f"token_unit must be one of {TOKEN_UNITS}, got {token_unit!r}")
-    return {"token_unit": token_unit}
+    return {"token_unit": check_token_unit(settings.get("token_unit") or "word")}
 
 
 def pad_columns(dense: tf.Tensor, width, value) -> tf.Tensor:

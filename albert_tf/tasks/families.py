@@ -774,13 +774,14 @@ class TaggingFamily(_TableFamily):
         return f"{example.source}:{example.line}", " ".join(record["tags"])
 
     def examples_from_texts(self, spec, texts, texts_b):
-        from albert_tf.data.tagging import TaggedSentence
+        from albert_tf.data.tagging import TaggedSentence, split_with_offsets
 
         if texts_b:
             raise TaskError("--text-b is for sentence-pair tasks")
         sentences = []
         for i, text in enumerate(texts):
-            tokens = [c for c in text if not c.isspace()] if spec.token_unit == "char" else text.split()
+            # Unchecked unit, as before: a task.json unit other than "char" splits into words.
+            tokens = [unit for unit, _, _ in split_with_offsets(text, spec.token_unit, strict=False)]
             if not tokens:
                 raise TaskError(f"text {i + 1} is empty")
             sentences.append(TaggedSentence(tuple(tokens), tuple("O" for _ in tokens), "<command line>", i + 1))

@@ -12,7 +12,8 @@ entity level (exact spans, `albert_tf.metrics.entity_scores`) and by token accur
 pieces fall beyond the sequence length is predicted `O` (and counted, with a warning): split long
 sentences first (`albert_tf.data.tagging.split_long_sentences`).
 
-`predict_text_entities` tags raw texts (split into words or characters by `split_with_offsets`)
+`predict_text_entities` tags raw texts (split into words or characters by
+`albert_tf.data.tagging.split_with_offsets`, importable from here too)
 and returns the entities with their labels, character spans in the text and scores: the
 reference of the exported serving signature (`albert_tf.export.tagging`).
 """
@@ -27,7 +28,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from albert_tf.data.tagging import TaggedSentence, TagVocab
+# TOKEN_UNITS and split_with_offsets live in albert_tf.data.tagging; imported here by their old names.
+from albert_tf.data.tagging import TOKEN_UNITS, TaggedSentence, TagVocab, split_with_offsets  # noqa: F401
 from albert_tf.metrics import entity_scores, get_entities, token_accuracy
 from albert_tf.tasks.base import AlbertTaskModel
 
@@ -212,41 +214,6 @@ def make_eval_fn(encoded: EncodedSentences, sentences: Sequence[TaggedSentence],
         return score_tagging(logits, encoded, sentences, tag_vocab)
 
     return eval_fn
-
-
-TOKEN_UNITS = ("word", "char")
-
-
-def split_with_offsets(text: str, token_unit: str = "word") -> List[Tuple[str, int, int]]:
-    """The units a raw text is tagged by, with their code-point spans `[start, end)` in `text`.
-
-    Args:
-        text: The text.
-        token_unit: "word": runs of non-whitespace characters (the words of `text.split()`);
-            "char": every character that is not whitespace (`TaskSpec.token_unit`).
-
-    Returns:
-        `(unit, start, end)` triples with `text[start:end] == unit`.
-
-    Raises:
-        ValueError: An unknown `token_unit`.
-    """
-    if token_unit not in TOKEN_UNITS:
-        raise ValueError(f"token_unit must be one of {TOKEN_UNITS}, got {token_unit!r}")
-    if token_unit == "char":
-        return [(char, i, i + 1) for i, char in enumerate(text) if not char.isspace()]
-    units: List[Tuple[str, int, int]] = []
-    start = None
-    for i, char in enumerate(text):
-        if char.isspace():
-            if start is not None:
-                units.append((text[start:i], start, i))
-                start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        units.append((text[start:], start, len(text)))
-    return units
 
 
 def entity_spans(

@@ -59,6 +59,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.data.tagging import TOKEN_UNITS, split_with_offsets
 from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_REGRESSION, RECIPE_TAGGING
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.quantization import RefuseKerasQuantize
@@ -827,9 +828,6 @@ class AlbertTextRegressor(AlbertTextTask):
 
 # --- token tagging ----------------------------------------------------------------------------------
 
-TOKEN_UNITS = ("word", "char")
-
-
 def python_tokenizer(preprocessor: AlbertTokenizerLayer):
     """The Python tokenizer (`albert_tf.tokenization.tokenizers`) of the layer's vocabulary and
     settings: the same token ids, for the conversions that run in Python (tagging, SQuAD)."""
@@ -848,12 +846,11 @@ def python_tokenizer(preprocessor: AlbertTokenizerLayer):
 
 def split_units(text: str, token_unit: str) -> List[Tuple[str, int, int]]:
     """The tagging units of `text` with their character spans `(unit, start, end)` (end exclusive):
-    whitespace-separated words ("word") or the characters that are not whitespace ("char")."""
-    import re
+    whitespace-separated words ("word") or the characters that are not whitespace ("char").
 
-    if token_unit == "char":
-        return [(c, i, i + 1) for i, c in enumerate(text) if not c.isspace()]
-    return [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    `albert_tf.data.tagging.split_with_offsets` without its check of `token_unit` (any unit but
+    "char" splits into words; `AlbertTextTagger` checks its unit when it is built)."""
+    return split_with_offsets(text, token_unit, strict=False)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
