@@ -644,3 +644,134 @@ def test_question_answerer_answers_with_spans_and_serves_the_same(layouts, tmp_p
     assert served["start_char"].numpy().tolist() == [p["start"] for p in predicted]
     assert served["end_char"].numpy().tolist() == [p["end"] for p in predicted]
     np.testing.assert_allclose(served["score"].numpy(), [p["score"] for p in predicted], rtol=1e-5, atol=1e-5)
+
+
+# --- SQuAD v2: unanswerable questions ------------------------------------------------------------------
+
+
+def qa_v2_task(n, seed):
+    """`qa_task` where every third context has no "good": its question is unanswerable (labelled None
+    or, SQuAD's way, {"is_impossible": True})."""
+    rng = random.Random(seed)
+    questions, contexts, answers = qa_task(n, seed)
+    for i in range(0, n, 3):
+        contexts[i] = " ".join(rng.choice(FILLER) for _ in range(rng.randrange(3, 8)))
+        answers[i] = None if i % 2 else {"is_impossible": True}
+    return questions, contexts, answers
+
+
+def _v2_right(predicted, answers):
+    return [p == {"text": "", "start": -1, "end": -1, "score": p["score"]} if a is None or isinstance(a, dict)
+            else (p["text"], p["start"], p["end"]) == ("good", a[1], a[1] + 4) for p, a in zip(predicted, answers)]
+
+
+def test_question_answerer_v2_fits_raw_strings_with_unanswerable_questions(layouts):
+    from albert_tf.tasks.squad import SquadV2Model
+
+    keras.utils.set_random_seed(23)
+    model = AlbertQuestionAnswerer.from_pretrained(str(layouts["finetuning"]), sequence_length=32, doc_stride=8,
+                                                   max_query_length=6, max_answer_length=4, version="v2")
+    assert isinstance(model.task_model, SquadV2Model) and model.qa_settings["version"] == "v2"
+    assert model.null_score_diff_threshold == 0.0 and model.dropout == 0.1
+    questions, contexts, answers = qa_v2_task(48, seed=0)
+    history = model.fit((questions, contexts), answers, batch_size=16, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert {f"{k}_accuracy" for k in ("start_log_probs", "end_log_probs", "cls_logits")} <= set(history.history)
+    # The compiled loss is SquadV2Model's (its own loss on the same batch, labels in the inputs).
+    x, y = next(iter(model.make_dataset((questions, contexts), answers, batch_size=48)))
+    impossible = y["cls_logits"][:, 0].numpy()
+    assert impossible.sum() >= 16 and (y["end_log_probs"].numpy()[impossible == 1] == 0).all()  # [CLS]
+    labelled = dict(x, end_positions=y["end_log_probs"], is_impossible=y["cls_logits"][:, 0])
+    np.testing.assert_allclose(
+        float(model.compute_loss(x=x, y=y, y_pred=model(x, training=False))),
+        float(model.task_model.compute_task_loss(labelled, model.task_model(labelled, training=False))), rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_question_answerer_v2_round_trips_and_serves_what_predict_answers(layouts, tmp_path):
+    from albert_tf.export.qa import QaGraph
+    from albert_tf.export.saved_model import read_export_info
+
+    keras.utils.set_random_seed(23)
+    model = AlbertQuestionAnswerer.from_pretrained(str(layouts["finetuning"]), sequence_length=32, doc_stride=8,
+                                                   max_query_length=6, max_answer_length=4, version="v2")
+    questions, contexts, answers = qa_v2_task(16, seed=0)
+    model.fit((questions, contexts), answers, batch_size=16, verbose=0)  # a compiled model with optimizer state
+    dev_questions, dev_contexts, _ = qa_v2_task(24, seed=1)
+    null_scores = QaGraph(model.task_model, model.preprocessor, model.qa_settings)(
+        tf.constant(dev_questions), tf.constant(dev_contexts))["null_score"].numpy()
+    # A threshold between two null scores: the questions whose null score is above it get no answer.
+    ordered = np.sort(null_scores)
+    model.null_score_diff_threshold = float(ordered[11] + ordered[12]) / 2
+    predicted = model.predict((dev_questions, dev_contexts))
+    assert all(set(p) == {"text", "start", "end", "score"} for p in predicted)
+    assert all((p["text"], p["start"], p["end"]) == ("", -1, -1) for p, null in zip(predicted, null_scores)
+               if null > model.null_score_diff_threshold)
+    assert any(p["text"] for p in predicted)
+    assert all(c[p["start"]: p["end"]] == p["text"] for p, c in zip(predicted, dev_contexts) if p["text"])
+
+    path = tmp_path / "qa_v2.keras"
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    assert type(reloaded) is AlbertQuestionAnswerer and reloaded.version == "v2"
+    assert reloaded.qa_settings == model.qa_settings
+    assert int(reloaded.optimizer.iterations) == int(model.optimizer.iterations) == 1
+    again = reloaded.predict((dev_questions, dev_contexts))
+    assert [(p["text"], p["start"], p["end"]) for p in again] == [(p["text"], p["start"], p["end"]) for p in predicted]
+    np.testing.assert_allclose([p["score"] for p in again], [p["score"] for p in predicted], rtol=1e-5, atol=1e-5)
+
+    result = model.export(tmp_path / "serving", check=False)
+    info = read_export_info(result.path)
+    assert info["kind"] == "squad_v2"
+    assert info["qa"]["null_score_diff_threshold"] == model.null_score_diff_threshold
+    served = tf.saved_model.load(result.path).signatures["serving_default"](
+        question=tf.constant(dev_questions), context=tf.constant(dev_contexts))
+    assert [t.decode() for t in served["answer_text"].numpy()] == [p["text"] for p in predicted]
+    assert served["start_char"].numpy().tolist() == [p["start"] for p in predicted]
+    assert served["end_char"].numpy().tolist() == [p["end"] for p in predicted]
+    assert served["has_answer"].numpy().tolist() == [int(p["text"] != "") for p in predicted]
+    np.testing.assert_allclose(served["score"].numpy(), [p["score"] for p in predicted], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_question_answerer_v2_learns_when_there_is_no_answer(layouts):
+    keras.utils.set_random_seed(29)
+    model = AlbertQuestionAnswerer.from_pretrained(str(layouts["finetuning"]), sequence_length=32, doc_stride=8,
+                                                   max_query_length=6, max_answer_length=4, version="v2")
+    questions, contexts, answers = qa_v2_task(320, seed=0)
+    history = model.fit((questions, contexts), answers, batch_size=16, epochs=5, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0] / 4
+    dev_questions, dev_contexts, dev_answers = qa_v2_task(30, seed=1)
+    predicted = model.predict((dev_questions, dev_contexts))
+    assert np.mean(_v2_right(predicted, dev_answers)) >= 0.9, predicted
+    metrics = model.evaluate((dev_questions, dev_contexts), dev_answers, verbose=0, return_dict=True)
+    assert min(metrics[f"{k}_accuracy"] for k in ("start_log_probs", "end_log_probs", "cls_logits")) >= 0.9
+
+
+def test_question_answerer_version_option_errors_and_old_configs(layouts):
+    model = AlbertQuestionAnswerer.from_pretrained(str(layouts["finetuning"]), sequence_length=32, max_query_length=6)
+    assert model.version == "v1" and model.null_score_diff_threshold is None and model.dropout == 0.0
+    config = model.get_config()
+    assert config["version"] == "v1"
+    # A config saved before the option existed is a v1 model's.
+    for key in ("version", "null_score_diff_threshold"):
+        del config[key]
+    old = AlbertQuestionAnswerer.from_config(config)
+    assert old.version == "v1" and old.qa_settings == model.qa_settings
+    with pytest.raises(ValueError, match="answer 1 is unanswerable: unanswerable questions need version='v2'"):
+        model.encode((["q", "r"], ["a good film", "a film"]), [("good", 2), None])
+    with pytest.raises(ValueError, match="null_score_diff_threshold is for version='v2'"):
+        AlbertQuestionAnswerer(model.encoder, model.preprocessor, max_query_length=6, null_score_diff_threshold=1.0)
+    with pytest.raises(ValueError, match="null_score_diff_threshold is for version='v2'"):
+        model.null_score_diff_threshold = 1.0
+    with pytest.raises(ValueError, match=r"version must be one of \('v1', 'v2'\), got 'v3'"):
+        AlbertQuestionAnswerer(model.encoder, model.preprocessor, max_query_length=6, version="v3")
+    v2 = AlbertQuestionAnswerer(model.encoder, model.preprocessor, max_query_length=6, version="v2",
+                                null_score_diff_threshold=-2)
+    assert v2.get_config()["null_score_diff_threshold"] == -2.0 and v2.dropout == 0.1
+    with pytest.raises(ValueError, match="^2 questions but 1 contexts$"):
+        v2.predict((["q", "r"], ["a good film"]))
+    with pytest.raises(ValueError, match="^2 questions but 1 contexts$"):
+        v2.fit((["q", "r"], ["a good film"]), [("good", 2), None])
+    with pytest.raises(ValueError, match=r"^1 answers for 2 questions$"):
+        v2.fit((["q", "r"], ["a good film", "a film"]), [None])
