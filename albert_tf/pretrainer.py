@@ -18,6 +18,7 @@ from keras import ops
 from albert_tf.losses import scale_loss_for_replicas
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder, AlbertMLMHead, AlbertSOPHead
 from albert_tf.quantization import RefuseKerasQuantize
+from albert_tf.serialization import NestedLayersConfig
 
 SENTENCE_TASKS = ("sop", "nsp")
 
@@ -41,7 +42,7 @@ def sentence_loss(sentence_logits, labels):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(RefuseKerasQuantize, keras.Model):
+class AlbertPretrainer(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     """ALBERT pretraining model: encoder + tied MLM head + sentence-order head.
 
     Args:
@@ -63,6 +64,9 @@ class AlbertPretrainer(RefuseKerasQuantize, keras.Model):
     >>> tuple(model(batch)["mlm_logits"].shape)
     (2, 3, 50)
     """
+
+    # `get_config` / `from_config` (`NestedLayersConfig`): the encoder nested, then these.
+    config_fields = ("sentence_task",)
 
     def __init__(self, encoder: AlbertEncoder, sentence_task: str = "sop", **kwargs):
         if sentence_task not in SENTENCE_TASKS:
@@ -116,17 +120,3 @@ class AlbertPretrainer(RefuseKerasQuantize, keras.Model):
         # Perplexity of the running mean MLM loss, as the original's evaluation reports it.
         results["mlm_perplexity"] = ops.exp(self.mlm_loss_tracker.result())
         return results
-
-    def get_config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "sentence_task": self.sentence_task,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)

@@ -20,9 +20,10 @@ from keras import ops
 from albert_tf.losses import scale_loss_for_replicas
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.quantization import RefuseKerasQuantize
+from albert_tf.serialization import NestedLayersConfig
 
 
-class AlbertTaskModel(RefuseKerasQuantize, keras.Model):
+class AlbertTaskModel(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     """Encoder + head. Subclasses implement `build_head`, `compute_task_loss`, `update_task_metrics`.
 
     Args:
@@ -37,6 +38,9 @@ class AlbertTaskModel(RefuseKerasQuantize, keras.Model):
     # (not a trainable variable), rather than trained on gradients that do not exist, which
     # Keras warns about at every run.
     reads_pooler = True
+    # `get_config` / `from_config` (`NestedLayersConfig`): the encoder nested, then these;
+    # subclasses add their own arguments in `get_config`.
+    config_fields = ("dropout",)
 
     def __init__(self, encoder: AlbertEncoder, dropout: float = 0.1, **kwargs):
         super().__init__(**kwargs)
@@ -82,17 +86,3 @@ class AlbertTaskModel(RefuseKerasQuantize, keras.Model):
         if self.losses:
             loss = loss + ops.sum(ops.stack([ops.cast(l, "float32") for l in self.losses]))
         return scale_loss_for_replicas(loss)
-
-    def get_config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "dropout": self.dropout,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)

@@ -66,6 +66,7 @@ from albert_tf.data.tagging import TOKEN_UNITS, split_with_offsets
 from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_REGRESSION, RECIPE_TAGGING
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.quantization import RefuseKerasQuantize
+from albert_tf.serialization import NestedLayersConfig
 from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, AlbertTokenizerLayer, check_length_bucket, packed_width
 
@@ -401,7 +402,7 @@ def _split_element(args):
     return x, y, sample_weight
 
 
-class AlbertTextTask(RefuseKerasQuantize, keras.Model):
+class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     """The raw-text template: tokenizer in `tf.data`, encoder + head in the Keras graph.
 
     Subclasses build their token-level task model and the functional graph on the token ids, and
@@ -418,6 +419,10 @@ class AlbertTextTask(RefuseKerasQuantize, keras.Model):
 
     # The `recommended_recipe` task kind this model fine-tunes with.
     recipe_task = RECIPE_CLASSIFICATION
+    # `get_config` / `from_config` (`NestedLayersConfig`): the encoder and the tokenizer layer
+    # nested, then these; subclasses add their own arguments in `get_config`.
+    config_layers = ("encoder", "preprocessor")
+    config_fields = ("length_bucket",)
 
     # --- the shared machinery ---------------------------------------------------------------------
 
@@ -579,23 +584,6 @@ class AlbertTextTask(RefuseKerasQuantize, keras.Model):
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
-    def _base_config(self) -> Dict[str, Any]:
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
-            "length_bucket": self.length_bucket,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for key in ("encoder", "preprocessor"):
-            if isinstance(config.get(key), dict):
-                config[key] = keras.saving.deserialize_keras_object(config[key])
-        return cls(**config)
-
 
 def _check_parts(encoder, preprocessor) -> None:
     if not isinstance(encoder, AlbertEncoder):
@@ -737,7 +725,7 @@ class AlbertTextClassifier(AlbertTextTask):
                                   version, labels=labels, pair=pair, check=check, **kwargs)
 
     def get_config(self):
-        config = self._base_config()
+        config = super().get_config()
         config.update({"num_classes": self.num_classes, "dropout": self.dropout, "pooling": self.pooling})
         return config
 
@@ -824,7 +812,7 @@ class AlbertTextRegressor(AlbertTextTask):
                                   version, pair=pair, check=check, **kwargs)
 
     def get_config(self):
-        config = self._base_config()
+        config = super().get_config()
         config.update({"dropout": self.dropout, "pooling": self.pooling})
         return config
 
@@ -1073,7 +1061,7 @@ class AlbertTextTagger(AlbertTextTask):
         return _export(self, export_base, model_name, version, labels=self.tags, **kwargs)
 
     def get_config(self):
-        config = self._base_config()
+        config = super().get_config()
         config.update({"tags": list(self.tags), "dropout": self.dropout, "token_unit": self.token_unit})
         return config
 
@@ -1230,7 +1218,7 @@ class AlbertMultipleChoice(AlbertTextTask):
         return _export(self, export_base, model_name, version, **kwargs)
 
     def get_config(self):
-        config = self._base_config()
+        config = super().get_config()
         config["dropout"] = self.dropout
         return config
 
@@ -1554,7 +1542,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
                                   version, qa_settings=dict(self.qa_settings), check=check, **kwargs)
 
     def get_config(self):
-        config = self._base_config()
+        config = super().get_config()
         config.update({
             "dropout": self.dropout, "doc_stride": self.doc_stride, "max_query_length": self.max_query_length,
             "n_best_size": self.n_best_size, "max_answer_length": self.max_answer_length,
