@@ -370,7 +370,7 @@ def _tokenizer(args, data):
     import tensorflow as tf
 
     from albert_tf.cli import CommandError
-    from albert_tf.tokenization import SentencePieceTokenizer, WordPieceTokenizer
+    from albert_tf.tokenization.resolve import python_tokenizer
     from albert_tf.training.pretraining import TokenizerFile
 
     if args.spm_model and args.vocab_file:
@@ -390,7 +390,7 @@ def _tokenizer(args, data):
         where = "" if source.startswith("--") else f", named by {source},"
         raise CommandError(f"tokenizer file {path}{where} not found (pass --spm-model or --vocab-file)")
     try:
-        loaded = SentencePieceTokenizer(path) if kind == "sentencepiece" else WordPieceTokenizer(path)
+        loaded = python_tokenizer(kind, path)
     except (OSError, RuntimeError, ValueError) as e:
         raise CommandError(f"{path} is not a {kind} tokenizer: {e}") from None
     if data.vocab_size is not None and loaded.vocab_size != data.vocab_size:

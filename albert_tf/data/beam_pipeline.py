@@ -153,11 +153,9 @@ class TokenizerSpec:
         return "sentencepiece" if self.spm_model else "wordpiece"
 
     def __call__(self):
-        from albert_tf.tokenization.tokenizers import SentencePieceTokenizer, WordPieceTokenizer
+        from albert_tf.tokenization.resolve import python_tokenizer
 
-        if self.spm_model:
-            return SentencePieceTokenizer(self.spm_model, lower_case=self.lower_case)
-        return WordPieceTokenizer(self.vocab_file, lower_case=self.lower_case)
+        return python_tokenizer(self.piece_style, self.spm_model or self.vocab_file, lower_case=self.lower_case)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -213,9 +213,9 @@ def _load_tokenizer(tokenizer):
         kind, path = tokenizer.kind, tokenizer.path
     else:
         return tokenizer
-    from albert_tf.tokenization.tokenizers import SentencePieceTokenizer, WordPieceTokenizer
+    from albert_tf.tokenization.resolve import python_tokenizer
 
-    return SentencePieceTokenizer(path) if kind == "sentencepiece" else WordPieceTokenizer(path)
+    return python_tokenizer(kind, path)
 
 
 # --- random numbers -----------------------------------------------------------------------------

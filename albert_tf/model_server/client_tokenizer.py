@@ -43,7 +43,7 @@ def tokenizer_layer(vocab: str, sequence_length: Optional[int] = None):
     Raises:
       VocabularyError: the path is neither, or the vocabulary does not load.
     """
-    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+    from albert_tf.tokenization.resolve import SENTENCEPIECE, kind_of_file, tokenizer_layer
 
     if os.path.isdir(vocab):
         assets = _assets_dir(vocab)
@@ -55,19 +55,16 @@ def tokenizer_layer(vocab: str, sequence_length: Optional[int] = None):
         kwargs = dict(
             sequence_length=int(sequence_length or info["sequence_length"]), lower_case=settings["lower_case"],
         )
-        path = os.path.join(assets, settings["file"])
-        sentencepiece = settings["type"] == "sentencepiece"
-        if sentencepiece:
+        path, kind = os.path.join(assets, settings["file"]), settings["type"]
+        if kind == SENTENCEPIECE:
             kwargs.update(keep_accents=settings["keep_accents"], normalize_quotes=settings["normalize_quotes"])
     elif os.path.isfile(vocab):
-        path, sentencepiece = vocab, not vocab.endswith(".txt")
+        path, kind = vocab, kind_of_file(vocab)
         kwargs = dict(sequence_length=int(sequence_length or DEFAULT_SEQUENCE_LENGTH))
     else:
         raise VocabularyError(f"vocabulary not found: {vocab}")
     try:
-        if sentencepiece:
-            return AlbertTokenizerLayer.from_sentencepiece(path, **kwargs)
-        return AlbertTokenizerLayer.from_wordpiece(path, **kwargs)
+        return tokenizer_layer(kind, path, **kwargs)
     except (ValueError, OSError) as e:
         raise VocabularyError(f"cannot build a tokenizer from {path}: {str(e).splitlines()[0]}") from None
 

@@ -89,7 +89,9 @@ def _vocab_dir(directory: str, tokenizer: str, lower_case: bool) -> str:
     """A VocabGen-shaped directory for a given tokenizer file."""
     if not os.path.isfile(tokenizer):
         raise FileNotFoundError(f"custom_config['tokenizer'] not found: {tokenizer}")
-    kind = "wordpiece" if tokenizer.endswith(".txt") else "sentencepiece"
+    from albert_tf.tokenization.resolve import kind_of_file
+
+    kind = kind_of_file(tokenizer)
     os.makedirs(directory, exist_ok=True)
     shutil.copyfile(tokenizer, os.path.join(directory, os.path.basename(tokenizer)))
     info = {"type": kind, "file": os.path.basename(tokenizer), "lower_case": bool(lower_case)}

@@ -108,18 +108,15 @@ def load_tokenizer(vocab_dir: str):
 
 
 def _load(vocab_dir: str, info: Dict[str, Any]):
-    from albert_tf.tokenization import SentencePieceTokenizer, WordPieceTokenizer
+    from albert_tf.tokenization.resolve import python_tokenizer
 
-    cls = SentencePieceTokenizer if info["type"] == "sentencepiece" else WordPieceTokenizer
-    return cls(os.path.join(vocab_dir, info["file"]), lower_case=info["lower_case"])
+    return python_tokenizer(info["type"], os.path.join(vocab_dir, info["file"]), lower_case=info["lower_case"])
 
 
 def tokenizer_layer(vocab_dir: str, sequence_length: int):
     """The in-graph `AlbertTokenizerLayer` of a VocabGen output (the exported models' tokenizer)."""
-    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+    from albert_tf.tokenization.resolve import tokenizer_layer
 
     info = read_summary(vocab_dir)
     path = os.path.join(vocab_dir, info["file"])
-    if info["type"] == "sentencepiece":
-        return AlbertTokenizerLayer.from_sentencepiece(path, sequence_length=sequence_length, lower_case=info["lower_case"])
-    return AlbertTokenizerLayer.from_wordpiece(path, sequence_length=sequence_length, lower_case=info["lower_case"])
+    return tokenizer_layer(info["type"], path, sequence_length=sequence_length, lower_case=info["lower_case"])

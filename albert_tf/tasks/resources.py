@@ -7,14 +7,13 @@ Every problem is a one-line `albert_tf.tasks.errors.TaskError` that names the fi
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Optional, Tuple
 
 from albert_tf.errors import as_python, raw_message
 from albert_tf.tasks.errors import TaskError, param
-from albert_tf.tasks.spec import TASK_FILE, TaskSpec
+from albert_tf.tasks.spec import TaskSpec
 
 # What `init` accepts (`albert_tf.checkpoints.any_format.init_encoder`), for the message that says a
 # path is none of them.
@@ -28,18 +27,14 @@ _CHECKPOINT_SUFFIXES = (".keras", ".weights.h5", ".safetensors", ".safetensors.i
 
 def load_tokenizer(kind: str, path: str, lower_case: bool):
     """A `SentencePieceTokenizer` ("sentencepiece") or `WordPieceTokenizer` ("wordpiece")."""
-    from albert_tf.tokenization import SentencePieceTokenizer, WordPieceTokenizer
+    from albert_tf.tokenization.resolve import python_tokenizer
 
     if not os.path.isfile(path):
         raise TaskError(f"tokenizer file not found: {path}")
     try:
-        if kind == "sentencepiece":
-            return SentencePieceTokenizer(path, lower_case=lower_case)
-        if kind == "wordpiece":
-            return WordPieceTokenizer(path, lower_case=lower_case)
+        return python_tokenizer(kind, path, lower_case=lower_case)
     except (ValueError, OSError) as e:
         raise TaskError(raw_message(e)) from None
-    raise TaskError(f"unknown tokenizer type {kind!r}")
 
 
 def tokenizer_from_model_dir(model_dir: str, spec: TaskSpec):
@@ -50,9 +45,10 @@ def tokenizer_from_model_dir(model_dir: str, spec: TaskSpec):
 def find_tokenizer_file(spm_model: Optional[str], vocab_file: Optional[str], init: Optional[str]) -> Tuple[str, str, Optional[bool]]:
     """(type, path, lower_case) from `spm_model` / `vocab_file`, else the tokenizer stored with
     `init`: a fine-tuning output's `task.json` entry, a pretraining run's `tokenizer.json` (also
-    from its `tf1/` or `checkpoints/`, `albert_tf.training.pretraining.find_tokenizer`), else a
-    tokenizer file beside it. lower_case is the casing stored with it, None where none is."""
-    from albert_tf.training.pretraining import find_tokenizer
+    from its `tf1/` or `checkpoints/`), else a tokenizer file beside it
+    (`albert_tf.tokenization.resolve.find_tokenizer` with `INIT_SEARCH`). lower_case is the casing
+    stored with it, None where none is."""
+    from albert_tf.tokenization.resolve import INIT_SEARCH, find_tokenizer
 
     if spm_model and vocab_file:
         raise TaskError(f"pass {param('spm_model')} or {param('vocab_file')}, not both")
@@ -61,22 +57,9 @@ def find_tokenizer_file(spm_model: Optional[str], vocab_file: Optional[str], ini
     if vocab_file:
         return "wordpiece", vocab_file, None
     if init:
-        directory = init if os.path.isdir(init) else os.path.dirname(os.path.abspath(init))
-        task_file = os.path.join(directory, TASK_FILE)
-        if os.path.isfile(task_file):
-            with open(task_file, encoding="utf-8") as f:
-                tokenizer = json.load(f).get("tokenizer", {})
-            if tokenizer.get("file") and os.path.isfile(os.path.join(directory, tokenizer["file"])):
-                return tokenizer["type"], os.path.join(directory, tokenizer["file"]), tokenizer.get("lower_case")
-        pretrained = find_tokenizer(init)
-        if pretrained is not None:
-            return pretrained.kind, pretrained.path, pretrained.lower_case
-        for name in sorted(os.listdir(directory)):
-            if name.endswith(".model"):
-                return "sentencepiece", os.path.join(directory, name), None
-        for name in ("vocab.txt", "vocab_chinese.txt"):
-            if os.path.isfile(os.path.join(directory, name)):
-                return "wordpiece", os.path.join(directory, name), None
+        found = find_tokenizer(init, INIT_SEARCH)
+        if found is not None:
+            return found.kind, found.file, found.lower_case
     raise TaskError(f"no tokenizer: pass {param('spm_model')} (SentencePiece .model) or {param('vocab_file')} (WordPiece vocab.txt)")
 
 
@@ -182,14 +165,12 @@ def load_model(model_dir: str):
 def tokenizer_layer_from_model_dir(model_dir: str, spec: TaskSpec):
     """The in-graph `AlbertTokenizerLayer` of a fine-tuned model directory (its tokenizer file,
     casing and sequence length), for exports."""
-    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+    from albert_tf.tokenization.resolve import tokenizer_layer
 
     tokenizer_file = os.path.join(model_dir, spec.tokenizer["file"])
     kwargs = dict(sequence_length=spec.max_seq_length, lower_case=spec.tokenizer["lower_case"])
     try:
-        if spec.tokenizer["type"] == "sentencepiece":
-            return AlbertTokenizerLayer.from_sentencepiece(tokenizer_file, **kwargs)
-        return AlbertTokenizerLayer.from_wordpiece(tokenizer_file, **kwargs)
+        return tokenizer_layer(spec.tokenizer["type"], tokenizer_file, **kwargs)
     except (ValueError, OSError) as e:
         raise TaskError(f"cannot build the tokenizer from {tokenizer_file}: {e}") from None
 
@@ -208,7 +189,7 @@ def encoder_with_tokenizer_layer(init: str, config: Optional[str], spm_model: Op
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.config import ConfigError
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+    from albert_tf.tokenization.resolve import tokenizer_layer
 
     if bool(spm_model) == bool(vocab_file):
         raise TaskError(f"{param('init')} needs exactly one of {param('spm_model')} and {param('vocab_file')}")
@@ -219,11 +200,7 @@ def encoder_with_tokenizer_layer(init: str, config: Optional[str], spm_model: Op
     try:
         encoder = AlbertEncoder.from_albert_config(model_config)
         init_encoder(encoder, init)
-        kwargs = dict(sequence_length=sequence_length, lower_case=lower_case)
-        if spm_model:
-            layer = AlbertTokenizerLayer.from_sentencepiece(spm_model, **kwargs)
-        else:
-            layer = AlbertTokenizerLayer.from_wordpiece(vocab_file, **kwargs)
+        layer = tokenizer_layer(kind, tokenizer_file, sequence_length=sequence_length, lower_case=lower_case)
     except (ConfigError, CheckpointError, ValueError, OSError) as e:
         raise TaskError(raw_message(e)) from None
     return encoder, layer

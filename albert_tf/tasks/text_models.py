@@ -68,31 +68,17 @@ from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.serialization import NestedLayersConfig
 from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
+from albert_tf.tokenization import resolve
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, AlbertTokenizerLayer, check_length_bucket, packed_width
+from albert_tf.tokenization.resolve import SENTENCEPIECE, WORDPIECE
 
 DEFAULT_BATCH_SIZE = 32
-SENTENCEPIECE = "sentencepiece"
-WORDPIECE = "wordpiece"
-
-# Where each layout keeps its tokenizer, in the order they are tried (see `find_tokenizer_file`).
-_KERAS_HUB_VOCABULARIES = (
-    (os.path.join("assets", "tokenizer", "vocabulary.spm"), SENTENCEPIECE),
-    (os.path.join("assets", "tokenizer", "vocabulary.txt"), WORDPIECE),
-)
-_NAMED_VOCABULARIES = (
-    ("spiece.model", SENTENCEPIECE),  # Hugging Face
-    ("30k-clean.model", SENTENCEPIECE),  # the original releases
-    ("spm.model", SENTENCEPIECE),  # albert-tf pretrain / train-tokenizer
-    ("vocab.txt", WORDPIECE),  # Chinese releases, albert-tf pretrain
-    ("vocab_chinese.txt", WORDPIECE),  # the original Chinese releases
-)
+# What `find_tokenizer_file` looks for (`albert_tf.tokenization.resolve.EVERY_LAYOUT`), for its error message.
 _LOOKED_FOR = (
     "task.json's tokenizer, tokenizer.json, assets/tokenizer/vocabulary.spm (keras-hub), an export's "
     "assets/export.json, spiece.model, "
     "30k-clean.model, spm.model, *.model, vocab.txt, vocab_chinese.txt, assets/*.model (TF-Hub)"
 )
-# Sub-directories of a layout whose tokenizer sits one level up.
-_NESTED_DIRS = ("tf1", "checkpoints", "variables")
 
 
 class TokenizerNotFoundError(ValueError):
@@ -153,35 +139,6 @@ def _read_json(path: str) -> Optional[Dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
-def _described_tokenizer(directory: str, file_name: str) -> Optional[Tuple[str, str, Optional[bool]]]:
-    """The `{"type", "file", "lower_case"}` entry of `task.json` / `tokenizer.json` in `directory`."""
-    values = _read_json(os.path.join(directory, file_name))
-    if values is None:
-        return None
-    entry = values.get("tokenizer", values) if file_name in ("task.json", "export.json") else values
-    if not isinstance(entry, dict) or entry.get("type") not in (SENTENCEPIECE, WORDPIECE) or not entry.get("file"):
-        return None
-    path = os.path.join(directory, os.path.basename(str(entry["file"])))
-    if not os.path.isfile(path):
-        return None
-    lower_case = entry.get("lower_case")
-    return entry["type"], path, (bool(lower_case) if lower_case is not None else None)
-
-
-def _files_in(directory: str) -> Optional[Tuple[str, str, Optional[bool]]]:
-    for name, kind in _NAMED_VOCABULARIES[:3]:
-        if os.path.isfile(os.path.join(directory, name)):
-            return kind, os.path.join(directory, name), None
-    if os.path.isdir(directory):
-        models = sorted(n for n in os.listdir(directory) if n.endswith(".model"))
-        if models:
-            return SENTENCEPIECE, os.path.join(directory, models[0]), None
-    for name, kind in _NAMED_VOCABULARIES[3:]:
-        if os.path.isfile(os.path.join(directory, name)):
-            return kind, os.path.join(directory, name), None
-    return None
-
-
 def find_tokenizer_file(path: Union[str, os.PathLike]) -> Tuple[str, str, Optional[bool]]:
     """The tokenizer stored with the checkpoint at `path`, in any layout `from_pretrained` reads.
 
@@ -199,23 +156,11 @@ def find_tokenizer_file(path: Union[str, os.PathLike]) -> Tuple[str, str, Option
     Raises:
         TokenizerNotFoundError: None of them is there.
     """
+    found = resolve.find_tokenizer(path, resolve.EVERY_LAYOUT)
+    if found is not None:
+        return found.kind, found.file, found.lower_case
+    directories = resolve.search_directories(path, resolve.EVERY_LAYOUT)
     path = os.fspath(path).rstrip("/\\") or os.sep
-    directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    directories = [directory]
-    if os.path.basename(directory) in _NESTED_DIRS:
-        directories.append(os.path.dirname(directory))
-    for candidate in directories:
-        found = _described_tokenizer(candidate, "task.json")
-        if found is None:
-            for relative, kind in _KERAS_HUB_VOCABULARIES:
-                if os.path.isfile(os.path.join(candidate, relative)):
-                    found = kind, os.path.join(candidate, relative), None
-                    break
-        found = found or _described_tokenizer(candidate, "tokenizer.json")
-        found = found or _described_tokenizer(os.path.join(candidate, "assets"), "export.json")
-        found = found or _files_in(candidate) or _files_in(os.path.join(candidate, "assets"))
-        if found is not None:
-            return found
     raise TokenizerNotFoundError(
         f"no tokenizer found for {path}: looked for {_LOOKED_FOR} in {' and '.join(directories)}; "
         f"pass tokenizer= (a SentencePiece .model or a WordPiece vocab.txt); from_pretrained reads {PRETRAINED_LAYOUTS}"
@@ -290,7 +235,7 @@ def resolve_pretrained(
         tokenizer = os.fspath(tokenizer)
         if not os.path.isfile(tokenizer):
             raise TokenizerNotFoundError(f"tokenizer file not found: {tokenizer}")
-        kind, file, recorded = (SENTENCEPIECE if not tokenizer.endswith(".txt") else WORDPIECE), tokenizer, None
+        kind, file, recorded = resolve.kind_of_file(tokenizer), tokenizer, None
     else:
         kind, file, recorded = find_tokenizer_file(path)
         if recorded is None:
@@ -333,10 +278,7 @@ def load_pretrained_backbone(
     files = resolve_pretrained(path, config=config, tokenizer=tokenizer, lower_case=lower_case)
     _check_sequence_length(sequence_length, files.config.max_position_embeddings)
     kwargs = dict(sequence_length=sequence_length, lower_case=files.lower_case, name="preprocessor")
-    if files.tokenizer_kind == SENTENCEPIECE:
-        preprocessor = AlbertTokenizerLayer.from_sentencepiece(files.tokenizer_file, **kwargs)
-    else:
-        preprocessor = AlbertTokenizerLayer.from_wordpiece(files.tokenizer_file, **kwargs)
+    preprocessor = resolve.tokenizer_layer(files.tokenizer_kind, files.tokenizer_file, **kwargs)
     check_vocab_size(
         preprocessor.vocab_size, files.config.vocab_size, tokenizer_source=f"the tokenizer {files.tokenizer_file}",
         model_source=f"the model of {os.fspath(path)}", allow_smaller=allow_vocab_mismatch,
@@ -822,17 +764,15 @@ class AlbertTextRegressor(AlbertTextTask):
 def python_tokenizer(preprocessor: AlbertTokenizerLayer):
     """The Python tokenizer (`albert_tf.tokenization.tokenizers`) of the layer's vocabulary and
     settings: the same token ids, for the conversions that run in Python (tagging, SQuAD)."""
-    from albert_tf.tokenization.tokenizers import SentencePieceTokenizer, WordPieceTokenizer
-
     preprocessor._check_vocabulary_loaded()
     if preprocessor.is_sentencepiece:
-        return SentencePieceTokenizer(
-            model_proto=preprocessor.model_proto, lower_case=preprocessor.lower_case,
+        return resolve.python_tokenizer(
+            SENTENCEPIECE, model_proto=preprocessor.model_proto, lower_case=preprocessor.lower_case,
             keep_accents=preprocessor.keep_accents, normalize_quotes=preprocessor.normalize_quotes,
         )
     vocab = {token: i for i, token in enumerate(preprocessor._wordpiece_tokens)}
-    return WordPieceTokenizer(vocab=vocab, lower_case=preprocessor.lower_case,
-                              max_input_chars_per_word=preprocessor.max_input_chars_per_word)
+    return resolve.python_tokenizer(WORDPIECE, vocab=vocab, lower_case=preprocessor.lower_case,
+                                    max_input_chars_per_word=preprocessor.max_input_chars_per_word)
 
 
 def split_units(text: str, token_unit: str) -> List[Tuple[str, int, int]]:

@@ -7,12 +7,15 @@ Modules:
   tokenizers            `SentencePieceTokenizer`, `WordPieceTokenizer` (Python, original ids).
   packing               `truncate_seq_pair`, `pack_inputs`: `[CLS] a [SEP] b [SEP]` in Python.
   in_graph              `AlbertTokenizerLayer`: tokenization and packing as TF ops (Keras layer).
+  resolve               `find_tokenizer`: the tokenizer stored with a checkpoint, in every layout;
+                        `python_tokenizer` / `tokenizer_layer`: the tokenizer of a kind and file.
 
 `AlbertTokenizerLayer` is imported on first use: it loads tensorflow-text, which the Python
 tokenizers and the vocabulary builders do not need.
 """
 
 from albert_tf.tokenization.packing import pack_inputs, truncate_seq_pair
+from albert_tf.tokenization.resolve import StoredTokenizer, find_tokenizer, python_tokenizer, tokenizer_layer
 from albert_tf.tokenization.sentencepiece_vocab import SentencePieceVocab, train_sentencepiece
 from albert_tf.tokenization.text import bert_basic_tokenize, preprocess_text
 from albert_tf.tokenization.tokenizers import (
@@ -27,14 +30,18 @@ __all__ = [
     "AlbertTokenizerLayer",
     "SentencePieceTokenizer",
     "SentencePieceVocab",
+    "StoredTokenizer",
     "WordPieceTokenizer",
     "WordPieceVocab",
     "bert_basic_tokenize",
     "build_wordpiece_vocab",
     "create_tokenizer",
+    "find_tokenizer",
     "load_vocab",
     "pack_inputs",
     "preprocess_text",
+    "python_tokenizer",
+    "tokenizer_layer",
     "train_sentencepiece",
     "truncate_seq_pair",
 ]

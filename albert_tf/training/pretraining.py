@@ -141,23 +141,18 @@ class TokenizerFile:
             raise PretrainingError(f"tokenizer file not found: {self.path}")
 
 
-def _read_tokenizer_entry(directory: str) -> Optional[TokenizerFile]:
-    import tensorflow as tf
+def _as_tokenizer_file(found) -> Optional[TokenizerFile]:
+    """The `TokenizerFile` of a `tokenization.resolve.StoredTokenizer` (lower-cased unless recorded)."""
+    if found is None:
+        return None
+    return TokenizerFile(found.kind, found.file, True if found.lower_case is None else found.lower_case)
 
-    path = os.path.join(directory, TOKENIZER_FILE)
-    if not tf.io.gfile.exists(path):
-        return None
-    try:
-        with tf.io.gfile.GFile(path, "r") as f:
-            entry = json.load(f)
-        kind, name, lower_case = entry["type"], entry["file"], entry.get("lower_case", True)
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
-        logger.warning("%s is unreadable (%s: %s); ignoring it", path, type(e).__name__, e)
-        return None
-    file = os.path.join(directory, os.path.basename(str(name)))
-    if kind not in TOKENIZER_KINDS or not tf.io.gfile.exists(file):
-        return None
-    return TokenizerFile(kind, file, bool(lower_case))
+
+def _read_tokenizer_entry(directory: str) -> Optional[TokenizerFile]:
+    """The tokenizer that ``tokenizer.json`` in `directory` describes, or None."""
+    from albert_tf.tokenization.resolve import TOKENIZER_JSON, tokenizer_in
+
+    return _as_tokenizer_file(tokenizer_in(directory, TOKENIZER_JSON))
 
 
 def find_tokenizer(path: str) -> Optional[TokenizerFile]:
@@ -168,20 +163,12 @@ def find_tokenizer(path: str) -> Optional[TokenizerFile]:
             prefix in one of them (anything `albert-tf finetune --init` accepts from a run).
 
     Returns:
-        The `TokenizerFile` that ``tokenizer.json`` describes, or None where there is none.
+        The `TokenizerFile` that ``tokenizer.json`` describes, or None where there is none
+        (`albert_tf.tokenization.resolve.find_tokenizer` with `RUN_SEARCH`).
     """
-    import tensorflow as tf
+    from albert_tf.tokenization.resolve import RUN_SEARCH, find_tokenizer as find_stored
 
-    path = os.fspath(path).rstrip("/") or "/"
-    directory = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
-    candidates = [directory]
-    if os.path.basename(directory) in (TF1_SUBDIR, CHECKPOINT_SUBDIR):
-        candidates.append(os.path.dirname(directory))
-    for candidate in candidates:
-        found = _read_tokenizer_entry(candidate or ".")
-        if found is not None:
-            return found
-    return None
+    return _as_tokenizer_file(find_stored(path, RUN_SEARCH))
 
 
 def _file_bytes(path: str) -> bytes:
