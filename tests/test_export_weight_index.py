@@ -1,4 +1,4 @@
-"""A TF Serving export is a checkpoint again (`albert_tf.export.weight_index`): `from_pretrained`,
+"""A TF Serving export is a checkpoint again (`albert_tf.weight_index`): `from_pretrained`,
 `init_encoder` and the pipeline's warm start read its encoder, its head or the whole task model
 back, bit for bit; an export without the index, or a model of another architecture, is refused
 in one line. Also the warm-start resolver and its checks (`albert_tf.pipeline_steps.warm_start`)."""
@@ -42,7 +42,7 @@ def test_the_index_names_every_exported_variable(exported):
 def test_from_pretrained_and_init_encoder_read_an_export(exported):
     from albert_tf import AlbertTextClassifier
     from albert_tf.checkpoints.any_format import init_encoder
-    from albert_tf.export.weight_index import MODEL, load_export_weights
+    from albert_tf.weight_index import MODEL, load_export_weights
     from albert_tf.modeling import AlbertEncoder
 
     model, path = exported
@@ -62,7 +62,7 @@ def test_head_only_leaves_the_encoder_alone(exported, tiny_config):
     import keras
 
     from albert_tf import AlbertTextClassifier
-    from albert_tf.export.weight_index import HEAD, load_export_weights
+    from albert_tf.weight_index import HEAD, load_export_weights
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
@@ -84,7 +84,7 @@ def test_refusals_are_one_line(exported, tmp_path, tiny_config):
 
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
-    from albert_tf.export.weight_index import ENCODER, ExportWeightsError, load_export_weights
+    from albert_tf.weight_index import ENCODER, ExportWeightsError, load_export_weights
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.tasks.text_models import AlbertTextClassifier, PretrainedNotFoundError
 

@@ -142,3 +142,26 @@ def test_only_the_command_line_imports_the_command_line():
             if target == "albert_tf.cli" or target.startswith("albert_tf.cli."):
                 offenders.append(f"{module} (line {line}) imports {target}")
     assert not offenders, "\n".join(offenders)
+
+
+def _subpackage(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_lower_layers_import_no_higher_ones():
+    """Subpackage edges that once made cycles and must not come back (function-local imports
+    included): the export imports nothing of the server (its reload check starts the server's
+    loader by module name), checkpoints nothing of the export (the weight index is its own
+    module), tokenization nothing of training (the Keras internals are their own module)."""
+    forbidden = {
+        ("albert_tf.export", "albert_tf.model_server"),
+        ("albert_tf.checkpoints", "albert_tf.export"),
+        ("albert_tf.tokenization", "albert_tf.training"),
+    }
+    found = [
+        f"{module} imports {target} (line {line})"
+        for module, targets in import_graph().items()
+        for target, line in targets.items()
+        if (_subpackage(module), _subpackage(target)) in forbidden
+    ]
+    assert found == []

@@ -6,8 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from albert_tf.training import keras_internals
-from albert_tf.training.keras_internals import KerasInternalsError
+from albert_tf import keras_internals
+from albert_tf.keras_internals import KerasInternalsError
 
 
 def test_every_listed_internal_exists():

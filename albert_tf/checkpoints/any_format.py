@@ -271,7 +271,7 @@ def _load_checkpoint_prefix(prefix: str, encoder) -> InitResult:
 
 
 def _load_export(directory: str, encoder) -> InitResult:
-    from albert_tf.export.weight_index import ENCODER, ExportWeightsError, load_export_weights
+    from albert_tf.weight_index import ENCODER, ExportWeightsError, load_export_weights
 
     try:
         loaded = load_export_weights(directory, encoder, ENCODER)
@@ -285,7 +285,7 @@ def _load_export(directory: str, encoder) -> InitResult:
 
 
 def _load_directory(directory: str, encoder) -> InitResult:
-    from albert_tf.export.weight_index import is_export
+    from albert_tf.weight_index import is_export
 
     if is_export(directory):
         return _load_export(directory, encoder)

@@ -15,7 +15,9 @@ Two parts:
   in-memory outputs). A fresh process is the point: nothing already loaded or traced in the
   exporting process (op libraries, Python objects, resources) can hide a missing piece.
 
-`python -m albert_tf.export.compatibility SAVED_MODEL_DIR INPUTS.npz OUTPUTS.npz` is that child.
+The child is `python -m albert_tf.model_server.reload_check SAVED_MODEL_DIR INPUTS.npz
+OUTPUTS.npz`, started by module name: the loader belongs to the server, and the export layer
+imports nothing of it.
 """
 
 from __future__ import annotations
@@ -126,12 +128,18 @@ def check_ops(saved_model_dir: str) -> CompatibilityReport:
     return CompatibilityReport(sorted(used), sorted(used & text), problems)
 
 
-def _save_arrays(path: str, arrays: Dict[str, Dict[str, np.ndarray]]) -> None:
+# The child process of `check_reload` (a module of the server, run by name).
+RELOAD_CHILD = "albert_tf.model_server.reload_check"
+
+
+def save_arrays(path: str, arrays: Dict[str, Dict[str, np.ndarray]]) -> None:
+    """`{signature: {name: array}}` as one `.npz` (the reload check's inputs and outputs)."""
     flat = {f"{sig}/{name}": value for sig, values in arrays.items() for name, value in values.items()}
     np.savez(path, **flat)
 
 
-def _load_arrays(path: str) -> Dict[str, Dict[str, np.ndarray]]:
+def load_arrays(path: str) -> Dict[str, Dict[str, np.ndarray]]:
+    """The arrays `save_arrays` wrote."""
     result: Dict[str, Dict[str, np.ndarray]] = {}
     with np.load(path, allow_pickle=True) as data:
         for key in data.files:
@@ -171,11 +179,11 @@ def check_reload(
     """
     with tempfile.TemporaryDirectory(prefix="albert-reload-") as tmp:
         inputs_path, outputs_path = os.path.join(tmp, "inputs.npz"), os.path.join(tmp, "outputs.npz")
-        _save_arrays(inputs_path, inputs)
+        save_arrays(inputs_path, inputs)
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
         try:
             process = subprocess.run(
-                [sys.executable, "-m", "albert_tf.export.compatibility", saved_model_dir, inputs_path, outputs_path],
+                [sys.executable, "-m", RELOAD_CHILD, saved_model_dir, inputs_path, outputs_path],
                 capture_output=True, text=True, timeout=RELOAD_TIMEOUT_S, env=env,
             )
         except subprocess.TimeoutExpired:
@@ -183,7 +191,7 @@ def check_reload(
         if process.returncode != 0:
             tail = (process.stderr or process.stdout).strip().splitlines()[-15:]
             raise CompatibilityError(f"a fresh process could not load and run {saved_model_dir}:\n" + "\n".join(tail))
-        reloaded = _load_arrays(outputs_path)
+        reloaded = load_arrays(outputs_path)
     problems = []
     for signature, outputs in expected.items():
         for name, value in outputs.items():
@@ -194,21 +202,3 @@ def check_reload(
                 problems.append(f"{signature}/{name}: reloaded output differs from the in-memory one")
     if problems:
         raise CompatibilityError(f"{saved_model_dir} does not reproduce the model: " + "; ".join(problems))
-
-
-def _child(saved_model_dir: str, inputs_path: str, outputs_path: str) -> int:
-    from albert_tf.model_server.servable import SessionServable
-
-    servable = SessionServable(saved_model_dir)
-    inputs = _load_arrays(inputs_path)
-    outputs = {signature: servable.run(signature, values) for signature, values in inputs.items()}
-    _save_arrays(outputs_path, outputs)
-    servable.close()
-    return 0
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 4:
-        print("usage: python -m albert_tf.export.compatibility SAVED_MODEL_DIR INPUTS.npz OUTPUTS.npz", file=sys.stderr)
-        sys.exit(2)
-    sys.exit(_child(*sys.argv[1:]))

@@ -8,7 +8,7 @@ The layout is TF Serving's: `<export_base>/<model_name>/<version>/` with
   SignatureDefs are rewritten after saving);
 * `assets/`: the vocabulary (`spiece.model` or `vocab.txt`), `albert_config.json`,
   `export.json` (kind, labels, sequence length, tokenizer settings), for provenance, and
-  `weights.json` (`albert_tf.export.weight_index`: which Keras weight each checkpointed variable
+  `weights.json` (`albert_tf.weight_index`: which Keras weight each checkpointed variable
   is, so that `from_pretrained`, `--init` and the pipeline's warm start read a version back);
 * `assets.extra/tf_serving_warmup_requests`: one warmup request per signature, and for a
   length-aware export without `tflite=` (`length_bucket`, default 16) one per length bucket of each text signature.
@@ -38,8 +38,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from albert_tf import file_io
-from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup, weight_index
+from albert_tf import file_io, weight_index
+from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup
 from albert_tf.kinds import SPEC_KINDS
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET
 

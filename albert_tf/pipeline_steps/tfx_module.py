@@ -123,7 +123,7 @@ def _base_model(path, vocab_dir: str):
     run's vocabulary; None when there is none."""
     if not path:
         return None
-    from albert_tf.export.weight_index import is_export
+    from albert_tf.weight_index import is_export
     from albert_tf.pipeline_steps.warm_start import base_tokenizer
 
     if not is_export(path):

@@ -11,7 +11,7 @@ never mixes two bases:
 * the Trainer takes that encoder and the base's classifier head, then fine-tunes on the new span;
 * the Evaluator compares the candidate with the same base (the newest pushed version).
 
-The base's weights are read from its `assets/weights.json` (`albert_tf.export.weight_index`).
+The base's weights are read from its `assets/weights.json` (`albert_tf.weight_index`).
 A base that cannot be continued (another architecture, other labels, an export without a
 weight index) stops the run in one line naming what differs; `warm_start: false` trains from
 scratch.
@@ -23,7 +23,7 @@ import json
 import os
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from albert_tf.export.weight_index import ExportWeightsError, is_export, read_weight_index
+from albert_tf.weight_index import ExportWeightsError, is_export, read_weight_index
 from albert_tf.kinds import KIND_CLASSIFIER
 
 
@@ -107,7 +107,7 @@ def load_head(base_dir: str, model) -> Dict[str, Any]:
     a task model creates its head's weights on its first call)."""
     import numpy as np
 
-    from albert_tf.export.weight_index import HEAD, load_export_weights
+    from albert_tf.weight_index import HEAD, load_export_weights
 
     if not model.built:
         ids = np.ones((1, 2), "int32")

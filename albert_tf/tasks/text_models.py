@@ -207,7 +207,7 @@ def resolve_pretrained(
     """
     from albert_tf.checkpoints.any_format import config_from_init
     from albert_tf.config import AlbertConfig, load_config
-    from albert_tf.export.weight_index import ExportWeightsError, is_export, read_weight_index
+    from albert_tf.weight_index import ExportWeightsError, is_export, read_weight_index
 
     path = os.fspath(path)
     if not os.path.exists(path) and not os.path.exists(path + ".index"):

@@ -65,7 +65,7 @@ _OWN_BUCKET = object()
 
 def _serializing_keras_archive() -> bool:
     """Whether Keras is serializing a model for a `.keras` archive (then `save_assets` follows)."""
-    from albert_tf.training.keras_internals import serializing_keras_archive
+    from albert_tf.keras_internals import serializing_keras_archive
 
     return serializing_keras_archive()
 

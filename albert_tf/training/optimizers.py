@@ -50,7 +50,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from albert_tf.training.keras_internals import check_optimizer_hooks, merge_call_function
+from albert_tf.keras_internals import check_optimizer_hooks, merge_call_function
 from albert_tf.training.schedules import PRETRAINING_PEAK_LEARNING_RATE, WarmupPolynomialDecay
 
 # The optimizers below override private Keras hooks: fail here, loudly, if a Keras upgrade removed one.

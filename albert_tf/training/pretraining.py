@@ -877,7 +877,7 @@ def pretraining_fit_scope(model, strategy):
     `fit`, which runs inside the strategy's scope, where Keras finds the same strategy through
     `tf.distribute.get_strategy()`.
     """
-    from albert_tf.training.keras_internals import strategy_hidden_from_build
+    from albert_tf.keras_internals import strategy_hidden_from_build
 
     wrapped = _multi_worker_safe_logs(model, strategy)
     try:

@@ -42,7 +42,7 @@ class KerasInternalsError(RuntimeError):
 def _missing(name: str, where: str, purpose: str) -> KerasInternalsError:
     return KerasInternalsError(
         f"{where} has no attribute {name!r} in Keras {keras.__version__} / TensorFlow {tf.__version__}; "
-        f"albert_tf uses it for {purpose} (see albert_tf/training/keras_internals.py)"
+        f"albert_tf uses it for {purpose} (see albert_tf/keras_internals.py)"
     )
 
 
@@ -95,7 +95,7 @@ def check_keras_internals() -> None:
     if missing:
         raise KerasInternalsError(
             f"Keras {keras.__version__} / TensorFlow {tf.__version__} lack private attributes albert_tf needs: "
-            + ", ".join(missing) + " (see albert_tf/training/keras_internals.py)"
+            + ", ".join(missing) + " (see albert_tf/keras_internals.py)"
         )
 
 
