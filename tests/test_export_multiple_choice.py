@@ -18,6 +18,7 @@ import _serving_helpers as helpers  # noqa: E402
 
 from albert_tf.data import race  # noqa: E402
 from albert_tf.export import multiple_choice, saved_model, signatures, warmup  # noqa: E402
+from albert_tf.tasks import families  # noqa: E402
 from albert_tf.tasks.spec import TaskSpec  # noqa: E402
 
 MAX_QA = 6
@@ -149,9 +150,9 @@ def test_settings_and_argument_errors(layer, model):
     with pytest.raises(ValueError, match="qa_settings are for SQuAD"):
         signatures.ServingModule(model, layer, qa_settings={"doc_stride": 3})
     spec = TaskSpec("regression", "regression", None, 16, [], "pearson", {})
-    assert saved_model.export_arguments(spec)["task_settings"] is None
+    assert families.export_arguments(spec)["task_settings"] is None
     with pytest.raises(ValueError, match="export supports"):
-        saved_model.export_arguments(TaskSpec("x", "pretraining", None, 16, [], "x", {}))
+        families.export_arguments(TaskSpec("x", "pretraining", None, 16, [], "x", {}))
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +168,7 @@ def exported(tmp_path_factory, model, spm, layer):
              settings={"max_seq_length": helpers.SEQ, "max_qa_length": MAX_QA, "levels": ["middle", "high"]},
              ).write(str(directory))
     (directory / "COMPLETE").write_text("")
-    arguments = saved_model.export_arguments(TaskSpec.read(str(directory)))
+    arguments = families.export_arguments(TaskSpec.read(str(directory)))
     assert arguments == dict(labels=None, pair=False, qa_settings=None, task_settings={"max_qa_length": MAX_QA})
     loaded = load_model(str(directory))
     base = tmp_path_factory.mktemp("race_base")

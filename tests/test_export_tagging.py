@@ -19,6 +19,7 @@ import _serving_helpers as helpers  # noqa: E402
 from albert_tf.data.tagging import TagVocab  # noqa: E402
 from albert_tf.export import saved_model, signatures, tagging, warmup  # noqa: E402
 from albert_tf.metrics import get_entities  # noqa: E402
+from albert_tf.tasks import families  # noqa: E402
 from albert_tf.tasks import tagging as python_tagging  # noqa: E402
 from albert_tf.tasks.spec import TaskSpec  # noqa: E402
 
@@ -217,7 +218,7 @@ def exported(tmp_path_factory, model, spm, layer):
 
     directory = _model_dir(tmp_path_factory, model, spm)
     spec = TaskSpec.read(str(directory))
-    arguments = saved_model.export_arguments(spec)
+    arguments = families.export_arguments(spec)
     assert arguments == dict(labels=TAGS, pair=False, qa_settings=None, task_settings={"token_unit": "word"})
     loaded = load_model(str(directory))
     base = tmp_path_factory.mktemp("ner_base")

@@ -148,12 +148,27 @@ def _subpackage(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
+def test_no_cycles_between_subpackages():
+    """Each subpackage (`albert_tf.export`, `albert_tf.tasks`, ...) is a layer: no chain of
+    imports, function-local ones included, leads from one back to itself."""
+    graph: Dict[str, Dict[str, int]] = {}
+    for module, targets in import_graph().items():
+        for target, line in targets.items():
+            if _subpackage(module) != _subpackage(target):
+                graph.setdefault(_subpackage(module), {}).setdefault(_subpackage(target), line)
+    for node in {t for targets in graph.values() for t in targets}:
+        graph.setdefault(node, {})
+    assert cycles(graph) == []
+
+
 def test_lower_layers_import_no_higher_ones():
-    """Subpackage edges that once made cycles and must not come back (function-local imports
-    included): the export imports nothing of the server (its reload check starts the server's
-    loader by module name), checkpoints nothing of the export (the weight index is its own
-    module), tokenization nothing of training (the Keras internals are their own module)."""
+    """Subpackage edges that once made cycles and must not come back: the export imports no task
+    module (a task model says its own `export_kind`; `export_arguments` is the task layer's) and
+    nothing of the server (its reload check starts the server's loader by module name);
+    checkpoints nothing of the export (the weight index is its own module); tokenization nothing
+    of training (the Keras internals are their own module)."""
     forbidden = {
+        ("albert_tf.export", "albert_tf.tasks"),
         ("albert_tf.export", "albert_tf.model_server"),
         ("albert_tf.checkpoints", "albert_tf.export"),
         ("albert_tf.tokenization", "albert_tf.training"),

@@ -23,8 +23,8 @@ and a fresh-process reload that must reproduce the in-memory outputs), and only 
 its version number; a crash leaves no half version. `models.config` and
 `batching_parameters.txt` for the export base are (re)written last.
 
-`export_arguments(task_spec)` gives the task-specific arguments of `export_saved_model` for a
-fine-tuned model directory (`task.json`), for every task kind of `EXPORTABLE_TASK_KINDS`.
+The task-specific arguments of a fine-tuned model directory (`task.json`) come from the task
+layer: `albert_tf.tasks.families.export_arguments`.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ CONFIG_ASSET = "albert_config.json"
 SENTENCEPIECE_ASSET = "spiece.model"
 WORDPIECE_ASSET = "vocab.txt"
 TEMP_PREFIX = ".tmp-export-"
-# The `TaskSpec.kind`s of fine-tuned model directories that export (`export_arguments`): all of them.
+# The `TaskSpec.kind`s of fine-tuned model directories that export (`albert_tf.tasks.families.export_arguments`): all.
 EXPORTABLE_TASK_KINDS = SPEC_KINDS
 
 
@@ -283,29 +283,6 @@ def export_saved_model(
     method_names = {key: non_predict.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
     logger.info("exported %s version %d to %s (signatures %s)", model_name, version, final, ", ".join(method_names))
     return ExportResult(final, version, method_names, report, configs, tflite_info)
-
-
-def export_arguments(task_spec) -> Dict[str, Any]:
-    """The task-specific `export_saved_model` keyword arguments of a fine-tuned model directory.
-
-    Args:
-      task_spec: its `albert_tf.tasks.spec.TaskSpec` (`task.json`).
-
-    Returns:
-      `labels`, `pair`, `qa_settings` and `task_settings`: classification — the labels and
-      whether inputs are pairs; regression — pairs; SQuAD — the conversion and post-processing
-      settings (a missing `null_score_diff_threshold` is the export's default, 0); tagging — the
-      tags and `token_unit`; multiple choice — `max_qa_length`.
-
-    Raises:
-      ValueError: a task kind outside `EXPORTABLE_TASK_KINDS`.
-    """
-    from albert_tf.tasks.families import task_family
-
-    kind = task_spec.kind
-    if kind not in EXPORTABLE_TASK_KINDS:
-        raise ValueError(f"export supports {', '.join(EXPORTABLE_TASK_KINDS)} models, not {kind}")
-    return task_family(task_spec).export_arguments(task_spec)
 
 
 def read_export_info(saved_model_dir: str) -> Dict:

@@ -91,11 +91,11 @@ def model_kind(model) -> str:
     """The export kind (one of `KINDS`) of a supported model, else TypeError."""
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.pretrainer import AlbertPretrainer
-    from albert_tf.tasks.families import model_export_kind
 
-    # A fine-tuned task model's kind is its family's (`albert_tf.tasks.families`).
-    kind = model_export_kind(model)
-    if kind is not None:
+    # A fine-tuned task model says its kind (`AlbertTaskModel.export_kind`): the export imports
+    # no task module.
+    kind = getattr(model, "export_kind", None)
+    if kind in KINDS:
         return kind
     if isinstance(model, AlbertPretrainer):
         return KIND_PRETRAINER

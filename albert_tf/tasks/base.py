@@ -11,7 +11,7 @@ needs no `y`, exactly as for `AlbertPretrainer`.
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import keras
 import tensorflow as tf
@@ -41,6 +41,9 @@ class AlbertTaskModel(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     # `get_config` / `from_config` (`NestedLayersConfig`): the encoder nested, then these;
     # subclasses add their own arguments in `get_config`.
     config_fields = ("dropout",)
+    # The export kind (`albert_tf.kinds.KINDS`) of the subclass's SavedModels: what
+    # `albert_tf.export` serves it as, read from the model, so the export imports no task module.
+    export_kind: Optional[str] = None
 
     def __init__(self, encoder: AlbertEncoder, dropout: float = 0.1, **kwargs):
         super().__init__(**kwargs)

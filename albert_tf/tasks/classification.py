@@ -23,6 +23,7 @@ import numpy as np
 from keras import ops
 
 from albert_tf.data.glue import LabelVocab, TextExample, regression_target
+from albert_tf.kinds import KIND_CLASSIFIER, KIND_REGRESSOR
 from albert_tf.metrics import glue_metrics
 from albert_tf.tasks.base import AlbertTaskModel
 
@@ -60,6 +61,8 @@ class AlbertClassifier(AlbertTaskModel):
             briefly pretrained learn reliably only with "mean": their `[CLS]` output is nearly
             the same for every text (see `albert_tf.training.recipes`).
     """
+
+    export_kind = KIND_CLASSIFIER
 
     pooled_output_only = True
 
@@ -114,6 +117,8 @@ class AlbertRegressor(AlbertTaskModel):
         dropout: Dropout on the pooled output.
         pooling: "cls" or "mean", as `AlbertClassifier`.
     """
+
+    export_kind = KIND_REGRESSOR
 
     pooled_output_only = True
 

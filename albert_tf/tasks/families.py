@@ -27,19 +27,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from albert_tf import file_io
 from albert_tf.kinds import (
-    KIND_CLASSIFIER,
-    KIND_MULTIPLE_CHOICE,
-    KIND_REGRESSOR,
-    KIND_SQUAD_V1,
-    KIND_SQUAD_V2,
-    KIND_TAGGER,
     RECIPE_CLASSIFICATION,
     RECIPE_TAGGING,
     SPEC_CLASSIFICATION,
     SPEC_MULTIPLE_CHOICE,
     SPEC_REGRESSION,
     SPEC_SQUAD,
+    SPEC_KINDS,
     SPEC_TAGGING,
+    SPEC_TO_EXPORT,
 )
 from albert_tf.tasks.errors import TaskError
 from albert_tf.tasks.spec import GLUE_TASKS, TaskSpec
@@ -280,9 +276,11 @@ class TaskFamily(abc.ABC):
 
     @classmethod
     def export_kind(cls, model) -> Optional[str]:
-        """The export kind (`albert_tf.kinds.KINDS`) of a task model of this family,
-        None for a model of another family."""
-        return None
+        """The export kind (`albert_tf.kinds.KINDS`) of a task model of this family (the model's
+        own `export_kind`), None for a model of another family."""
+        kind = getattr(model, "export_kind", None)
+        mine = {export for spec_kind in cls.kinds for export in SPEC_TO_EXPORT[spec_kind]}
+        return kind if kind in mine else None
 
 
 # --- tables: classification, regression and tagging ----------------------------------------------
@@ -655,16 +653,6 @@ class ClassificationFamily(_TableFamily):
             result["labels"] = list(spec.labels)
         return result
 
-    @classmethod
-    def export_kind(cls, model):
-        from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
-
-        if isinstance(model, AlbertClassifier):
-            return KIND_CLASSIFIER
-        if isinstance(model, AlbertRegressor):
-            return KIND_REGRESSOR
-        return None
-
 
 class TaggingFamily(_TableFamily):
     """Token classification (BIO tags): CoNLL-style files (`conll`) or the People's Daily corpus
@@ -808,12 +796,6 @@ class TaggingFamily(_TableFamily):
         result["labels"] = list(spec.labels)
         result["task_settings"] = {"token_unit": spec.token_unit}
         return result
-
-    @classmethod
-    def export_kind(cls, model):
-        from albert_tf.tasks.tagging import AlbertTokenClassifier
-
-        return KIND_TAGGER if isinstance(model, AlbertTokenClassifier) else None
 
 
 # --- reading comprehension: SQuAD and RACE --------------------------------------------------------
@@ -1016,16 +998,6 @@ class SquadFamily(_ReadingFamily):
         result["qa_settings"] = settings
         return result
 
-    @classmethod
-    def export_kind(cls, model):
-        from albert_tf.tasks.squad import SquadV1Model, SquadV2Model
-
-        if isinstance(model, SquadV1Model):
-            return KIND_SQUAD_V1
-        if isinstance(model, SquadV2Model):
-            return KIND_SQUAD_V2
-        return None
-
 
 class MultipleChoiceFamily(_ReadingFamily):
     """Multiple choice from the `RACE/` folder (`train/`, `dev/`, optionally `test/`, each with
@@ -1153,12 +1125,6 @@ class MultipleChoiceFamily(_ReadingFamily):
         result["task_settings"] = {} if max_qa_length is None else {"max_qa_length": max_qa_length}
         return result
 
-    @classmethod
-    def export_kind(cls, model):
-        from albert_tf.tasks.multiple_choice import MultipleChoiceModel
-
-        return KIND_MULTIPLE_CHOICE if isinstance(model, MultipleChoiceModel) else None
-
 
 # --- the lookup ------------------------------------------------------------------------------------
 
@@ -1187,6 +1153,28 @@ def task_family(task: Union[str, TaskSpec]) -> TaskFamily:
     if family is None:
         raise TaskError(f"unknown task {task!r}; tasks: {', '.join(TASKS)}")
     return family(name)
+
+
+def export_arguments(task_spec: TaskSpec) -> Dict[str, Any]:
+    """The task-specific `albert_tf.export.export_saved_model` keyword arguments of a fine-tuned
+    model directory.
+
+    Args:
+      task_spec: its `TaskSpec` (`task.json`).
+
+    Returns:
+      `labels`, `pair`, `qa_settings` and `task_settings`: classification — the labels and
+      whether inputs are pairs; regression — pairs; SQuAD — the conversion and post-processing
+      settings (a missing `null_score_diff_threshold` is the export's default, 0); tagging — the
+      tags and `token_unit`; multiple choice — `max_qa_length`.
+
+    Raises:
+      ValueError: a task kind outside `albert_tf.kinds.SPEC_KINDS`.
+    """
+    kind = task_spec.kind
+    if kind not in SPEC_KINDS:
+        raise ValueError(f"export supports {', '.join(SPEC_KINDS)} models, not {kind}")
+    return task_family(task_spec).export_arguments(task_spec)
 
 
 def model_export_kind(model) -> Optional[str]:

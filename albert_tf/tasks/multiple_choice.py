@@ -22,6 +22,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from albert_tf.kinds import KIND_MULTIPLE_CHOICE
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks.base import ENCODER_INPUTS, AlbertTaskModel
 
@@ -50,6 +51,8 @@ class MultipleChoiceModel(AlbertTaskModel):
     >>> tuple(out["logits"].shape)
     (2, 4)
     """
+
+    export_kind = KIND_MULTIPLE_CHOICE
 
     pooled_output_only = True
 

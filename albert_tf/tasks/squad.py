@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from albert_tf.kinds import KIND_SQUAD_V1, KIND_SQUAD_V2
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks import squad_postprocessing as post
 from albert_tf.tasks.base import AlbertTaskModel
@@ -87,6 +88,8 @@ class SquadV1Model(AlbertTaskModel):
     >>> tuple(out["start_logits"].shape), tuple(out["end_logits"].shape)
     ((2, 6), (2, 6))
     """
+
+    export_kind = KIND_SQUAD_V1
 
     reads_pooler = False
 
@@ -274,6 +277,8 @@ class SquadV2Model(AlbertTaskModel):
     >>> tuple(out["start_top_index"].shape), tuple(out["end_top_index"].shape), tuple(out["cls_logits"].shape)
     ((2, 3), (2, 6), (2,))
     """
+
+    export_kind = KIND_SQUAD_V2
 
     reads_pooler = False
 

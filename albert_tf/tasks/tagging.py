@@ -30,6 +30,7 @@ from keras import ops
 
 # TOKEN_UNITS and split_with_offsets live in albert_tf.data.tagging; imported here by their old names.
 from albert_tf.data.tagging import TOKEN_UNITS, TaggedSentence, TagVocab, split_with_offsets  # noqa: F401
+from albert_tf.kinds import KIND_TAGGER
 from albert_tf.metrics import entity_scores, get_entities, token_accuracy
 from albert_tf.tasks.base import AlbertTaskModel
 
@@ -56,6 +57,8 @@ class AlbertTokenClassifier(AlbertTaskModel):
         num_labels: Number of tags (>= 2).
         dropout: Dropout on the sequence output.
     """
+
+    export_kind = KIND_TAGGER
 
     reads_pooler = False
 
