@@ -34,10 +34,16 @@ def tiny_inputs(root, random_labels=False):
     for d in range(6):
         paragraphs = [". ".join(" ".join(rng.choice(WORDS) for _ in range(8)).capitalize() for _ in range(3)) + "." for _ in range(12)]
         (corpus / f"doc{d}.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
-    task = root / "task"
-    task.mkdir()
     # Enough rows that the tiny model learns the keywords rather than memorising the examples.
-    for split, count in (("train", 240), ("dev", 60)):
+    task = write_keyword_task(root / "task", rng, (("train", 240), ("dev", 60)), random_labels)
+    return str(corpus / "*.txt"), str(task)
+
+
+def write_keyword_task(task, rng, counts, random_labels=False):
+    """`train.tsv` / `dev.tsv` of the keyword task (one sentiment word decides the label) with
+    `counts` rows per split, drawn from `rng`."""
+    task.mkdir(parents=True)
+    for split, count in counts:
         rows = []
         for i in range(count):
             label = i % 2
@@ -47,7 +53,7 @@ def tiny_inputs(root, random_labels=False):
                 label = int(rng.random() < 0.7)
             rows.append(f"{label}\t{' '.join(words)}")
         (task / f"{split}.tsv").write_text("label\ttext\n" + "\n".join(rows) + "\n", encoding="utf-8")
-    return str(corpus / "*.txt"), str(task)
+    return task
 
 
 def tiny_settings(root, **overrides) -> PipelineSettings:

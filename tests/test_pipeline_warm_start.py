@@ -4,30 +4,22 @@ vocabulary, its encoder through the Pretrainer, its classifier head in the Train
 Evaluator compares the candidate with that model and the Pusher publishes the next version.
 Every pushed version loads with `from_pretrained`."""
 
+import json
 import os
 import random
 import shutil
 
 import pytest
 
-from _pipeline_helpers import NEGATIVE, POSITIVE, WORDS, tiny_inputs, tiny_settings
+from _pipeline_helpers import tiny_inputs, tiny_settings, write_keyword_task
 
 pytestmark = pytest.mark.slow
 
 
 def write_span(directory, seed):
-    """A span of the keyword task (a sentiment word decides the label), drawn with its own seed.
-    Its eval split is large enough (300 rows) that the drift check sees two clean spans as the same."""
-    rng = random.Random(seed)
-    directory.mkdir(parents=True)
-    for split, count in (("train", 240), ("dev", 300)):
-        rows = []
-        for i in range(count):
-            label = i % 2
-            words = [rng.choice(POSITIVE if label else NEGATIVE)] + [rng.choice(WORDS) for _ in range(5)]
-            rng.shuffle(words)
-            rows.append(f"{label}\t{' '.join(words)}")
-        (directory / f"{split}.tsv").write_text("label\ttext\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    """A span of the keyword task, drawn with its own seed. Its eval split is large enough (300
+    rows) that the drift check sees two clean spans as the same."""
+    write_keyword_task(directory, random.Random(seed), (("train", 240), ("dev", 300)))
 
 
 def test_a_new_span_warm_starts_from_the_pushed_model(tmp_path, capsys):
@@ -48,7 +40,7 @@ def test_a_new_span_warm_starts_from_the_pushed_model(tmp_path, capsys):
     write_span(tmp_path / "span-2", seed=2)
     # The CLI's run: one line says where it started from.
     config = tmp_path / "settings.json"
-    config.write_text(__import__("json").dumps(settings.to_dict()), encoding="utf-8")
+    config.write_text(json.dumps(settings.to_dict()), encoding="utf-8")
     code = main(["pipeline", "run", "--config", str(config), "--pipeline-root", str(tmp_path / "runs"),
                  "--no-sample-request"])
     out = capsys.readouterr().out
