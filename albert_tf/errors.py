@@ -53,6 +53,12 @@ def as_flags(message: str, aliases=None) -> str:
     return _MARK.sub(lambda m: _flag(m, aliases), message)
 
 
+def rename_params(message: str, names) -> str:
+    """`message` with the parameters it marks renamed as `names` maps them (``{"model_config":
+    "config"}``), still marked: for a caller whose parameters are named otherwise."""
+    return _MARK.sub(lambda m: m.group(0).replace(m.group(1), names.get(m.group(1), m.group(1)), 1), message)
+
+
 class ParameterError(ValueError):
     """A user error whose message may name parameters with `param`; ``str()`` shows them as
     Python arguments and `cli_message` as flags."""

@@ -10,6 +10,7 @@ log line once, no CUDA probing error on a machine without a GPU). Subprocess run
 
 import argparse
 import collections
+import dataclasses
 import hashlib
 import json
 import os
@@ -132,6 +133,67 @@ def test_a_data_directory_gives_lengths_vocabulary_and_tokenizer_to_a_tiny_run(p
     assert find_tokenizer(str(data)) is None
 
 
+def test_the_library_run_writes_what_the_command_writes(pretrained, sample_data, tmp_path, capsys):
+    """`pretrain(PretrainSettings(...))` from Python is the command's run: the same files, run
+    settings, metrics and weights, and the same progress lines, with settings as Python arguments."""
+    import tensorflow as tf
+
+    from albert_tf.training.pretraining import PretrainingError
+    from albert_tf.training.pretraining_runner import PretrainSettings, pretrain
+
+    proc, command_run = pretrained
+    assert proc.returncode == 0, proc.stderr
+    data, spm = sample_data
+    run = tmp_path / "run"
+    settings = PretrainSettings(data=str(data), config="tiny", model_dir=str(run), spm_model=str(spm), steps=2,
+                                batch_size=8, checkpoint_every=1, log_every=0, verbose=0)
+    result = pretrain(settings)
+    assert result.final_step == 2 and result.history[-1]["step"] == 2
+    printed = capsys.readouterr().out.splitlines()
+    # The progress lines the command prints before its summary, pointing at this run's directory.
+    expected = [line.replace(str(command_run), str(run)) for line in proc.stdout.splitlines()[: len(printed)]]
+    assert printed == expected and printed[-1].startswith("length ")
+
+    def files(root):
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "logs" not in p.parts)
+
+    assert files(run) == files(command_run)
+    assert (run / "spm.model").read_bytes() == (command_run / "spm.model").read_bytes()
+    for name in ("run_config.json", "tokenizer.json", "tf1/albert_config.json"):
+        ours, theirs = (run / name).read_text(), (command_run / name).read_text()
+        assert ours.replace(str(run), str(command_run)) == theirs, name
+
+    def metrics(root):  # without the timings
+        rows = [json.loads(line) for line in (root / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in row.items() if k not in ("seconds", "examples_per_second")} for row in rows]
+
+    assert metrics(run) == metrics(command_run)
+    ours, theirs = tf.train.load_checkpoint(str(run / "tf1" / "model.ckpt")), tf.train.load_checkpoint(
+        str(command_run / "tf1" / "model.ckpt"))
+    names = sorted(ours.get_variable_to_shape_map())
+    assert names == sorted(theirs.get_variable_to_shape_map())
+    for name in names:
+        np.testing.assert_array_equal(ours.get_tensor(name), theirs.get_tensor(name), err_msg=name)
+
+    # Errors name the Python arguments where the command names its flags.
+    with pytest.raises(PretrainingError, match=r"^masked_lm_prob applies to masking='on-the-fly' \(offline"):
+        pretrain(PretrainSettings(data=str(data), config="tiny", model_dir=str(tmp_path / "other"), masked_lm_prob=0.2))
+    with pytest.raises(PretrainingError, match=r"^model_dir is required with data"):
+        pretrain(PretrainSettings(data=str(data)))
+    assert not (tmp_path / "other").exists()
+
+
+def test_the_settings_defaults_are_the_flags_defaults():
+    from albert_tf.training.pretraining_runner import MASKING_MODES, PretrainSettings
+
+    parser = argparse.ArgumentParser()
+    pretrain.add_arguments(parser)
+    defaults = vars(parser.parse_args([]))
+    assert sorted(defaults) == sorted(f.name for f in dataclasses.fields(PretrainSettings))
+    assert PretrainSettings.from_namespace(argparse.Namespace(**defaults)) == PretrainSettings()
+    assert pretrain.MASKING_MODES == MASKING_MODES
+
+
 def test_each_log_line_is_printed_once_and_cuda_probing_logs_no_error(pretrained):
     proc, _ = pretrained
     assert proc.returncode == 0, proc.stderr
@@ -232,14 +294,21 @@ def test_a_tokenizer_named_by_the_metadata_is_used(sample_data, tmp_path):
     (copy / "metadata.json").write_text(json.dumps(metadata))
     from albert_tf.data.tfrecords import find_pretraining_data
 
-    args = argparse.Namespace(spm_model=None, vocab_file=None, lower_case=None)
-    tokenizer, vocab_size = pretrain._tokenizer(args, find_pretraining_data(str(copy)))
+    from albert_tf.training.pretraining import PretrainingError
+    from albert_tf.training.pretraining_runner import PretrainSettings, data_tokenizer
+
+    settings = PretrainSettings()
+    tokenizer, vocab_size = data_tokenizer(settings, find_pretraining_data(str(copy)))
     assert (tokenizer.kind, tokenizer.path, tokenizer.lower_case) == ("sentencepiece", str(spm), False)
     assert vocab_size == DATA_VOCAB
     metadata["tokenizer"]["spm_model"] = str(tmp_path / "gone.model")
     (copy / "metadata.json").write_text(json.dumps(metadata))
+    # The library names its arguments, the command its flags.
+    with pytest.raises(PretrainingError, match=r"gone.model, named by .*metadata.json, not found \(pass spm_model") as error:
+        data_tokenizer(settings, find_pretraining_data(str(copy)))
+    assert "not found (pass --spm-model or --vocab-file)" in error.value.cli_message
     with pytest.raises(CommandError, match=r"gone.model, named by .*metadata.json, not found \(pass --spm-model"):
-        pretrain._tokenizer(args, find_pretraining_data(str(copy)))
+        _pretrain(["--data", str(copy), "--config", "tiny", "--model-dir", str(tmp_path / "run")])
 
 
 def _write_records(path, features):

@@ -130,10 +130,12 @@ def test_the_tokenizer_gives_the_ids_and_must_agree_with_the_metadata(data, tmp_
     )
     from albert_tf.data.tfrecords import find_pretraining_data
 
-    args = argparse.Namespace(spm_model=str(spm), vocab_file=None, lower_case=None, masked_lm_prob=None)
+    from albert_tf.training.pretraining_runner import PretrainSettings, data_tokenizer, masking_config
+
+    settings = PretrainSettings(spm_model=str(spm), masking="on-the-fly")
     found = find_pretraining_data(str(copy))
-    tokenizer, _ = pretrain._tokenizer(args, found)
-    masking = pretrain._masking_config(args, found, {}, (SEQ, PREDICTIONS), tokenizer)
+    tokenizer, _ = data_tokenizer(settings, found)
+    masking = masking_config(settings, found, {}, (SEQ, PREDICTIONS), tokenizer)
     # Without metadata, the original ALBERT's settings.
     assert (masking.masked_lm_prob, masking.ngram, masking.do_whole_word_mask) == (0.15, 3, True)
     assert (masking.vocab_size, masking.cls_id, masking.sep_id, masking.mask_id) == (VOCAB, 2, 3, 4)

@@ -48,6 +48,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from albert_tf import file_io
 from albert_tf.config import AlbertConfig, ConfigError, load_config
+from albert_tf.errors import ParameterError
 from albert_tf.training.strategies import PRECISIONS, STRATEGY_NAMES
 
 logger = logging.getLogger(__name__)
@@ -101,9 +102,10 @@ _TRAJECTORY_FIELDS = (
 )
 
 
-class PretrainingError(ValueError):
+class PretrainingError(ParameterError):
     """A run that cannot go ahead as configured: bad settings, a dataset that does not match
-    them, a checkpoint of another model."""
+    them, a checkpoint of another model (a `ValueError`; settings marked with
+    `albert_tf.errors.param` read as Python arguments, or as flags on the command line)."""
 
 
 def _check_int(name, value, minimum):
