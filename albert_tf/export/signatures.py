@@ -150,6 +150,35 @@ def _find_resources(obj, depth: int = 3) -> list:
     return found
 
 
+# Export kind -> the class that exports it: the only place a kind picks its behaviour. Each
+# serving class registers itself (`register_serving`), so this module imports no task module: a
+# task's serving class is registered when its task package is imported, which every task model's
+# module does.
+SERVING_CLASSES: Dict[str, type] = {}
+
+
+def register_serving(cls: type) -> type:
+    """Class decorator: `cls` exports the models of kind `cls.kind` (one class per kind)."""
+    if cls.kind not in KINDS:
+        raise ValueError(f"unknown export kind {cls.kind!r} for {cls.__name__}")
+    registered = SERVING_CLASSES.get(cls.kind)
+    if registered is not None and registered.__qualname__ != cls.__qualname__:
+        raise ValueError(f"export kind {cls.kind!r} is already served by {registered.__name__}")
+    SERVING_CLASSES[cls.kind] = cls
+    return cls
+
+
+def serving_class(kind: str) -> type:
+    """The registered serving class of an export kind, else TypeError naming what is registered."""
+    try:
+        return SERVING_CLASSES[kind]
+    except KeyError:
+        raise TypeError(
+            f"no serving module is registered for export kind {kind!r} (registered: {', '.join(sorted(SERVING_CLASSES))}); "
+            "import the task's package (albert_tf.tasks) first"
+        ) from None
+
+
 class ServingModule(tf.Module, metaclass=abc.ABCMeta):
     """The exported object: the model, the tokenizer layer and the signature functions.
 
@@ -192,7 +221,7 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
     def __new__(cls, model=None, *args, **kwargs):
         if cls is ServingModule:
             # The one place a kind picks its class; `model_kind` raises for unsupported models.
-            cls = SERVING_CLASSES[model_kind(model)]
+            cls = serving_class(model_kind(model))
         return super().__new__(cls)
 
     def __init__(self, model, tokenizer_layer, labels: Optional[Sequence[str]] = None, pair: bool = False,
@@ -409,6 +438,7 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         return ["serving_default", "tokens"] + list(self.extra_signatures)
 
 
+@register_serving
 class ClassifierServing(ServingModule):
     """An `AlbertClassifier`: class probabilities and labels, plus TF Serving's Classify API."""
 
@@ -445,6 +475,7 @@ class ClassifierServing(ServingModule):
         return {"classes": classes, "scores": outputs["probabilities"]}
 
 
+@register_serving
 class RegressorServing(ServingModule):
     """An `AlbertRegressor`: one `score` per input, plus TF Serving's Regress API."""
 
@@ -481,6 +512,7 @@ class _EncoderOutputsServing(ServingModule):
         return outputs
 
 
+@register_serving
 class EncoderServing(_EncoderOutputsServing):
     """A bare `AlbertEncoder` (the TF-Hub module's signatures)."""
 
@@ -491,6 +523,7 @@ class EncoderServing(_EncoderOutputsServing):
         return self.model
 
 
+@register_serving
 class PretrainerServing(_EncoderOutputsServing):
     """An `AlbertPretrainer`: the encoder's signatures plus its `sop` and `mlm` heads."""
 
@@ -564,6 +597,7 @@ class SquadServing(ServingModule):
         )
 
 
+@register_serving
 class SquadV1Serving(SquadServing):
     """A `SquadV1Model`: `tokens` returns `start_logits` and `end_logits`."""
 
@@ -571,6 +605,7 @@ class SquadV1Serving(SquadServing):
     qa_version = "v1"
 
 
+@register_serving
 class SquadV2Serving(SquadServing):
     """A `SquadV2Model`: `tokens` also takes `p_mask` and returns the beam and `cls_logits`."""
 
@@ -588,6 +623,7 @@ class SquadV2Serving(SquadServing):
         )
 
 
+@register_serving
 class TaggerServing(ServingModule):
     """An `AlbertTokenClassifier`: entities from `text` in the graph (`albert_tf.export.tagging`)."""
 
@@ -625,6 +661,7 @@ class TaggerServing(ServingModule):
         return tf.function(lambda text: self._objects.task(text), input_signature=[_string_spec(TEXT_KEY)])
 
 
+@register_serving
 class MultipleChoiceServing(ServingModule):
     """A `MultipleChoiceModel`: one score per choice (`albert_tf.export.multiple_choice`)."""
 
@@ -662,16 +699,3 @@ class MultipleChoiceServing(ServingModule):
     def _token_input_signature(self):
         # One row of token ids per choice: [batch, choices, sequence].
         return [tf.TensorSpec([None, None, self.static_length], tf.int32, name=k) for k in TOKEN_KEYS]
-
-
-# Export kind -> the class that exports it: the only place a kind picks its behaviour.
-SERVING_CLASSES: Dict[str, type] = {
-    KIND_CLASSIFIER: ClassifierServing,
-    KIND_REGRESSOR: RegressorServing,
-    KIND_ENCODER: EncoderServing,
-    KIND_PRETRAINER: PretrainerServing,
-    KIND_SQUAD_V1: SquadV1Serving,
-    KIND_SQUAD_V2: SquadV2Serving,
-    KIND_TAGGER: TaggerServing,
-    KIND_MULTIPLE_CHOICE: MultipleChoiceServing,
-}
