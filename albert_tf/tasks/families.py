@@ -18,16 +18,10 @@ Every user-facing problem is a one-line `albert_tf.tasks.errors.TaskError`.
 
 from __future__ import annotations
 
-import abc
-import contextlib
-import dataclasses
-import json
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
-from albert_tf import file_io
 from albert_tf.kinds import (
-    RECIPE_CLASSIFICATION,
     RECIPE_TAGGING,
     SPEC_CLASSIFICATION,
     SPEC_MULTIPLE_CHOICE,
@@ -35,10 +29,22 @@ from albert_tf.kinds import (
     SPEC_SQUAD,
     SPEC_KINDS,
     SPEC_TAGGING,
-    SPEC_TO_EXPORT,
 )
 from albert_tf.tasks.errors import TaskError
 from albert_tf.tasks.spec import GLUE_TASKS, TaskSpec
+# The task template and its shared pieces, importable from here as before.
+from albert_tf.tasks.family import (  # noqa: F401
+    GENERIC_DEFAULTS,
+    Predictions,
+    ReadingFamily,
+    TableFamily,
+    TaskFamily,
+    TrainingPlan,
+    format_metrics,
+    progress_callbacks_for,
+    reading_data_errors,
+    write_jsonl,
+)
 
 TABLE_TASKS = ("classification", "regression")
 TAGGING_TASKS = ("conll", "peoples-daily")
@@ -47,8 +53,6 @@ RACE_TASKS = ("race",)
 READING_TASKS = SQUAD_TASKS + RACE_TASKS
 TASKS = GLUE_TASKS + TABLE_TASKS + TAGGING_TASKS + READING_TASKS
 
-# Defaults of the non-GLUE tasks: the BERT/ALBERT fine-tuning recipe's usual values.
-GENERIC_DEFAULTS = dict(learning_rate=2e-5, batch_size=32, num_epochs=3.0, warmup_proportion=0.1, max_seq_length=128)
 CONLL_FILES = {
     "train": ("train.txt", "train.conll", "train.bio", "eng.train"),
     "dev": ("dev.txt", "valid.txt", "validation.txt", "dev.conll", "dev.bio", "eng.testa"),
@@ -61,46 +65,6 @@ SQUAD_FILES = {
     "squad-v2": {"train": "train-v2.0.json", "dev": "dev-v2.0.json"},
 }
 SQUAD_PREDICTIONS_DIR = "predictions_dev"
-
-
-# --- small shared pieces -----------------------------------------------------------------------
-
-
-def _progress(label: Optional[str]) -> list:
-    """Keras callbacks that show a slow prediction's progress under `label`
-    (`albert_tf.training.finetuning.progress_callbacks`); none when it is None."""
-    from albert_tf.training.finetuning import progress_callbacks
-
-    return progress_callbacks(label or "", verbose=label is not None)
-
-
-def _limit(items: List, count: Optional[int]) -> List:
-    return items if count is None else items[:count]
-
-
-def _write_lines(path: str, lines: Sequence[str]) -> None:
-    """`lines` joined by newlines, written atomically."""
-    file_io.atomic_write_text(path, "\n".join(lines) + "\n")
-
-
-def write_jsonl(path: str, records: Sequence[Dict[str, Any]]) -> None:
-    """One JSON object per line, written atomically."""
-    with file_io.open_atomic(path, "w") as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-
-
-@contextlib.contextmanager
-def reading_data_errors():
-    """Turns the SQuAD / RACE readers' errors (malformed or missing files, bad lengths) into
-    `TaskError`s; their messages name the file."""
-    from albert_tf.data.race import RaceDataError
-    from albert_tf.data.squad import SquadDataError
-
-    try:
-        yield
-    except (SquadDataError, RaceDataError, FileNotFoundError) as e:
-        raise TaskError(str(e)) from None
 
 
 def conll_split_file(data_dir: str, split: str) -> Optional[str]:
@@ -153,295 +117,7 @@ def race_split_path(data: str, split: str) -> str:
     return path
 
 
-def _format_metrics(metrics: Dict[str, float]) -> str:
-    return ", ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()))
-
-
-@dataclasses.dataclass
-class TrainingPlan:
-    """What a task contributes to a fine-tuning run (`TaskFamily.plan`).
-
-    Attributes:
-        spec: The task spec (written to the model directory after `write_results`, which may
-            add to its `settings`).
-        train_data, eval_data: Unbatched datasets of feature dicts (labels inside).
-        eval_fn: The dev evaluation for `run_finetuning` (None: `model.evaluate`).
-        num_train: Training elements (SQuAD: features), the size of an epoch.
-        summary: "... train / ... dev ..." for the log.
-        build_head: `build_head(encoder) -> task model`.
-        write_results: `write_results(directory, model) -> {split: metrics}`: the final dev/test
-            evaluations; unlabelled test data get prediction files in `directory`.
-        constant_baseline: The dev set's best constant answer (`albert_tf.evaluation.baselines`),
-            for the collapse check; None where the family has none.
-    """
-
-    spec: TaskSpec
-    train_data: Any
-    eval_data: Any
-    eval_fn: Optional[Callable[[Any, Any], Dict[str, float]]]
-    num_train: int
-    summary: str
-    build_head: Callable[[Any], Any]
-    write_results: Callable[[str, Any], Dict[str, Any]]
-    constant_baseline: Any = None
-
-
-@dataclasses.dataclass
-class Predictions:
-    """What `TaskFamily.predict` produced.
-
-    Attributes:
-        records: JSON-able records, one per example or question, for showing (None when they
-            were written to a file instead).
-        written: The file or directory written, if any.
-        notes: Remarks for the user (questions that could not be aligned, ...).
-    """
-
-    records: Optional[List[Dict[str, Any]]] = None
-    written: Optional[str] = None
-    notes: List[str] = dataclasses.field(default_factory=list)
-
-
-class TaskFamily(abc.ABC):
-    """The behaviour shared by the tasks of one family; subclasses fill in the family's parts.
-
-    Attributes:
-        task: The task name this instance serves.
-        tasks: The family's task names.
-        kinds: The `TaskSpec.kind`s its model directories carry.
-        recipe_kind: Its kind for `albert_tf.training.recipes.recommended_recipe`.
-        reading: Whether it reads whole files (no example limits, no skipping of bad rows).
-    """
-
-    tasks: Tuple[str, ...] = ()
-    kinds: Tuple[str, ...] = ()
-    recipe_kind = RECIPE_CLASSIFICATION
-    reading = False
-
-    def __init__(self, task: str):
-        self.task = task
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.task!r})"
-
-    # --- a fine-tuning run ----------------------------------------------------------------------
-
-    def preset(self):
-        """The task's `albert_tf.tasks.presets.TaskPreset`, or None (the generic defaults)."""
-        return None
-
-    @abc.abstractmethod
-    def plan(self, settings, hyper: Dict[str, Any], tokenizer_type: str, tokenizer_file: str, tokenizer) -> TrainingPlan:
-        """Reads and encodes the run's data (`settings` a `FinetuneSettings`, `hyper` its resolved
-        hyper-parameters) and says how to build, evaluate and report the model."""
-
-    def tokenizer_entry(self, settings, tokenizer_type: str, tokenizer_file: str) -> Dict[str, Any]:
-        return {"type": tokenizer_type, "file": os.path.basename(tokenizer_file), "lower_case": bool(settings.lower_case)}
-
-    # --- a fine-tuned model directory -----------------------------------------------------------
-
-    @abc.abstractmethod
-    def split_names(self, spec: TaskSpec, data: str) -> Dict[str, List[str]]:
-        """{"dev": [...], "test": [...]} split names available for the task in `data`."""
-
-    def default_eval_splits(self, spec: TaskSpec, data: str) -> Tuple[List[str], bool]:
-        """(splits, explicit=False) that `evaluate` scores when none are named: every dev and
-        test split."""
-        available = self.split_names(spec, data)
-        requested = available.get("dev", []) + available.get("test", [])
-        if not requested:
-            raise TaskError(f"no dev or test split for {spec.task} in {data}")
-        return requested, False
-
-    @abc.abstractmethod
-    def evaluate_splits(self, model_dir: str, spec: TaskSpec, tokenizer, data: str, splits: Sequence[str], explicit: bool, *,
-                        batch_size: int, max_examples: Optional[int], on_error: str,
-                        predictions_dir: Optional[str]) -> Dict[str, Dict[str, Any]]:
-        """{split: metrics} of the model in `model_dir` on the labelled `splits` of `data`
-        (`explicit`: the splits were named, so an unlabelled one is an error)."""
-
-    @abc.abstractmethod
-    def predict(self, model_dir: str, spec: TaskSpec, tokenizer, *, texts: Sequence[str], text_b: Optional[Sequence[str]],
-                input: Optional[str], data: Optional[str], split: Optional[str], batch_size: int,
-                output: Optional[str]) -> Predictions:
-        """Predictions of the model in `model_dir` for `texts`, the file `input` or `split` of
-        `data` (exactly one), written to `output` when it is given."""
-
-    # --- export -----------------------------------------------------------------------------------
-
-    def export_arguments(self, spec: TaskSpec) -> Dict[str, Any]:
-        """The task-specific `export_saved_model` keyword arguments (`labels`, `pair`,
-        `qa_settings`, `task_settings`) of a model directory with `spec`."""
-        return dict(labels=None, pair=False, qa_settings=None, task_settings=None)
-
-    @classmethod
-    def export_kind(cls, model) -> Optional[str]:
-        """The export kind (`albert_tf.kinds.KINDS`) of a task model of this family (the model's
-        own `export_kind`), None for a model of another family."""
-        kind = getattr(model, "export_kind", None)
-        mine = {export for spec_kind in cls.kinds for export in SPEC_TO_EXPORT[spec_kind]}
-        return kind if kind in mine else None
-
-
-# --- tables: classification, regression and tagging ----------------------------------------------
-
-
-class _TableFamily(TaskFamily):
-    """Families whose data are example files read split by split (`read_split`)."""
-
-    spec_kind_when_reading = SPEC_CLASSIFICATION
-
-    @abc.abstractmethod
-    def build_spec(self, settings, hyper, tokenizer_entry, train_examples) -> TaskSpec:
-        """The run's `task.json` spec (labels, metrics, columns) from its settings and training examples."""
-
-    @abc.abstractmethod
-    def prepare_data(self, spec: TaskSpec, tokenizer, train_examples, dev_examples, hyper):
-        """(train dataset, dev dataset, eval_fn, the dev set's best constant answer), unbatched
-        datasets of encoded features."""
-
-    @abc.abstractmethod
-    def build_model(self, encoder, spec: TaskSpec, hyper):
-        """The task model (encoder + this family's head) for `spec`."""
-
-    @abc.abstractmethod
-    def read_split(self, spec: TaskSpec, data: str, split: str, *, on_error: str = "raise",
-                   cache: Optional[dict] = None, table_format: Optional[str] = None):
-        """The examples of `split` for the task.
-
-        Args:
-            table_format: A table's format as given for this run (`FinetuneSettings.table_format`);
-                by default each file's own (`albert_tf.data.glue.detect_file_format`).
-
-        Raises:
-            TaskError: A missing or malformed file (the message names the file and line).
-        """
-
-    def has_labels(self, spec: TaskSpec, examples) -> bool:
-        return all(e.label is not None for e in examples)
-
-    @abc.abstractmethod
-    def evaluate_examples(self, model, spec: TaskSpec, tokenizer, examples, batch_size: int,
-                          label: Optional[str] = "evaluating") -> Dict[str, float]:
-        """The task's metrics of `model` on labelled examples (progress under `label` when it is
-        slow; None: none)."""
-
-    @abc.abstractmethod
-    def predict_examples(self, model, spec: TaskSpec, tokenizer, examples, batch_size: int,
-                         label: Optional[str] = "predicting") -> List[Dict[str, Any]]:
-        """One prediction record per example (progress under `label` when it is slow)."""
-
-    @abc.abstractmethod
-    def prediction_row(self, spec: TaskSpec, index: int, example, record) -> Tuple[str, str]:
-        """(index, prediction) of one row of the `index<TAB>prediction` file."""
-
-    def write_predictions_tsv(self, path: str, examples, records, spec: TaskSpec) -> None:
-        """GLUE-submission style `index<TAB>prediction`."""
-        with file_io.open_atomic(path, "w") as f:
-            f.write("index\tprediction\n")
-            for index, (example, record) in enumerate(zip(examples, records)):
-                guid, value = self.prediction_row(spec, index, example, record)
-                f.write(f"{guid}\t{value}\n")
-
-    @abc.abstractmethod
-    def examples_from_texts(self, spec: TaskSpec, texts: Sequence[str], texts_b: Optional[Sequence[str]]):
-        """Unlabelled examples of the family's type for raw `texts` (and `texts_b` for pair tasks)."""
-
-    @abc.abstractmethod
-    def examples_from_file(self, spec: TaskSpec, path: str):
-        """Unlabelled examples of the family's type read from the file `path`."""
-
-    def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
-        s = settings
-        cache: Dict[str, Any] = {}
-        # Read the training data with a provisional spec (the label list comes from it for tables).
-        provisional = TaskSpec(
-            s.task, self.spec_kind_when_reading, None, hyper["max_seq_length"], [], "",
-            {}, {"text": s.text_column, "text_b": s.text_b_column, "label": s.label_column, "format": s.table_format, "quoting": s.tsv_quoting},
-        )
-        reading = dict(on_error=s.on_error, cache=cache, table_format=s.table_format)
-        train_examples = _limit(self.read_split(provisional, s.data, "train", **reading), s.max_train_examples)
-        spec = self.build_spec(s, hyper, self.tokenizer_entry(s, tokenizer_type, tokenizer_file), train_examples)
-        splits = self.split_names(spec, s.data)
-        if not splits.get("dev"):
-            raise TaskError(f"no dev split for {s.task} in {s.data}: the run selects its best weights on dev data")
-        dev_split = splits["dev"][0]
-        dev_examples = _limit(self.read_split(spec, s.data, dev_split, **reading), s.max_eval_examples)
-        train_data, eval_data, eval_fn, constant = self.prepare_data(spec, tokenizer, train_examples, dev_examples, hyper)
-        eval_batch_size = hyper["eval_batch_size"]
-
-        def write_results(directory: str, model) -> Dict[str, Any]:
-            results: Dict[str, Any] = {}
-            for kind in ("dev", "test"):
-                for split in splits.get(kind, []):
-                    examples = dev_examples if split == dev_split else _limit(
-                        self.read_split(spec, s.data, split, **reading), s.max_eval_examples
-                    )
-                    if self.has_labels(spec, examples):
-                        label = None if s.quiet else f"evaluating {split}"
-                        results[split] = self.evaluate_examples(model, spec, tokenizer, examples, eval_batch_size, label)
-                        print(f"{split}: " + _format_metrics(results[split]), flush=True)
-                    else:
-                        label = None if s.quiet else f"predicting {split}"
-                        records = self.predict_examples(model, spec, tokenizer, examples, eval_batch_size, label)
-                        self.write_predictions_tsv(os.path.join(directory, f"predictions_{split}.tsv"), examples, records, spec)
-                        print(f"{split}: wrote predictions_{split}.tsv ({len(records)} predictions)", flush=True)
-            return results
-
-        return TrainingPlan(
-            spec, train_data, eval_data, eval_fn, len(train_examples),
-            f"{len(train_examples)} train / {len(dev_examples)} dev examples",
-            lambda encoder: self.build_model(encoder, spec, hyper), write_results, constant,
-        )
-
-    def evaluate_splits(self, model_dir, spec, tokenizer, data, splits, explicit, *, batch_size, max_examples, on_error,
-                        predictions_dir):
-        from albert_tf.tasks.resources import load_model
-
-        if predictions_dir:
-            raise TaskError("--predictions-dir is for SQuAD models")
-        model = load_model(model_dir)
-        cache: dict = {}
-        results = {}
-        for split in splits:
-            examples = self.read_split(spec, data, split, on_error=on_error, cache=cache)
-            if max_examples is not None:
-                examples = examples[:max_examples]
-            if not self.has_labels(spec, examples):
-                if explicit:
-                    raise TaskError(f"split {split!r} has no labels to evaluate against; use `albert-tf predict`")
-                continue
-            results[split] = self.evaluate_examples(model, spec, tokenizer, examples, batch_size, f"evaluating {split}")
-            results[split]["num_examples"] = len(examples)
-        if not results:
-            raise TaskError("no labelled split to evaluate")
-        return results
-
-    def predict(self, model_dir, spec, tokenizer, *, texts, text_b, input, data, split, batch_size, output):
-        from albert_tf.tasks.resources import load_model
-
-        if texts:
-            examples = self.examples_from_texts(spec, texts, text_b)
-        elif input:
-            if text_b:
-                raise TaskError("--text-b goes with TEXT arguments, not --input")
-            examples = self.examples_from_file(spec, input)
-        else:
-            if not os.path.exists(data):
-                raise TaskError(f"--data not found: {data}")
-            examples = self.read_split(spec, data, split or "test")
-        model = load_model(model_dir)
-        records = self.predict_examples(model, spec, tokenizer, examples, batch_size)
-        if output and output.lower().endswith(".tsv"):
-            self.write_predictions_tsv(output, examples, records, spec)
-            return Predictions(written=output)
-        if output:
-            _write_lines(output, [json.dumps(record, ensure_ascii=False, sort_keys=True) for record in records])
-            return Predictions(written=output)
-        return Predictions(records=records)
-
-
-class ClassificationFamily(_TableFamily):
+class ClassificationFamily(TableFamily):
     """Sentence(-pair) classification and regression: the GLUE tasks, read from the standard GLUE
     files, and `classification` / `regression` tables (TSV, CSV, JSONL) with named columns."""
 
@@ -575,7 +251,7 @@ class ClassificationFamily(_TableFamily):
             )
         except DataFormatError as e:
             raise TaskError(str(e)) from None
-        scores = classification.predict_scores(model, features, batch_size, callbacks=_progress(label))
+        scores = classification.predict_scores(model, features, batch_size, callbacks=progress_callbacks_for(label))
         return classification.score_predictions(scores, features["labels"], spec.metrics, regression)
 
     def predict_examples(self, model, spec, tokenizer, examples, batch_size, label="predicting"):
@@ -585,7 +261,7 @@ class ClassificationFamily(_TableFamily):
         from albert_tf.tasks import classification
 
         features = classification.encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, with_labels=False)
-        scores = classification.predict_scores(model, features, batch_size, callbacks=_progress(label))
+        scores = classification.predict_scores(model, features, batch_size, callbacks=progress_callbacks_for(label))
         if spec.kind == SPEC_REGRESSION:
             return [{"prediction": float(v)} for v in scores]
         shifted = scores - scores.max(axis=-1, keepdims=True)
@@ -654,7 +330,7 @@ class ClassificationFamily(_TableFamily):
         return result
 
 
-class TaggingFamily(_TableFamily):
+class TaggingFamily(TableFamily):
     """Token classification (BIO tags): CoNLL-style files (`conll`) or the People's Daily corpus
     cut 80/10/10 by position (`peoples-daily`, per character)."""
 
@@ -737,7 +413,7 @@ class TaggingFamily(_TableFamily):
             encoded = tagging.encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
         except DataFormatError as e:
             raise TaskError(str(e)) from None
-        logits = tagging.predict_logits(model, encoded.features, batch_size, callbacks=_progress(label))
+        logits = tagging.predict_logits(model, encoded.features, batch_size, callbacks=progress_callbacks_for(label))
         return tagging.score_tagging(logits, encoded, examples, vocab)
 
     def predict_examples(self, model, spec, tokenizer, examples, batch_size, label="predicting"):
@@ -747,7 +423,7 @@ class TaggingFamily(_TableFamily):
 
         vocab = spec.label_vocab()
         encoded = tagging.encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab, with_labels=False)
-        logits = tagging.predict_logits(model, encoded.features, batch_size, callbacks=_progress(label))
+        logits = tagging.predict_logits(model, encoded.features, batch_size, callbacks=progress_callbacks_for(label))
         records = []
         joiner = "" if spec.token_unit == "char" else " "
         for sentence, tags in zip(examples, tagging.decode_predictions(logits, encoded.word_positions, vocab)):
@@ -798,33 +474,7 @@ class TaggingFamily(_TableFamily):
         return result
 
 
-# --- reading comprehension: SQuAD and RACE --------------------------------------------------------
-
-
-class _ReadingFamily(TaskFamily):
-    """Families that read whole files: no example limits, a malformed question stops the run."""
-
-    reading = True
-
-    def preset(self):
-        from albert_tf.tasks.presets import reading_preset
-
-        return reading_preset(self.task)
-
-    def check_eval_options(self, spec: TaskSpec, max_examples: Optional[int], on_error: str) -> None:
-        if on_error != "raise":
-            raise TaskError(f"--on-error {on_error} is not supported for {spec.task}")
-        if max_examples is not None:
-            raise TaskError(f"--max-examples is not supported for {spec.task}; cut the data files instead")
-
-    def check_predict_inputs(self, spec: TaskSpec, texts, text_b, data) -> None:
-        if texts or text_b:
-            raise TaskError(f"{spec.task} reads questions from a file: give --input FILE or --data DIR, not TEXT arguments")
-        if data and not os.path.exists(data):
-            raise TaskError(f"--data not found: {data}")
-
-
-class SquadFamily(_ReadingFamily):
+class SquadFamily(ReadingFamily):
     """Extractive question answering from the official SQuAD v1.1 / v2.0 files, scored by the
     official EM/F1; v2's no-answer threshold is tuned on dev and stored in `task.json`."""
 
@@ -877,13 +527,13 @@ class SquadFamily(_ReadingFamily):
             metrics, outputs = evaluate_squad(
                 model, data.eval_json, data.eval_examples, data.eval_features, data.eval_dataset, version=version,
                 batch_size=eval_batch_size, n_best_size=options["n_best_size"], max_answer_length=options["max_answer_length"],
-                callbacks=_progress(None if s.quiet else "evaluating dev"),
+                callbacks=progress_callbacks_for(None if s.quiet else "evaluating dev"),
             )
             metrics = {k: float(v) for k, v in metrics.items()}
             if version == "v2":
                 spec.settings["null_score_diff_threshold"] = metrics["null_score_diff_threshold"]
             write_squad_outputs(outputs, os.path.join(directory, SQUAD_PREDICTIONS_DIR))
-            print("dev: " + _format_metrics(metrics), flush=True)
+            print("dev: " + format_metrics(metrics), flush=True)
             return {"dev": metrics}
 
         summary = (
@@ -929,7 +579,7 @@ class SquadFamily(_ReadingFamily):
             model, data.eval_json, data.eval_examples, data.eval_features, data.eval_dataset,
             version=settings["version"], batch_size=batch_size, n_best_size=settings["n_best_size"],
             max_answer_length=settings["max_answer_length"], null_score_diff_threshold=threshold,
-            callbacks=_progress(label),
+            callbacks=progress_callbacks_for(label),
         )
         metrics = {k: float(v) for k, v in metrics.items()}
         metrics["num_examples"] = len(data.eval_examples)
@@ -947,7 +597,7 @@ class SquadFamily(_ReadingFamily):
                 model, tokenizer, path, version=settings["version"], max_seq_length=spec.max_seq_length,
                 doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"], batch_size=batch_size,
                 n_best_size=settings["n_best_size"], max_answer_length=settings["max_answer_length"],
-                null_score_diff_threshold=settings.get("null_score_diff_threshold"), callbacks=_progress(label),
+                null_score_diff_threshold=settings.get("null_score_diff_threshold"), callbacks=progress_callbacks_for(label),
             )
 
     def evaluate_splits(self, model_dir, spec, tokenizer, data, splits, explicit, *, batch_size, max_examples, on_error,
@@ -999,7 +649,7 @@ class SquadFamily(_ReadingFamily):
         return result
 
 
-class MultipleChoiceFamily(_ReadingFamily):
+class MultipleChoiceFamily(ReadingFamily):
     """Multiple choice from the `RACE/` folder (`train/`, `dev/`, optionally `test/`, each with
     `middle/` and `high/`), scored by accuracy."""
 
@@ -1070,7 +720,7 @@ class MultipleChoiceFamily(_ReadingFamily):
         with reading_data_errors():
             return predict_race_examples(
                 model, tokenizer, examples, max_seq_length=spec.max_seq_length,
-                max_qa_length=spec.settings["max_qa_length"], batch_size=batch_size, callbacks=_progress(label),
+                max_qa_length=spec.settings["max_qa_length"], batch_size=batch_size, callbacks=progress_callbacks_for(label),
             )
 
     @staticmethod

@@ -53,10 +53,8 @@ again: `from_pretrained` reads its encoder.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
@@ -64,490 +62,30 @@ import tensorflow as tf
 
 from albert_tf.data.tagging import TOKEN_UNITS, split_with_offsets
 from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_REGRESSION, RECIPE_TAGGING
-from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
-from albert_tf.quantization import RefuseKerasQuantize
-from albert_tf.serialization import NestedLayersConfig
+from albert_tf.modeling import ENCODER_INPUTS
 from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
-from albert_tf.tokenization import resolve
-from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, AlbertTokenizerLayer, check_length_bucket, packed_width
-from albert_tf.tokenization.resolve import SENTENCEPIECE, WORDPIECE
+from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket, packed_width
 
-DEFAULT_BATCH_SIZE = 32
-# What `find_tokenizer_file` looks for (`albert_tf.tokenization.resolve.EVERY_LAYOUT`), for its error message.
-_LOOKED_FOR = (
-    "task.json's tokenizer, tokenizer.json, assets/tokenizer/vocabulary.spm (keras-hub), an export's "
-    "assets/export.json, spiece.model, "
-    "30k-clean.model, spm.model, *.model, vocab.txt, vocab_chinese.txt, assets/*.model (TF-Hub)"
+# What every raw-text model shares and what `from_pretrained` reads, importable from here as before.
+from albert_tf.tasks.pretrained import (  # noqa: F401
+    PRETRAINED_LAYOUTS,
+    PretrainedFiles,
+    PretrainedNotFoundError,
+    TokenizerNotFoundError,
+    find_tokenizer_file,
+    load_pretrained_backbone,
+    resolve_pretrained,
 )
-
-
-class TokenizerNotFoundError(ValueError):
-    """No tokenizer file in a checkpoint layout; the message lists what was looked for and where."""
-
-
-class PretrainedNotFoundError(ValueError):
-    """Nothing at the path given to `from_pretrained`; the message lists the paths tried and the
-    layouts read, and says that a bare name is no download."""
-
-
-# What `from_pretrained` reads, for its error messages.
-PRETRAINED_LAYOUTS = (
-    "an albert-tf output (`albert-tf pretrain` / `finetune`, the pipeline's pretrained_model or "
-    "trained_model/model, an `albert-tf export` or pushed version), a TF1 release directory (albert_config.json, model.ckpt-*, 30k-clean.model), a "
-    "TF-Hub module, a Hugging Face directory (config.json, model.safetensors, spiece.model) or a keras-hub preset"
+from albert_tf.tasks.text_task import (  # noqa: F401
+    DEFAULT_BATCH_SIZE,
+    AlbertTextTask,
+    check_parts,
+    export_text_model,
+    python_tokenizer,
+    resolve_pooling,
+    string_tensor,
+    token_inputs,
 )
-
-
-def _not_found(path: str) -> PretrainedNotFoundError:
-    tried = [os.path.abspath(path), os.path.abspath(path) + ".index"]
-    message = f"pretrained model not found at {path}: tried {' and '.join(tried)}; from_pretrained reads {PRETRAINED_LAYOUTS}"
-    if not os.path.dirname(path) and "." not in path:
-        message += (
-            f". {path!r} is read as a path, not a model name: albert_tf ships no weights and downloads nothing. "
-            "Get a checkpoint first (the original releases are linked from github.com/google-research/albert, "
-            "e.g. albert_base_v2.tar.gz; or `huggingface-cli download albert/albert-base-v2 --local-dir "
-            "albert_base`), or train one with `albert-tf pretrain`, and pass its directory"
-        )
-    return PretrainedNotFoundError(message)
-
-
-@dataclasses.dataclass(frozen=True)
-class PretrainedFiles:
-    """What `resolve_pretrained` found for a checkpoint path.
-
-    Attributes:
-        weights: The path `albert_tf.checkpoints.any_format.init_encoder` reads the encoder from.
-        config: The encoder architecture.
-        tokenizer_kind: "sentencepiece" or "wordpiece".
-        tokenizer_file: The SentencePiece `.model` or WordPiece `vocab.txt`.
-        lower_case: Whether the tokenizer lower-cases the text.
-    """
-
-    weights: str
-    config: Any
-    tokenizer_kind: str
-    tokenizer_file: str
-    lower_case: bool
-
-
-def _read_json(path: str) -> Optional[Dict[str, Any]]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def find_tokenizer_file(path: Union[str, os.PathLike]) -> Tuple[str, str, Optional[bool]]:
-    """The tokenizer stored with the checkpoint at `path`, in any layout `from_pretrained` reads.
-
-    Tried in order, in the directory of `path` (the path itself when it is one) and, for a
-    `tf1/`, `checkpoints/` or `variables/` sub-directory, in its parent: a fine-tuning output's
-    `task.json` entry; a keras-hub preset's `assets/tokenizer/vocabulary.spm` (or `.txt`); a
-    pretraining output's `tokenizer.json` entry; `spiece.model` (Hugging Face), `30k-clean.model`
-    (the original releases), `spm.model`, any other `*.model`, `vocab.txt`, `vocab_chinese.txt`;
-    a TF-Hub module's `assets/*.model` or `assets/vocab.txt`.
-
-    Returns:
-        `(kind, file, lower_case)`: "sentencepiece" or "wordpiece", the file, and the casing the
-        layout records (None where it records none).
-
-    Raises:
-        TokenizerNotFoundError: None of them is there.
-    """
-    found = resolve.find_tokenizer(path, resolve.EVERY_LAYOUT)
-    if found is not None:
-        return found.kind, found.file, found.lower_case
-    directories = resolve.search_directories(path, resolve.EVERY_LAYOUT)
-    path = os.fspath(path).rstrip("/\\") or os.sep
-    raise TokenizerNotFoundError(
-        f"no tokenizer found for {path}: looked for {_LOOKED_FOR} in {' and '.join(directories)}; "
-        f"pass tokenizer= (a SentencePiece .model or a WordPiece vocab.txt); from_pretrained reads {PRETRAINED_LAYOUTS}"
-    )
-
-
-def _huggingface_lower_case(directory: str) -> Optional[bool]:
-    values = _read_json(os.path.join(directory, "tokenizer_config.json"))
-    if values is None or "do_lower_case" not in values:
-        return None
-    return bool(values["do_lower_case"])
-
-
-def _is_tfhub_module(directory: str) -> bool:
-    return os.path.isfile(os.path.join(directory, "variables", "variables.index")) and not any(
-        n.endswith(".index") for n in os.listdir(directory)
-    )
-
-
-def resolve_pretrained(
-    path: Union[str, os.PathLike],
-    *,
-    config=None,
-    tokenizer: Optional[Union[str, os.PathLike]] = None,
-    lower_case: Optional[bool] = None,
-) -> PretrainedFiles:
-    """Finds the weights, architecture and tokenizer of a checkpoint layout.
-
-    Args:
-        path: A checkpoint file, prefix or directory of any layout
-            `albert_tf.checkpoints.any_format.init_encoder` reads, or a TF-Hub module directory.
-        config: The architecture, for layouts that store none (a TF-Hub module): an
-            `AlbertConfig`, a preset name or an `albert_config.json`; overrides the stored one.
-        tokenizer: A SentencePiece `.model` or WordPiece `vocab.txt`, instead of the one stored
-            with the checkpoint.
-        lower_case: Lower-case the text; default the casing the layout records (`task.json`,
-            `tokenizer.json`, Hugging Face `tokenizer_config.json`), else True (ALBERT's English
-            and Chinese models are uncased).
-
-    Raises:
-        PretrainedNotFoundError: Nothing at `path`.
-        TokenizerNotFoundError: No tokenizer stored with the checkpoint, and none given.
-        ValueError: No architecture stored with the checkpoint, and none given.
-    """
-    from albert_tf.checkpoints.any_format import config_from_init
-    from albert_tf.config import AlbertConfig, load_config
-    from albert_tf.weight_index import ExportWeightsError, is_export, read_weight_index
-
-    path = os.fspath(path)
-    if not os.path.exists(path) and not os.path.exists(path + ".index"):
-        raise _not_found(path)
-    if is_export(path):
-        try:
-            read_weight_index(path)
-        except ExportWeightsError as e:
-            raise PretrainedNotFoundError(f"{path} is an albert-tf TF Serving export, but {e}") from None
-    weights = path
-    if os.path.isdir(path) and _is_tfhub_module(path) and not is_export(path):
-        weights = os.path.join(path, "variables")
-    if isinstance(config, AlbertConfig):
-        resolved = config
-    elif config is not None:
-        resolved = load_config(os.fspath(config))
-    else:
-        resolved = config_from_init(weights) or (config_from_init(path) if weights != path else None)
-        if resolved is None:
-            raise ValueError(
-                f"{path} stores no architecture (no albert_config.json, config.json or .keras config); pass config= "
-                "(an AlbertConfig, a preset such as base-v2, or an albert_config.json)"
-            )
-    if tokenizer is not None:
-        tokenizer = os.fspath(tokenizer)
-        if not os.path.isfile(tokenizer):
-            raise TokenizerNotFoundError(f"tokenizer file not found: {tokenizer}")
-        kind, file, recorded = resolve.kind_of_file(tokenizer), tokenizer, None
-    else:
-        kind, file, recorded = find_tokenizer_file(path)
-        if recorded is None:
-            recorded = _huggingface_lower_case(os.path.dirname(file))
-    casing = lower_case if lower_case is not None else (recorded if recorded is not None else True)
-    return PretrainedFiles(weights, resolved, kind, file, bool(casing))
-
-
-def load_pretrained_backbone(
-    path: Union[str, os.PathLike],
-    *,
-    sequence_length: int = 128,
-    config=None,
-    tokenizer: Optional[Union[str, os.PathLike]] = None,
-    lower_case: Optional[bool] = None,
-    dtype=None,
-    allow_vocab_mismatch: bool = False,
-) -> Tuple[AlbertEncoder, AlbertTokenizerLayer, PretrainedFiles]:
-    """The pretrained encoder and its tokenizer layer, for the checkpoint at `path`.
-
-    Args:
-        path, config, tokenizer, lower_case: See `resolve_pretrained`.
-        sequence_length: Length of the packed inputs (at most the model's
-            `max_position_embeddings`).
-        dtype: The encoder's dtype policy (e.g. "mixed_bfloat16"); default Keras' global one.
-        allow_vocab_mismatch: Accept a tokenizer with fewer tokens than the encoder's
-            `vocab_size` (a larger one is always refused).
-
-    Returns:
-        `(encoder, preprocessor, files)`.
-
-    Raises:
-        TokenizerNotFoundError, ValueError: See `resolve_pretrained`; a tokenizer that does not fit
-        the encoder (`VocabSizeMismatch`), or a `sequence_length` beyond its positions.
-        CheckpointError: Weights that do not load into the architecture.
-    """
-    from albert_tf.checkpoints.any_format import init_encoder
-    from albert_tf.tokenization.tokenizers import check_vocab_size
-
-    files = resolve_pretrained(path, config=config, tokenizer=tokenizer, lower_case=lower_case)
-    _check_sequence_length(sequence_length, files.config.max_position_embeddings)
-    kwargs = dict(sequence_length=sequence_length, lower_case=files.lower_case, name="preprocessor")
-    preprocessor = resolve.tokenizer_layer(files.tokenizer_kind, files.tokenizer_file, **kwargs)
-    check_vocab_size(
-        preprocessor.vocab_size, files.config.vocab_size, tokenizer_source=f"the tokenizer {files.tokenizer_file}",
-        model_source=f"the model of {os.fspath(path)}", allow_smaller=allow_vocab_mismatch,
-        allow_hint="pass allow_vocab_mismatch=True to use it anyway",
-    )
-    encoder = AlbertEncoder.from_albert_config(files.config, dtype=dtype, name="encoder")
-    init_encoder(encoder, files.weights)
-    return encoder, preprocessor, files
-
-
-def _check_sequence_length(sequence_length: int, max_positions: int) -> None:
-    if sequence_length > max_positions:
-        raise ValueError(
-            f"sequence_length {sequence_length} exceeds the model's max_position_embeddings {max_positions}"
-        )
-
-
-# --- raw inputs -> tf.data -------------------------------------------------------------------------
-
-
-def _is_text_pair(x) -> bool:
-    """A pair is a tuple (or 2-list) of two batches of texts; a list of `str` is one batch."""
-    if isinstance(x, tuple):
-        return len(x) == 2
-    return (
-        isinstance(x, list) and len(x) == 2 and all(not isinstance(v, (str, bytes)) and hasattr(v, "__len__") for v in x)
-    )
-
-
-def _string_tensor(texts, what: str = "texts") -> tf.Tensor:
-    if isinstance(texts, (str, bytes)):
-        raise ValueError(f"{what} must be a batch of texts (a list of str), not one str: wrap it in a list")
-    if not isinstance(texts, tf.Tensor):
-        array = np.asarray(texts)
-        if array.dtype.kind not in "USO" or (
-            array.dtype.kind == "O" and not all(isinstance(t, (str, bytes)) for t in array.reshape(-1))
-        ):
-            raise TypeError(f"{what} must be strings, got {array.dtype.name} values")
-        texts = array.astype(object) if array.dtype.kind == "U" else array
-    tensor = tf.convert_to_tensor(texts)
-    if tensor.dtype != tf.string:
-        raise TypeError(f"{what} must be strings, got dtype {tensor.dtype.name}")
-    if tensor.shape.rank == 0 or tensor.shape[0] == 0:
-        raise ValueError(f"{what} must be a non-empty batch of texts, got shape {tensor.shape}")
-    return tensor
-
-
-def _is_string(value) -> bool:
-    return isinstance(value, (tf.Tensor, tf.TensorSpec)) and value.dtype == tf.string
-
-
-def _split_element(args):
-    """`(x, y, sample_weight)` of one dataset element given as `map`'s positional arguments.
-
-    A tuple of two string tensors is one input (a text pair, or contexts and choices), the
-    others follow Keras: `x`, `(x,)`, `(x, y)`, `(x, y, sample_weight)`.
-    """
-    if len(args) == 2 and all(_is_string(a) for a in args):
-        return (args[0], args[1]), None, None
-    x = args[0]
-    y = args[1] if len(args) > 1 else None
-    sample_weight = args[2] if len(args) > 2 else None
-    return x, y, sample_weight
-
-
-class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
-    """The raw-text template: tokenizer in `tf.data`, encoder + head in the Keras graph.
-
-    Subclasses build their token-level task model and the functional graph on the token ids, and
-    define `preprocess_texts` (raw input batch -> token features) when it is not the tokenizer
-    layer's, `compile`'s defaults (`default_loss`, `default_metrics`) and `export`.
-    Not instantiated directly.
-
-    Every subclass takes `length_bucket` (default 16; in its config, and configs saved without
-    it load with the default): `predict` pads each batch only to its longest text rounded up to
-    a multiple of it (the same answers as fixed-length packing, padding being masked out, for
-    less work on short texts), and `export` writes length-aware signatures with it; None packs
-    to `sequence_length` everywhere. `fit` and `evaluate` always pack to `sequence_length`.
-    """
-
-    # The `recommended_recipe` task kind this model fine-tunes with.
-    recipe_task = RECIPE_CLASSIFICATION
-    # `get_config` / `from_config` (`NestedLayersConfig`): the encoder and the tokenizer layer
-    # nested, then these; subclasses add their own arguments in `get_config`.
-    config_layers = ("encoder", "preprocessor")
-    config_fields = ("length_bucket",)
-
-    # --- the shared machinery ---------------------------------------------------------------------
-
-    @property
-    def recipe(self):
-        """The `FinetuningRecipe` for this model's size (`recommended_recipe`): learning rate,
-        batch size, epochs and pooling that learn at this size."""
-        from albert_tf.training.recipes import recommended_recipe
-
-        return recommended_recipe(self.encoder.to_albert_config(), self.recipe_task)
-
-    def recommended_optimizer(self):
-        """A fresh bias-corrected `AdamWeightDecayOptimizer` at the recipe's learning rate (constant)."""
-        from albert_tf.training.optimizers import AdamWeightDecayOptimizer
-
-        recipe = self.recipe
-        return AdamWeightDecayOptimizer(
-            learning_rate=recipe.learning_rate,
-            weight_decay_rate=recipe.weight_decay,
-            bias_correction=recipe.bias_correction,
-            global_clipnorm=1.0,
-        )
-
-    def default_loss(self):
-        raise TypeError(f"{type(self).__name__} defines no default loss")
-
-    def default_metrics(self):
-        return []
-
-    def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
-        """Configures training; `"auto"` takes the package's recipe for this model.
-
-        Args:
-            optimizer: `"auto"`: `recommended_optimizer()`, bias-corrected AdamW at the recipe's
-                learning rate for the model's size; or any Keras optimizer.
-            loss: `"auto"`: the task's loss (see the class); or any Keras loss.
-            metrics: `"auto"`: the task's metrics (see the class); or a list of Keras metrics.
-            **kwargs: Other `keras.Model.compile` arguments.
-        """
-        if isinstance(optimizer, str) and optimizer == "auto":
-            optimizer = self.recommended_optimizer()
-        if isinstance(loss, str) and loss == "auto":
-            loss = self.default_loss()
-        if isinstance(metrics, str) and metrics == "auto":
-            metrics = self.default_metrics()
-        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
-
-    def preprocess_texts(self, x, length_bucket: Optional[int] = None):
-        """Token features for one batch of raw inputs (`tf.data` map function; graph mode),
-        length-aware with `length_bucket`."""
-        return self.preprocessor.tokenize_and_pack(x, length_bucket=length_bucket)
-
-    def _preprocess_element(self, *args, length_bucket: Optional[int] = None):
-        x, y, sample_weight = _split_element(args)
-        if not isinstance(x, dict):
-            x = self.preprocess_texts(x, length_bucket)
-        return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
-
-    def _texts_to_tensors(self, x):
-        """Raw array-like inputs as string tensors (a pair as a tuple of two)."""
-        if _is_text_pair(x):
-            a, b = _string_tensor(x[0], "texts_a"), _string_tensor(x[1], "texts_b")
-            if a.shape[0] != b.shape[0]:
-                raise ValueError(f"texts_a and texts_b must be equally long, got {a.shape[0]} and {b.shape[0]}")
-            return a, b
-        return _string_tensor(x)
-
-    def make_dataset(self, x, y=None, sample_weight=None, *, batch_size=None, shuffle=False,
-                     length_bucket: Optional[int] = None):
-        """The batched `tf.data.Dataset` of token features (and labels) for raw inputs `x`.
-
-        Args:
-            x: Texts (see the module docstring), a pair of them, a `tf.data.Dataset`, or a dict
-                of token features.
-            y: Labels, as an array (not with a dataset that yields them).
-            sample_weight: Per-example weights, as an array.
-            batch_size: Batch size for array inputs and unbatched datasets (default 32).
-            shuffle: Shuffle array inputs (once per epoch).
-            length_bucket: Pack each batch length-aware (see the class); None: to `sequence_length`.
-
-        Raises:
-            ValueError: Inconsistent arguments (labels twice, a batch size for a batched
-                dataset, texts of different lengths).
-        """
-        if isinstance(x, tf.data.Dataset):
-            if sample_weight is not None:
-                raise ValueError("with a tf.data.Dataset, put the sample weights in its elements")
-            first = tf.nest.flatten(x.element_spec)[0]
-            unbatched = first.shape.rank == 0
-            if y is not None:
-                if not unbatched:
-                    raise ValueError(
-                        "y goes with an unbatched dataset of texts; a batched dataset must yield (texts, labels) itself"
-                    )
-                x = tf.data.Dataset.zip((x, tf.data.Dataset.from_tensor_slices(self._labels_array(y))))
-            if unbatched:
-                x = x.batch(batch_size or DEFAULT_BATCH_SIZE)
-            elif batch_size is not None:
-                raise ValueError("batch_size is for arrays and unbatched datasets; this dataset is batched")
-            dataset = x
-        else:
-            if isinstance(x, dict):
-                features = {k: np.asarray(v) for k, v in x.items()}
-            else:
-                features = self._texts_to_tensors(x)
-            labels = None if y is None else self._labels_array(y)
-            weights = None if sample_weight is None else np.asarray(sample_weight, dtype="float32")
-            data = keras.utils.pack_x_y_sample_weight(features, labels, weights)
-            dataset = tf.data.Dataset.from_tensor_slices(data)
-            count = int(tf.nest.flatten(features)[0].shape[0])
-            if shuffle:
-                dataset = dataset.shuffle(count, reshuffle_each_iteration=True)
-            dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
-        length_bucket = check_length_bucket(length_bucket)
-        preprocess = lambda *args: self._preprocess_element(*args, length_bucket=length_bucket)  # noqa: E731
-        return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
-
-    def _labels_array(self, y):
-        return np.asarray(y)
-
-    def fit(self, x=None, y=None, batch_size=None, epochs=1, *, sample_weight=None, validation_data=None,
-            shuffle=True, validation_split=None, **kwargs):
-        """`keras.Model.fit` on raw text (see the module docstring for the accepted inputs).
-
-        `validation_data` takes the same forms as `x`: `(texts, labels)`, `((texts_a, texts_b),
-        labels)` or a dataset. `validation_split` is not supported (pass `validation_data`).
-        """
-        if validation_split:
-            raise ValueError("validation_split is not supported for raw text; pass validation_data=(texts, labels)")
-        dataset = self.make_dataset(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle)
-        if validation_data is not None:
-            validation_data = self._validation_dataset(validation_data, batch_size)
-        # Array inputs were shuffled in `make_dataset`; Keras must not try again on the dataset.
-        return super().fit(dataset, epochs=epochs, validation_data=validation_data, shuffle=False, **kwargs)
-
-    def _validation_dataset(self, data, batch_size):
-        if isinstance(data, tf.data.Dataset):
-            return self.make_dataset(data, batch_size=None if tf.nest.flatten(data.element_spec)[0].shape.rank else batch_size)
-        if not isinstance(data, (tuple, list)) or len(data) not in (2, 3):
-            raise ValueError("validation_data must be (texts, labels), (texts, labels, sample_weight) or a dataset")
-        return self.make_dataset(*data, batch_size=batch_size)
-
-    def evaluate(self, x=None, y=None, batch_size=None, *, sample_weight=None, **kwargs):
-        """`keras.Model.evaluate` on raw text (the loss and the task's metrics)."""
-        return super().evaluate(self.make_dataset(x, y, sample_weight, batch_size=batch_size), **kwargs)
-
-    def predict(self, x, batch_size=None, **kwargs):
-        """`keras.Model.predict` on raw text: the task's outputs as NumPy arrays (packed
-        length-aware with the model's `length_bucket`)."""
-        return super().predict(self.make_dataset(x, batch_size=batch_size, length_bucket=self.length_bucket), **kwargs)
-
-    # --- serialization --------------------------------------------------------------------------
-
-    def compile_from_config(self, config):
-        """Compiles with the compile config of a saved model (Keras calls this when loading), and
-        builds the optimizer so that its saved state loads."""
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**config)
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
-
-
-def _check_parts(encoder, preprocessor) -> None:
-    if not isinstance(encoder, AlbertEncoder):
-        raise TypeError(f"encoder must be an AlbertEncoder, got {type(encoder).__name__}")
-    if not isinstance(preprocessor, AlbertTokenizerLayer):
-        raise TypeError(f"preprocessor must be an AlbertTokenizerLayer, got {type(preprocessor).__name__}")
-    _check_sequence_length(preprocessor.sequence_length, encoder.max_position_embeddings)
-    if preprocessor._pending_vocabulary_asset is None and preprocessor.vocab_size > encoder.vocab_size:
-        raise ValueError(
-            f"the tokenizer has {preprocessor.vocab_size} tokens but the encoder's vocab_size is {encoder.vocab_size}"
-        )
-
-
-def _token_inputs() -> Dict[str, keras.KerasTensor]:
-    return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS}
-
-
-def _resolve_pooling(pooling: Optional[str], encoder: AlbertEncoder, task: str) -> str:
-    from albert_tf.training.recipes import recommended_recipe
-
-    return pooling if pooling is not None else recommended_recipe(encoder.to_albert_config(), task).pooling
-
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertTextClassifier(AlbertTextTask):
@@ -584,7 +122,7 @@ class AlbertTextClassifier(AlbertTextTask):
 
     def __init__(self, encoder, preprocessor, num_classes: int, dropout: float = 0.1, pooling: str = "cls",
                  compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
-        _check_parts(encoder, preprocessor)
+        check_parts(encoder, preprocessor)
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
@@ -595,7 +133,7 @@ class AlbertTextClassifier(AlbertTextTask):
             encoder.pooler.trainable = False
 
         # === Functional Model ===
-        inputs = _token_inputs()
+        inputs = token_inputs()
         outputs = self.task_model(inputs)["logits"]
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.length_bucket = check_length_bucket(length_bucket)
@@ -629,7 +167,7 @@ class AlbertTextClassifier(AlbertTextTask):
             path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
             dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
         )
-        pooling = _resolve_pooling(pooling, encoder, cls.recipe_task)
+        pooling = resolve_pooling(pooling, encoder, cls.recipe_task)
         return cls(encoder, preprocessor, num_classes, dropout=dropout, pooling=pooling, compile=compile, name=name)
 
     def default_loss(self):
@@ -699,7 +237,7 @@ class AlbertTextRegressor(AlbertTextTask):
 
     def __init__(self, encoder, preprocessor, dropout: float = 0.1, pooling: str = "cls", compile: bool = True,
                  length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
-        _check_parts(encoder, preprocessor)
+        check_parts(encoder, preprocessor)
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
@@ -708,7 +246,7 @@ class AlbertTextRegressor(AlbertTextTask):
             encoder.pooler.trainable = False
 
         # === Functional Model ===
-        inputs = _token_inputs()
+        inputs = token_inputs()
         outputs = self.task_model(inputs)["predictions"]
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.length_bucket = check_length_bucket(length_bucket)
@@ -730,7 +268,7 @@ class AlbertTextRegressor(AlbertTextTask):
             path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
             dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
         )
-        pooling = _resolve_pooling(pooling, encoder, cls.recipe_task)
+        pooling = resolve_pooling(pooling, encoder, cls.recipe_task)
         return cls(encoder, preprocessor, dropout=dropout, pooling=pooling, compile=compile, name=name)
 
     def default_loss(self):
@@ -760,20 +298,6 @@ class AlbertTextRegressor(AlbertTextTask):
 
 
 # --- token tagging ----------------------------------------------------------------------------------
-
-def python_tokenizer(preprocessor: AlbertTokenizerLayer):
-    """The Python tokenizer (`albert_tf.tokenization.tokenizers`) of the layer's vocabulary and
-    settings: the same token ids, for the conversions that run in Python (tagging, SQuAD)."""
-    preprocessor._check_vocabulary_loaded()
-    if preprocessor.is_sentencepiece:
-        return resolve.python_tokenizer(
-            SENTENCEPIECE, model_proto=preprocessor.model_proto, lower_case=preprocessor.lower_case,
-            keep_accents=preprocessor.keep_accents, normalize_quotes=preprocessor.normalize_quotes,
-        )
-    vocab = {token: i for i, token in enumerate(preprocessor._wordpiece_tokens)}
-    return resolve.python_tokenizer(WORDPIECE, vocab=vocab, lower_case=preprocessor.lower_case,
-                                    max_input_chars_per_word=preprocessor.max_input_chars_per_word)
-
 
 def split_units(text: str, token_unit: str) -> List[Tuple[str, int, int]]:
     """The tagging units of `text` with their character spans `(unit, start, end)` (end exclusive):
@@ -855,7 +379,7 @@ class AlbertTextTagger(AlbertTextTask):
         from albert_tf.data.tagging import TagVocab
         from albert_tf.tasks.tagging import AlbertTokenClassifier
 
-        _check_parts(encoder, preprocessor)
+        check_parts(encoder, preprocessor)
         if token_unit not in TOKEN_UNITS:
             raise ValueError(f"token_unit must be one of {', '.join(TOKEN_UNITS)}, got {token_unit!r}")
         tag_vocab = TagVocab(tags)
@@ -866,7 +390,7 @@ class AlbertTextTagger(AlbertTextTask):
                                                 name="token_classifier")
 
         # === Functional Model ===
-        inputs = _token_inputs()
+        inputs = token_inputs()
         outputs = self.task_model(inputs)["logits"]
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.length_bucket = check_length_bucket(length_bucket)
@@ -998,7 +522,7 @@ class AlbertTextTagger(AlbertTextTask):
         """Writes the TF Serving SavedModel (`albert_tf.export.tagging`: text in, entities with
         character spans out, plus the `tokens` signature) through `export_saved_model`."""
         kwargs.setdefault("task_settings", {"token_unit": self.token_unit})
-        return _export(self, export_base, model_name, version, labels=self.tags, **kwargs)
+        return export_text_model(self, export_base, model_name, version, labels=self.tags, **kwargs)
 
     def get_config(self):
         config = super().get_config()
@@ -1020,15 +544,6 @@ def _padded_concat(values, length: int) -> np.ndarray:
         values = values.to_tensor()
     values = np.asarray(values)
     return np.pad(values, [(0, 0), (0, length - values.shape[1])] + [(0, 0)] * (values.ndim - 2))
-
-
-def _export(model, export_base, model_name, version, **kwargs):
-    """`export_saved_model` of a raw-text model's task model and tokenizer, length-aware by default."""
-    from albert_tf.export.saved_model import export_saved_model
-
-    kwargs.setdefault("length_bucket", model.length_bucket)
-    return export_saved_model(model.task_model, model.preprocessor, os.fspath(export_base), model_name or model.name,
-                              version, **kwargs)
 
 
 # --- multiple choice ---------------------------------------------------------------------------------
@@ -1090,7 +605,7 @@ class AlbertMultipleChoice(AlbertTextTask):
                  length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
         from albert_tf.tasks.multiple_choice import MultipleChoiceModel
 
-        _check_parts(encoder, preprocessor)
+        check_parts(encoder, preprocessor)
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
@@ -1132,7 +647,7 @@ class AlbertMultipleChoice(AlbertTextTask):
     def _texts_to_tensors(self, x):
         if not isinstance(x, (tuple, list)) or len(x) != 2:
             raise ValueError("multiple choice takes a pair (contexts, choices)")
-        contexts, choices = _string_tensor(x[0], "contexts"), _string_matrix(x[1], "choices")
+        contexts, choices = string_tensor(x[0], "contexts"), _string_matrix(x[1], "choices")
         if contexts.shape[0] != choices.shape[0]:
             raise ValueError(f"{contexts.shape[0]} contexts but {choices.shape[0]} rows of choices")
         return contexts, choices
@@ -1155,7 +670,7 @@ class AlbertMultipleChoice(AlbertTextTask):
     def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, **kwargs):
         """Writes the TF Serving SavedModel (`albert_tf.export.multiple_choice`: `text`, `question`,
         `choices` in, choice scores out, plus the `tokens` signature) through `export_saved_model`."""
-        return _export(self, export_base, model_name, version, **kwargs)
+        return export_text_model(self, export_base, model_name, version, **kwargs)
 
     def get_config(self):
         config = super().get_config()
@@ -1272,7 +787,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         from albert_tf.export.qa import qa_settings
         from albert_tf.tasks.squad import build_squad_model
 
-        _check_parts(encoder, preprocessor)
+        check_parts(encoder, preprocessor)
         if version == "v1" and null_score_diff_threshold is not None:
             raise ValueError("null_score_diff_threshold is for version='v2' (unanswerable questions)")
         if dropout is None:
@@ -1293,7 +808,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         encoder.pooler.trainable = False
 
         # === Functional Model ===
-        inputs = _token_inputs()
+        inputs = token_inputs()
         if version == "v1":
             outputs = self.task_model(inputs)
             outputs = {"start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"]}

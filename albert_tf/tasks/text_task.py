@@ -1,0 +1,305 @@
+"""The raw-text task template: `AlbertTextTask`, a Keras model that takes strings.
+
+The in-graph tokenizer (`AlbertTokenizerLayer`) runs in `tf.data`, the `AlbertEncoder` and the
+task's token-level head in the Keras graph; each task folder's `text_model.py` subclasses it
+(`albert_tf.tasks.text_models` lists them and says how they take their inputs). The helpers here
+are what the subclasses share: turning raw inputs into string tensors, checking the parts,
+the token inputs of the graph, the pooling the recipe picks and the export.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.kinds import RECIPE_CLASSIFICATION
+from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
+from albert_tf.quantization import RefuseKerasQuantize
+from albert_tf.serialization import NestedLayersConfig
+from albert_tf.tasks.pretrained import check_sequence_length
+from albert_tf.tokenization import resolve
+from albert_tf.tokenization.in_graph import AlbertTokenizerLayer, check_length_bucket
+from albert_tf.tokenization.resolve import SENTENCEPIECE, WORDPIECE
+
+
+DEFAULT_BATCH_SIZE = 32
+
+
+# --- raw inputs -> tf.data -------------------------------------------------------------------------
+
+
+def _is_text_pair(x) -> bool:
+    """A pair is a tuple (or 2-list) of two batches of texts; a list of `str` is one batch."""
+    if isinstance(x, tuple):
+        return len(x) == 2
+    return (
+        isinstance(x, list) and len(x) == 2 and all(not isinstance(v, (str, bytes)) and hasattr(v, "__len__") for v in x)
+    )
+
+
+def string_tensor(texts, what: str = "texts") -> tf.Tensor:
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"{what} must be a batch of texts (a list of str), not one str: wrap it in a list")
+    if not isinstance(texts, tf.Tensor):
+        array = np.asarray(texts)
+        if array.dtype.kind not in "USO" or (
+            array.dtype.kind == "O" and not all(isinstance(t, (str, bytes)) for t in array.reshape(-1))
+        ):
+            raise TypeError(f"{what} must be strings, got {array.dtype.name} values")
+        texts = array.astype(object) if array.dtype.kind == "U" else array
+    tensor = tf.convert_to_tensor(texts)
+    if tensor.dtype != tf.string:
+        raise TypeError(f"{what} must be strings, got dtype {tensor.dtype.name}")
+    if tensor.shape.rank == 0 or tensor.shape[0] == 0:
+        raise ValueError(f"{what} must be a non-empty batch of texts, got shape {tensor.shape}")
+    return tensor
+
+
+def _is_string(value) -> bool:
+    return isinstance(value, (tf.Tensor, tf.TensorSpec)) and value.dtype == tf.string
+
+
+def _split_element(args):
+    """`(x, y, sample_weight)` of one dataset element given as `map`'s positional arguments.
+
+    A tuple of two string tensors is one input (a text pair, or contexts and choices), the
+    others follow Keras: `x`, `(x,)`, `(x, y)`, `(x, y, sample_weight)`.
+    """
+    if len(args) == 2 and all(_is_string(a) for a in args):
+        return (args[0], args[1]), None, None
+    x = args[0]
+    y = args[1] if len(args) > 1 else None
+    sample_weight = args[2] if len(args) > 2 else None
+    return x, y, sample_weight
+
+
+class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
+    """The raw-text template: tokenizer in `tf.data`, encoder + head in the Keras graph.
+
+    Subclasses build their token-level task model and the functional graph on the token ids, and
+    define `preprocess_texts` (raw input batch -> token features) when it is not the tokenizer
+    layer's, `compile`'s defaults (`default_loss`, `default_metrics`) and `export`.
+    Not instantiated directly.
+
+    Every subclass takes `length_bucket` (default 16; in its config, and configs saved without
+    it load with the default): `predict` pads each batch only to its longest text rounded up to
+    a multiple of it (the same answers as fixed-length packing, padding being masked out, for
+    less work on short texts), and `export` writes length-aware signatures with it; None packs
+    to `sequence_length` everywhere. `fit` and `evaluate` always pack to `sequence_length`.
+    """
+
+    # The `recommended_recipe` task kind this model fine-tunes with.
+    recipe_task = RECIPE_CLASSIFICATION
+    # `get_config` / `from_config` (`NestedLayersConfig`): the encoder and the tokenizer layer
+    # nested, then these; subclasses add their own arguments in `get_config`.
+    config_layers = ("encoder", "preprocessor")
+    config_fields = ("length_bucket",)
+
+    # --- the shared machinery ---------------------------------------------------------------------
+
+    @property
+    def recipe(self):
+        """The `FinetuningRecipe` for this model's size (`recommended_recipe`): learning rate,
+        batch size, epochs and pooling that learn at this size."""
+        from albert_tf.training.recipes import recommended_recipe
+
+        return recommended_recipe(self.encoder.to_albert_config(), self.recipe_task)
+
+    def recommended_optimizer(self):
+        """A fresh bias-corrected `AdamWeightDecayOptimizer` at the recipe's learning rate (constant)."""
+        from albert_tf.training.optimizers import AdamWeightDecayOptimizer
+
+        recipe = self.recipe
+        return AdamWeightDecayOptimizer(
+            learning_rate=recipe.learning_rate,
+            weight_decay_rate=recipe.weight_decay,
+            bias_correction=recipe.bias_correction,
+            global_clipnorm=1.0,
+        )
+
+    def default_loss(self):
+        raise TypeError(f"{type(self).__name__} defines no default loss")
+
+    def default_metrics(self):
+        return []
+
+    def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
+        """Configures training; `"auto"` takes the package's recipe for this model.
+
+        Args:
+            optimizer: `"auto"`: `recommended_optimizer()`, bias-corrected AdamW at the recipe's
+                learning rate for the model's size; or any Keras optimizer.
+            loss: `"auto"`: the task's loss (see the class); or any Keras loss.
+            metrics: `"auto"`: the task's metrics (see the class); or a list of Keras metrics.
+            **kwargs: Other `keras.Model.compile` arguments.
+        """
+        if isinstance(optimizer, str) and optimizer == "auto":
+            optimizer = self.recommended_optimizer()
+        if isinstance(loss, str) and loss == "auto":
+            loss = self.default_loss()
+        if isinstance(metrics, str) and metrics == "auto":
+            metrics = self.default_metrics()
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def preprocess_texts(self, x, length_bucket: Optional[int] = None):
+        """Token features for one batch of raw inputs (`tf.data` map function; graph mode),
+        length-aware with `length_bucket`."""
+        return self.preprocessor.tokenize_and_pack(x, length_bucket=length_bucket)
+
+    def _preprocess_element(self, *args, length_bucket: Optional[int] = None):
+        x, y, sample_weight = _split_element(args)
+        if not isinstance(x, dict):
+            x = self.preprocess_texts(x, length_bucket)
+        return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+
+    def _texts_to_tensors(self, x):
+        """Raw array-like inputs as string tensors (a pair as a tuple of two)."""
+        if _is_text_pair(x):
+            a, b = string_tensor(x[0], "texts_a"), string_tensor(x[1], "texts_b")
+            if a.shape[0] != b.shape[0]:
+                raise ValueError(f"texts_a and texts_b must be equally long, got {a.shape[0]} and {b.shape[0]}")
+            return a, b
+        return string_tensor(x)
+
+    def make_dataset(self, x, y=None, sample_weight=None, *, batch_size=None, shuffle=False,
+                     length_bucket: Optional[int] = None):
+        """The batched `tf.data.Dataset` of token features (and labels) for raw inputs `x`.
+
+        Args:
+            x: Texts (see the module docstring), a pair of them, a `tf.data.Dataset`, or a dict
+                of token features.
+            y: Labels, as an array (not with a dataset that yields them).
+            sample_weight: Per-example weights, as an array.
+            batch_size: Batch size for array inputs and unbatched datasets (default 32).
+            shuffle: Shuffle array inputs (once per epoch).
+            length_bucket: Pack each batch length-aware (see the class); None: to `sequence_length`.
+
+        Raises:
+            ValueError: Inconsistent arguments (labels twice, a batch size for a batched
+                dataset, texts of different lengths).
+        """
+        if isinstance(x, tf.data.Dataset):
+            if sample_weight is not None:
+                raise ValueError("with a tf.data.Dataset, put the sample weights in its elements")
+            first = tf.nest.flatten(x.element_spec)[0]
+            unbatched = first.shape.rank == 0
+            if y is not None:
+                if not unbatched:
+                    raise ValueError(
+                        "y goes with an unbatched dataset of texts; a batched dataset must yield (texts, labels) itself"
+                    )
+                x = tf.data.Dataset.zip((x, tf.data.Dataset.from_tensor_slices(self._labels_array(y))))
+            if unbatched:
+                x = x.batch(batch_size or DEFAULT_BATCH_SIZE)
+            elif batch_size is not None:
+                raise ValueError("batch_size is for arrays and unbatched datasets; this dataset is batched")
+            dataset = x
+        else:
+            if isinstance(x, dict):
+                features = {k: np.asarray(v) for k, v in x.items()}
+            else:
+                features = self._texts_to_tensors(x)
+            labels = None if y is None else self._labels_array(y)
+            weights = None if sample_weight is None else np.asarray(sample_weight, dtype="float32")
+            data = keras.utils.pack_x_y_sample_weight(features, labels, weights)
+            dataset = tf.data.Dataset.from_tensor_slices(data)
+            count = int(tf.nest.flatten(features)[0].shape[0])
+            if shuffle:
+                dataset = dataset.shuffle(count, reshuffle_each_iteration=True)
+            dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
+        length_bucket = check_length_bucket(length_bucket)
+        preprocess = lambda *args: self._preprocess_element(*args, length_bucket=length_bucket)  # noqa: E731
+        return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def _labels_array(self, y):
+        return np.asarray(y)
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, *, sample_weight=None, validation_data=None,
+            shuffle=True, validation_split=None, **kwargs):
+        """`keras.Model.fit` on raw text (see the module docstring for the accepted inputs).
+
+        `validation_data` takes the same forms as `x`: `(texts, labels)`, `((texts_a, texts_b),
+        labels)` or a dataset. `validation_split` is not supported (pass `validation_data`).
+        """
+        if validation_split:
+            raise ValueError("validation_split is not supported for raw text; pass validation_data=(texts, labels)")
+        dataset = self.make_dataset(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle)
+        if validation_data is not None:
+            validation_data = self._validation_dataset(validation_data, batch_size)
+        # Array inputs were shuffled in `make_dataset`; Keras must not try again on the dataset.
+        return super().fit(dataset, epochs=epochs, validation_data=validation_data, shuffle=False, **kwargs)
+
+    def _validation_dataset(self, data, batch_size):
+        if isinstance(data, tf.data.Dataset):
+            return self.make_dataset(data, batch_size=None if tf.nest.flatten(data.element_spec)[0].shape.rank else batch_size)
+        if not isinstance(data, (tuple, list)) or len(data) not in (2, 3):
+            raise ValueError("validation_data must be (texts, labels), (texts, labels, sample_weight) or a dataset")
+        return self.make_dataset(*data, batch_size=batch_size)
+
+    def evaluate(self, x=None, y=None, batch_size=None, *, sample_weight=None, **kwargs):
+        """`keras.Model.evaluate` on raw text (the loss and the task's metrics)."""
+        return super().evaluate(self.make_dataset(x, y, sample_weight, batch_size=batch_size), **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """`keras.Model.predict` on raw text: the task's outputs as NumPy arrays (packed
+        length-aware with the model's `length_bucket`)."""
+        return super().predict(self.make_dataset(x, batch_size=batch_size, length_bucket=self.length_bucket), **kwargs)
+
+    # --- serialization --------------------------------------------------------------------------
+
+    def compile_from_config(self, config):
+        """Compiles with the compile config of a saved model (Keras calls this when loading), and
+        builds the optimizer so that its saved state loads."""
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+
+def check_parts(encoder, preprocessor) -> None:
+    if not isinstance(encoder, AlbertEncoder):
+        raise TypeError(f"encoder must be an AlbertEncoder, got {type(encoder).__name__}")
+    if not isinstance(preprocessor, AlbertTokenizerLayer):
+        raise TypeError(f"preprocessor must be an AlbertTokenizerLayer, got {type(preprocessor).__name__}")
+    check_sequence_length(preprocessor.sequence_length, encoder.max_position_embeddings)
+    if preprocessor._pending_vocabulary_asset is None and preprocessor.vocab_size > encoder.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {preprocessor.vocab_size} tokens but the encoder's vocab_size is {encoder.vocab_size}"
+        )
+
+
+def token_inputs() -> Dict[str, keras.KerasTensor]:
+    return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS}
+
+
+def resolve_pooling(pooling: Optional[str], encoder: AlbertEncoder, task: str) -> str:
+    from albert_tf.training.recipes import recommended_recipe
+
+    return pooling if pooling is not None else recommended_recipe(encoder.to_albert_config(), task).pooling
+
+
+def python_tokenizer(preprocessor: AlbertTokenizerLayer):
+    """The Python tokenizer (`albert_tf.tokenization.tokenizers`) of the layer's vocabulary and
+    settings: the same token ids, for the conversions that run in Python (tagging, SQuAD)."""
+    preprocessor._check_vocabulary_loaded()
+    if preprocessor.is_sentencepiece:
+        return resolve.python_tokenizer(
+            SENTENCEPIECE, model_proto=preprocessor.model_proto, lower_case=preprocessor.lower_case,
+            keep_accents=preprocessor.keep_accents, normalize_quotes=preprocessor.normalize_quotes,
+        )
+    vocab = {token: i for i, token in enumerate(preprocessor._wordpiece_tokens)}
+    return resolve.python_tokenizer(WORDPIECE, vocab=vocab, lower_case=preprocessor.lower_case,
+                                    max_input_chars_per_word=preprocessor.max_input_chars_per_word)
+
+
+def export_text_model(model, export_base, model_name, version, **kwargs):
+    """`export_saved_model` of a raw-text model's task model and tokenizer, length-aware by default."""
+    from albert_tf.export.saved_model import export_saved_model
+
+    kwargs.setdefault("length_bucket", model.length_bucket)
+    return export_saved_model(model.task_model, model.preprocessor, os.fspath(export_base), model_name or model.name,
+                              version, **kwargs)
