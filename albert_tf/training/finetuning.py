@@ -1,7 +1,9 @@
 """The fine-tuning run: `run_finetuning` trains any task model with `model.fit` and keeps the best.
 
 The run is task-agnostic. A task supplies its model (an `AlbertTaskModel` subclass, labels inside
-the input dicts), its datasets, and an `eval_fn(model, eval_dataset) -> {metric: value}`; the run
+the input dicts), its datasets, and an `eval_fn(model, eval_dataset) -> {metric: value}`; the
+settings are one typed `FinetuningRunConfig` (`run_finetuning(model, train, dev, config)`; its
+fields as keywords work too). The run
 
 * compiles the model with the original fine-tuning optimizer, `create_optimizer("adamw", ...)`
   (AdamW without bias correction, weight decay 0.01 inside the update, gradients clipped to
@@ -57,6 +59,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextI
 
 from albert_tf import file_io
 from albert_tf.errors import ParameterError, param
+from albert_tf.training.strategies import PRECISIONS
 
 logger = logging.getLogger(__name__)
 
@@ -698,63 +701,16 @@ def _default_eval_interval(train_dataset, accumulation: int, num_train_steps: in
     return num_train_steps
 
 
-def run_finetuning(
-    model: Union[Any, Callable[[], Any]],
-    train_dataset,
-    eval_dataset=None,
-    *,
-    num_train_steps: int,
-    warmup_steps: int,
-    learning_rate: float,
-    model_dir: str,
-    eval_fn: Optional[EvalFn] = None,
-    best_metric: str = "loss",
-    best_mode: str = "auto",
-    eval_every_n_steps: Optional[int] = None,
-    batch_size: Optional[int] = None,
-    eval_batch_size: Optional[int] = None,
-    shuffle_buffer: int = 0,
-    weight_decay: float = 0.01,
-    clipnorm: Optional[float] = 1.0,
-    gradient_accumulation_steps: int = 1,
-    steps_per_execution: int = 1,
-    jit_compile: Optional[bool] = None,
-    precision: Optional[str] = None,
-    strategy=None,
-    seed: Optional[int] = None,
-    save_assets: Optional[Callable[[str, Any], None]] = None,
-    metadata: Optional[Mapping[str, Any]] = None,
-    overwrite: bool = False,
-    tensorboard: bool = True,
-    callbacks: Optional[Sequence[Any]] = None,
-    verbose: Union[int, str] = "auto",
-    bias_correction: bool = False,
-    constant_baseline=None,
-    collapse_metric: Optional[str] = None,
-    collapse_margin: Optional[float] = None,
-    on_collapse: str = "warn",
-    saved_model: Optional[Callable[[Any], Any]] = None,
-    resume: bool = True,
-    resume_settings: Optional[Mapping[str, Any]] = None,
-) -> FinetuningResult:
-    """Fine-tunes `model` with `model.fit` and keeps the best weights by a dev metric.
+@dataclasses.dataclass
+class FinetuningRunConfig:
+    """The settings of one fine-tuning run: what `run_finetuning` trains with. The objects it
+    trains (the model, the datasets, `eval_fn`, the strategy, ...) are the call's arguments.
 
-    Args:
-        model: The task model (labels travel inside its input dicts), or a function that builds
-            it; a function is called under `strategy.scope()` with `precision` as the global
-            dtype policy, which is how to fine-tune under a distribution strategy.
-        train_dataset: A `tf.data.Dataset` of feature dicts: batched (and repeated, if it holds
-            fewer than `num_train_steps * gradient_accumulation_steps` batches; a finite one is
-            repeated here), or unbatched examples when `batch_size` is given.
-        eval_dataset: The dev data (batched, or unbatched with `batch_size`), or None to train
-            without evaluation (the last weights are kept).
+    Attributes:
         num_train_steps: Optimizer updates in the run.
         warmup_steps: Linear-warmup updates (the original: 10% of `num_train_steps` by default).
         learning_rate: Peak learning rate.
         model_dir: The output directory (local, or any `tf.io.gfile` filesystem).
-        eval_fn: `eval_fn(model, eval_dataset) -> {name: value}`; defaults to `model.evaluate`
-            (loss and the model's metrics). One that takes a ``callbacks`` keyword gets the
-            progress callbacks to pass on to its `model.predict` / `model.evaluate`.
         best_metric: The metric that selects the kept weights.
         best_mode: "max", "min", or "auto" ("min" for names with "loss"/"error", else "max").
         eval_every_n_steps: Updates between evaluations; default one pass over the training
@@ -773,37 +729,125 @@ def run_finetuning(
             `albert_tf.training.strategies.default_jit_compile` for the device and precision.
         precision: "float32" or "mixed_bfloat16" for a model built by a function; for a model
             instance, only checked against the precision it was built with.
-        strategy: A `tf.distribute.Strategy` (default: the current one).
         seed: Seeds Python, NumPy, TensorFlow and Keras before the model is built and trained.
-        save_assets: `save_assets(directory, model)` writes the task's files (tokenizer, labels,
-            final evaluations, ...) into the staging directory before it is completed; the model
-            holds the best weights by then.
         metadata: Extra JSON-serializable information stored in `finetuning.json` ("task").
         overwrite: Replace an existing non-empty `model_dir` (only once the new run completes).
         tensorboard: Write TensorBoard logs to `model_dir/logs`.
-        callbacks: Extra Keras callbacks for `fit`.
         verbose: 0: silent; 1: a progress bar per evaluation interval; 2: one line per interval;
             "auto": 1 when stdout is a terminal, else 2. Unless 0, each evaluation is printed on
             a line of its own and evaluations longer than a few seconds show their progress on
             stderr (`progress_callbacks`, passed to an `eval_fn` that takes ``callbacks``).
         bias_correction: Adam's bias correction in the AdamW update (False: the original's
             update; `albert_tf.training.recipes` recommends True).
-        constant_baseline: The best constant answer on the dev data (a `ConstantBaseline`);
-            enables the collapse check of every evaluation.
-        collapse_metric: The metric compared with the constant's (default `best_metric`).
+        collapse_metric: The metric compared with the constant answer's (default `best_metric`).
         collapse_margin: How far past the constant the metric must be (default
             `albert_tf.evaluation.collapse.DEFAULT_MARGIN`).
         on_collapse: "warn" (log it, record it, keep the model) or "raise" (`FinetuningCollapsed`,
             nothing written).
-        saved_model: `saved_model(model)` -> the part of the trained model written as
-            `model.keras` and handed to `save_assets` (default: the model itself); a
-            distillation wrapper trains its student with extra losses and keeps only the student.
         resume: Build in ``.NAME.resume`` with a checkpoint after every evaluation interval, and
             continue an interrupted run found there (`albert_tf.training.finetune_resume`); the
             result is that of an uninterrupted run. Single-worker runs only; False: a fresh
             staging directory, removed on failure.
         resume_settings: The caller's settings (JSON-serializable), compared with the interrupted
             run's before the run's own; the first that differs is named.
+    """
+
+    num_train_steps: int
+    warmup_steps: int
+    learning_rate: float
+    model_dir: str
+    best_metric: str = "loss"
+    best_mode: str = "auto"
+    eval_every_n_steps: Optional[int] = None
+    batch_size: Optional[int] = None
+    eval_batch_size: Optional[int] = None
+    shuffle_buffer: int = 0
+    weight_decay: float = 0.01
+    clipnorm: Optional[float] = 1.0
+    gradient_accumulation_steps: int = 1
+    steps_per_execution: int = 1
+    jit_compile: Optional[bool] = None
+    precision: Optional[str] = None
+    seed: Optional[int] = None
+    metadata: Optional[Mapping[str, Any]] = None
+    overwrite: bool = False
+    tensorboard: bool = True
+    verbose: Union[int, str] = "auto"
+    bias_correction: bool = False
+    collapse_metric: Optional[str] = None
+    collapse_margin: Optional[float] = None
+    on_collapse: str = "warn"
+    resume: bool = True
+    resume_settings: Optional[Mapping[str, Any]] = None
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raises `FinetuningError` naming the first impossible setting."""
+        _check_positive_int("num_train_steps", self.num_train_steps)
+        _check_positive_int("warmup_steps", self.warmup_steps, minimum=0)
+        if self.warmup_steps > self.num_train_steps:
+            raise FinetuningError(f"warmup_steps ({self.warmup_steps}) exceeds num_train_steps ({self.num_train_steps})")
+        _check_positive_int("gradient_accumulation_steps", self.gradient_accumulation_steps)
+        _check_positive_int("steps_per_execution", self.steps_per_execution)
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise FinetuningError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if not isinstance(self.best_metric, str) or not self.best_metric:
+            raise FinetuningError(f"best_metric must be a metric name, got {self.best_metric!r}")
+        resolve_best_mode(self.best_metric, self.best_mode)
+        resolve_verbose(self.verbose)
+        for name in ("batch_size", "eval_every_n_steps"):
+            if getattr(self, name) is not None:
+                _check_positive_int(name, getattr(self, name))
+        if not isinstance(self.model_dir, (str, os.PathLike)) or not os.fspath(self.model_dir):
+            raise FinetuningError(f"model_dir must be a path, got {self.model_dir!r}")
+        self.model_dir = os.fspath(self.model_dir)
+        if self.on_collapse not in ("warn", "raise"):
+            raise FinetuningError(f"on_collapse must be 'warn' or 'raise', got {self.on_collapse!r}")
+
+
+def run_finetuning(
+    model: Union[Any, Callable[[], Any]],
+    train_dataset,
+    eval_dataset=None,
+    config: Optional[FinetuningRunConfig] = None,
+    *,
+    eval_fn: Optional[EvalFn] = None,
+    strategy=None,
+    save_assets: Optional[Callable[[str, Any], None]] = None,
+    callbacks: Optional[Sequence[Any]] = None,
+    constant_baseline=None,
+    saved_model: Optional[Callable[[Any], Any]] = None,
+    **settings: Any,
+) -> FinetuningResult:
+    """Fine-tunes `model` with `model.fit` and keeps the best weights by a dev metric.
+
+    Args:
+        model: The task model (labels travel inside its input dicts), or a function that builds
+            it; a function is called under `strategy.scope()` with `config.precision` as the
+            global dtype policy, which is how to fine-tune under a distribution strategy.
+        train_dataset: A `tf.data.Dataset` of feature dicts: batched (and repeated, if it holds
+            fewer than `num_train_steps * gradient_accumulation_steps` batches; a finite one is
+            repeated here), or unbatched examples when `config.batch_size` is given.
+        eval_dataset: The dev data (batched, or unbatched with `batch_size`), or None to train
+            without evaluation (the last weights are kept).
+        config: The run's settings (`FinetuningRunConfig`).
+        eval_fn: `eval_fn(model, eval_dataset) -> {name: value}`; defaults to `model.evaluate`
+            (loss and the model's metrics). One that takes a ``callbacks`` keyword gets the
+            progress callbacks to pass on to its `model.predict` / `model.evaluate`.
+        strategy: A `tf.distribute.Strategy` (default: the current one).
+        save_assets: `save_assets(directory, model)` writes the task's files (tokenizer, labels,
+            final evaluations, ...) into the staging directory before it is completed; the model
+            holds the best weights by then.
+        callbacks: Extra Keras callbacks for `fit`.
+        constant_baseline: The best constant answer on the dev data (a `ConstantBaseline`);
+            enables the collapse check of every evaluation.
+        saved_model: `saved_model(model)` -> the part of the trained model written as
+            `model.keras` and handed to `save_assets` (default: the model itself); a
+            distillation wrapper trains its student with extra losses and keeps only the student.
+        **settings: The fields of `FinetuningRunConfig` as keywords, in place of `config`
+            (``run_finetuning(model, train, dev, num_train_steps=..., ...)``).
 
     Returns:
         A `FinetuningResult`; the model holds the best weights.
@@ -818,40 +862,33 @@ def run_finetuning(
     import tensorflow as tf
 
     from albert_tf.training.optimizers import create_optimizer
-    from albert_tf.training.strategies import PRECISIONS, default_jit_compile, is_chief, strategy_device_kind
+    from albert_tf.training.strategies import default_jit_compile, is_chief, strategy_device_kind
 
-    num_train_steps = _check_positive_int("num_train_steps", num_train_steps)
-    warmup_steps = _check_positive_int("warmup_steps", warmup_steps, minimum=0)
-    if warmup_steps > num_train_steps:
-        raise FinetuningError(f"warmup_steps ({warmup_steps}) exceeds num_train_steps ({num_train_steps})")
-    accumulation = _check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
-    steps_per_execution = _check_positive_int("steps_per_execution", steps_per_execution)
-    if precision is not None and precision not in PRECISIONS:
-        raise FinetuningError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if not isinstance(best_metric, str) or not best_metric:
-        raise FinetuningError(f"best_metric must be a metric name, got {best_metric!r}")
-    mode = resolve_best_mode(best_metric, best_mode)
-    verbose = resolve_verbose(verbose)
-    if batch_size is not None:
-        _check_positive_int("batch_size", batch_size)
-    if not isinstance(model_dir, (str, os.PathLike)) or not os.fspath(model_dir):
-        raise FinetuningError(f"model_dir must be a path, got {model_dir!r}")
-    model_dir = os.fspath(model_dir)
-    _check_writable_target(model_dir, overwrite)
+    if config is None:
+        config = FinetuningRunConfig(**settings)
+    elif settings:
+        raise FinetuningError(f"pass the settings in config or as keywords, not both (got {', '.join(sorted(settings))})")
+    else:
+        config.validate()  # its fields may have been set since it was made
+    num_train_steps, warmup_steps, model_dir = config.num_train_steps, config.warmup_steps, config.model_dir
+    accumulation, steps_per_execution = config.gradient_accumulation_steps, config.steps_per_execution
+    mode = resolve_best_mode(config.best_metric, config.best_mode)
+    verbose = resolve_verbose(config.verbose)
+    _check_writable_target(model_dir, config.overwrite)
 
     if strategy is None:
         strategy = tf.distribute.get_strategy()
     chief = is_chief(strategy)
-    if seed is not None:
-        keras.utils.set_random_seed(seed)
-    if batch_size is not None:
+    if config.seed is not None:
+        keras.utils.set_random_seed(config.seed)
+    if config.batch_size is not None:
         examples = int(train_dataset.cardinality())
         if examples == 0:
             raise FinetuningError("the training dataset is empty")
-        epoch_steps = steps_per_epoch(examples, batch_size, accumulation) if examples > 0 else None
+        epoch_steps = steps_per_epoch(examples, config.batch_size, accumulation) if examples > 0 else None
         eval_default = epoch_steps or num_train_steps
         train_dataset, eval_dataset = _batch_datasets(
-            train_dataset, eval_dataset, batch_size, eval_batch_size, shuffle_buffer, seed
+            train_dataset, eval_dataset, config.batch_size, config.eval_batch_size, config.shuffle_buffer, config.seed
         )
     else:
         eval_default = _default_eval_interval(train_dataset, accumulation, num_train_steps)
@@ -859,8 +896,8 @@ def run_finetuning(
         if int(train_dataset.cardinality()) != tf.data.INFINITE_CARDINALITY:
             # Keras would stop at the end of a finite dataset; the run counts steps, not epochs.
             train_dataset = train_dataset.repeat()
-    eval_every = eval_every_n_steps if eval_every_n_steps is not None else eval_default
-    eval_every = min(_check_positive_int("eval_every_n_steps", eval_every), num_train_steps)
+    eval_every = config.eval_every_n_steps if config.eval_every_n_steps is not None else eval_default
+    eval_every = min(eval_every, num_train_steps)
     batches_per_interval = eval_every * accumulation
     last_interval = (num_train_steps * accumulation) - (math.ceil(num_train_steps / eval_every) - 1) * batches_per_interval
     if batches_per_interval % steps_per_execution or last_interval % steps_per_execution:
@@ -870,22 +907,20 @@ def run_finetuning(
         )
     if eval_fn is None:
         eval_fn = default_eval_fn
-    if on_collapse not in ("warn", "raise"):
-        raise FinetuningError(f"on_collapse must be 'warn' or 'raise', got {on_collapse!r}")
-    collapse_check = _collapse_check(constant_baseline, collapse_metric or best_metric, collapse_margin)
+    collapse_check = _collapse_check(constant_baseline, config.collapse_metric or config.best_metric, config.collapse_margin)
 
     from albert_tf.training import finetune_resume
 
-    resumable = bool(resume) and chief and not _multi_worker(strategy)
+    resumable = bool(config.resume) and chief and not _multi_worker(strategy)
     state = None
-    run_settings = dict(resume_settings or {})
+    run_settings = dict(config.resume_settings or {})
     run_settings.update(
-        num_train_steps=num_train_steps, warmup_steps=warmup_steps, learning_rate=learning_rate,
-        batch_size=batch_size, eval_batch_size=eval_batch_size, shuffle_buffer=shuffle_buffer,
-        weight_decay=weight_decay, clipnorm=clipnorm, bias_correction=bias_correction,
+        num_train_steps=num_train_steps, warmup_steps=warmup_steps, learning_rate=config.learning_rate,
+        batch_size=config.batch_size, eval_batch_size=config.eval_batch_size, shuffle_buffer=config.shuffle_buffer,
+        weight_decay=config.weight_decay, clipnorm=config.clipnorm, bias_correction=config.bias_correction,
         gradient_accumulation_steps=accumulation, steps_per_execution=steps_per_execution,
-        eval_every_n_steps=eval_every, precision=precision, seed=seed, best_metric=best_metric,
-        best_mode=mode, jit_compile=jit_compile, metadata=dict(metadata or {}),
+        eval_every_n_steps=eval_every, precision=config.precision, seed=config.seed, best_metric=config.best_metric,
+        best_mode=mode, jit_compile=config.jit_compile, metadata=dict(config.metadata or {}),
     )
     run_settings = finetune_resume.jsonable(run_settings)  # a snapshot: `metadata` may change later
     if resumable:
@@ -895,7 +930,7 @@ def run_finetuning(
             try:
                 finetune_resume.check_same_settings(build_dir, model_dir, state, run_settings)
             except finetune_resume.ResumeSettingsDiffer:
-                if not overwrite:
+                if not config.overwrite:
                     raise
                 state = None
         if state is None:
@@ -903,8 +938,9 @@ def run_finetuning(
             # killed before its first checkpoint.
             file_io.remove_tree(build_dir)
 
-    model = _build(model, strategy, precision)
-    run_precision = precision or _model_precision(model)
+    model = _build(model, strategy, config.precision)
+    run_precision = config.precision or _model_precision(model)
+    jit_compile = config.jit_compile
     if jit_compile is None:
         jit_compile = default_jit_compile(
             strategy_device_kind(strategy), run_precision if run_precision in PRECISIONS else "float32"
@@ -922,20 +958,20 @@ def run_finetuning(
         with strategy.scope():
             optimizer = create_optimizer(
                 "adamw",
-                learning_rate,
+                config.learning_rate,
                 num_train_steps=num_train_steps,
                 num_warmup_steps=warmup_steps,
-                weight_decay=weight_decay,
-                clipnorm=clipnorm,
+                weight_decay=config.weight_decay,
+                clipnorm=config.clipnorm,
                 gradient_accumulation_steps=accumulation if accumulation > 1 else None,
-                bias_correction=bias_correction,
+                bias_correction=config.bias_correction,
             )
             model.compile(optimizer=optimizer, jit_compile=jit_compile, steps_per_execution=steps_per_execution)
         run = _Run(
             staging=staging,
             eval_dataset=eval_dataset,
             eval_fn=eval_fn,
-            best_metric=best_metric,
+            best_metric=config.best_metric,
             best_mode=mode,
             num_train_steps=num_train_steps,
             eval_every=eval_every,
@@ -960,7 +996,7 @@ def run_finetuning(
             # First, so that an interval's progress is finished before its evaluation prints.
             fit_callbacks.append(_make_progress_callback(keras)(run, epoch_steps))
         fit_callbacks.append(_make_callback(keras)(run))
-        if tensorboard and chief:
+        if config.tensorboard and chief:
             fit_callbacks.append(
                 keras.callbacks.TensorBoard(log_dir=os.path.join(staging, LOG_SUBDIR), write_graph=False, profile_batch=0)
             )
@@ -984,7 +1020,7 @@ def run_finetuning(
         collapse = collapse_check(run.best_metrics) if (collapse_check and run.best_metrics) else None
         if collapse is not None and collapse.collapsed:
             logger.warning("fine-tuning collapsed: %s", collapse.reason)
-            if on_collapse == "raise":
+            if config.on_collapse == "raise":
                 raise FinetuningCollapsed(collapse)
             if verbose:
                 print(f"WARNING: fine-tuning collapsed: {collapse.reason}", flush=True)
@@ -996,31 +1032,31 @@ def run_finetuning(
         info = {
             "num_train_steps": num_train_steps,
             "warmup_steps": warmup_steps,
-            "learning_rate": learning_rate,
-            "batch_size": batch_size,
-            "weight_decay": weight_decay,
-            "clipnorm": clipnorm,
-            "bias_correction": bias_correction,
+            "learning_rate": config.learning_rate,
+            "batch_size": config.batch_size,
+            "weight_decay": config.weight_decay,
+            "clipnorm": config.clipnorm,
+            "bias_correction": config.bias_correction,
             "gradient_accumulation_steps": accumulation,
             "eval_every_n_steps": eval_every,
             "precision": run_precision,
             "jit_compile": bool(jit_compile),
-            "seed": seed,
-            "best_metric": best_metric,
+            "seed": config.seed,
+            "best_metric": config.best_metric,
             "best_mode": mode,
             "best_step": best_step,
             "best_metrics": run.best_metrics,
             "history": run.history,
             "collapse": None if collapse is None else collapse.to_dict(),
             "constant_baseline": None if constant_baseline is None else constant_baseline.to_dict(),
-            "metadata": dict(metadata or {}),
+            "metadata": dict(config.metadata or {}),
         }
         file_io.atomic_write_json(os.path.join(staging, RUN_INFO_FILE), info, ensure_ascii=True)
         if resumable:
             finetune_resume.finish(staging)
         file_io.atomic_write_text(os.path.join(staging, COMPLETE_FILE), f"step {final_step}\n")
         if chief:
-            _publish(staging, model_dir, overwrite)
+            _publish(staging, model_dir, config.overwrite)
         succeeded = True
     except FinetuningError:
         # The run's own verdict (a collapse, a bad metric) would be the same on a rerun.
@@ -1038,7 +1074,7 @@ def run_finetuning(
             "run_info": os.path.join(model_dir, RUN_INFO_FILE),
             "eval_history": os.path.join(model_dir, EVAL_HISTORY_FILE),
         }
-        if tensorboard:
+        if config.tensorboard:
             artifacts["logs"] = os.path.join(model_dir, LOG_SUBDIR)
     return FinetuningResult(
         model=model,
