@@ -28,10 +28,8 @@ from albert_tf.kinds import (
     SPEC_TO_EXPORT,
 )
 from albert_tf.tasks.errors import TaskError
+from albert_tf.tasks.hyperparameters import GENERIC_DEFAULTS  # noqa: F401  (importable from here as before)
 from albert_tf.tasks.spec import TaskSpec
-
-# Defaults of the non-GLUE tasks: the BERT/ALBERT fine-tuning recipe's usual values.
-GENERIC_DEFAULTS = dict(learning_rate=2e-5, batch_size=32, num_epochs=3.0, warmup_proportion=0.1, max_seq_length=128)
 
 
 # --- small shared pieces -----------------------------------------------------------------------

@@ -5,9 +5,9 @@ reads.
 `FinetuneSettings` mirrors the flags of `albert-tf finetune` (same names, same defaults); the
 command maps its flags onto it and calls `finetune`. The task's family
 (`albert_tf.tasks.families.task_family`) reads and encodes the data and builds the head; the run is
-`albert_tf.training.finetuning.run_finetuning`. Hyper-parameters not given come from the task's
-preset (GLUE, SQuAD, RACE), else the generic defaults, and the learning rate, pooling and bias
-correction from `albert_tf.training.recipes.recommended_recipe` for the model's size.
+`albert_tf.training.finetuning.run_finetuning`. Hyper-parameters not given are resolved by
+`albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the task's preset (GLUE, SQuAD, RACE),
+else the generic defaults, then the recipe for the model's size.
 
 Bad settings, data or checkpoints raise `albert_tf.tasks.errors.TaskError` with a one-line message
 (it names the setting: `overwrite=True` here, `--overwrite` as the command reports it).
@@ -18,13 +18,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 from albert_tf.errors import raw_message
-from albert_tf.kinds import RECIPE_TAGGING
 from albert_tf.tasks.errors import TaskError, param
 from albert_tf.tasks.families import (
-    GENERIC_DEFAULTS,
     RACE_TASKS,
     SQUAD_TASKS,
     TABLE_TASKS,
@@ -32,8 +30,10 @@ from albert_tf.tasks.families import (
     TrainingPlan,
     task_family,
 )
+from albert_tf.tasks.hyperparameters import USER_VALUES, FinetuningHyperparameters, resolve_hyperparameters
 from albert_tf.tasks.resources import check_init, check_tokenizer_fits, find_tokenizer_file, load_tokenizer, resolve_model_config
 from albert_tf.tasks.spec import CONFIG_FILE, RESULTS_FILE, TaskSpec, write_json
+from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, is_complete, run_finetuning
 
 # Settings that only mean something for some tasks: (attribute, tasks).
 READING_FLAGS = (
@@ -200,60 +200,6 @@ def check_settings(s: FinetuneSettings) -> None:
         check_init(s.init)
 
 
-def hyper_parameters(s: FinetuneSettings) -> Dict[str, Any]:
-    """Hyper-parameters from the settings, else the task's preset (GLUE, SQuAD, RACE), else the
-    generic defaults (steps and warmup are settled by `schedule`, which knows the training-set
-    size)."""
-    preset = task_family(s.task).preset()
-
-    def pick(value, preset_field, default):
-        if value is not None:
-            return value
-        return getattr(preset, preset_field) if preset is not None else default
-
-    batch_size = pick(s.batch_size, "batch_size", GENERIC_DEFAULTS["batch_size"])
-    return {
-        "preset": preset,
-        "learning_rate": pick(s.learning_rate, "learning_rate", GENERIC_DEFAULTS["learning_rate"]),
-        "batch_size": batch_size,
-        "eval_batch_size": s.eval_batch_size or batch_size,
-        "max_seq_length": pick(s.max_seq_length, "max_seq_length", GENERIC_DEFAULTS["max_seq_length"]),
-        "dropout": pick(s.dropout, "classifier_dropout", 0.1),
-        "encoder_dropout": pick(s.encoder_dropout, "encoder_dropout", None),
-        "metrics": list(preset.metrics) if preset else None,
-        "best_metric": preset.best_metric if preset else None,
-    }
-
-
-def schedule(s: FinetuneSettings, hyper: Dict[str, Any], num_train: int) -> Tuple[int, int]:
-    """(train steps, warmup steps): `num_train_steps`, else `num_epochs`, else the GLUE preset's
-    steps, else 3 epochs; warmup `warmup_steps`, else `warmup_proportion`, else the preset's when
-    its steps are used, else 10%. Epochs count full batches, as the run does
-    (`albert_tf.training.finetuning.steps_for_epochs`)."""
-    from albert_tf.training.finetuning import steps_for_epochs
-
-    preset = hyper["preset"]
-    uses_preset_steps = False
-    if s.num_train_steps is not None:
-        steps = s.num_train_steps
-    elif s.num_epochs is not None or preset is None:
-        epochs = s.num_epochs if s.num_epochs is not None else GENERIC_DEFAULTS["num_epochs"]
-        steps = steps_for_epochs(num_train, epochs, hyper["batch_size"], s.gradient_accumulation_steps)
-    else:
-        steps, uses_preset_steps = preset.num_train_steps, True
-    if s.warmup_steps is not None:
-        warmup = s.warmup_steps
-    elif s.warmup_proportion is not None:
-        warmup = int(steps * s.warmup_proportion)
-    elif uses_preset_steps:
-        warmup = preset.warmup_steps
-    else:
-        warmup = int(steps * GENERIC_DEFAULTS["warmup_proportion"])
-    if warmup > steps:
-        raise TaskError(f"{param('warmup_steps')} ({warmup}) exceeds the number of training steps ({steps})")
-    return steps, warmup
-
-
 def write_model_assets(directory: str, tokenizer_file: str, config, spec: TaskSpec, results: Callable[[], Dict[str, Any]]) -> None:
     """Everything of a fine-tuned model directory but the weights: the tokenizer file, the
     encoder's `albert_config.json`, `eval_results.json` (what `results()` returns; it runs after
@@ -279,8 +225,6 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     # The run fills in what was left to defaults; the caller's settings stay as given.
     s = dataclasses.replace(settings, task=settings.task.lower() if isinstance(settings.task, str) else settings.task)
     check_settings(s)
-    from albert_tf.training.finetuning import is_complete
-
     if os.path.exists(s.model_dir) and os.listdir(s.model_dir) and not s.overwrite:
         what = "a completed fine-tuning run" if is_complete(s.model_dir) else "not empty"
         raise TaskError(f"{param('model_dir')} {s.model_dir} is {what}; pass {param('overwrite', True)} to replace it")
@@ -294,40 +238,26 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     except StrategyError as e:
         raise TaskError(raw_message(e)) from None
     family = task_family(s.task)
-    hyper = hyper_parameters(s)
     config, config_source = resolve_model_config(s.config, s.init)
+    hyper = resolve_hyperparameters(family, config, **{name: getattr(s, name) for name in USER_VALUES})
     tokenizer_type, tokenizer_file, stored_lower_case = find_tokenizer_file(s.spm_model, s.vocab_file, s.init)
     if s.lower_case is None:
         # The casing the tokenizer was made with, where it was stored with it; else lower-cased.
         s.lower_case = True if stored_lower_case is None else bool(stored_lower_case)
     tokenizer = load_tokenizer(tokenizer_type, tokenizer_file, s.lower_case)
     check_tokenizer_fits(tokenizer, tokenizer_file, config, config_source, s.allow_vocab_mismatch)
-    if hyper["max_seq_length"] > config.max_position_embeddings:
+    if hyper.max_seq_length > config.max_position_embeddings:
         given = "" if s.max_seq_length is not None else f" (the {s.task} default)"
         raise TaskError(
-            f"{param('max_seq_length', hyper['max_seq_length'])}{given} exceeds the max_position_embeddings of "
+            f"{param('max_seq_length', hyper.max_seq_length)}{given} exceeds the max_position_embeddings of "
             f"{config_source} ({config.max_position_embeddings}); pass "
             f"{param('max_seq_length', config.max_position_embeddings)} or less"
         )
-    if hyper["encoder_dropout"] is not None:
-        config = config.replace(
-            hidden_dropout_prob=hyper["encoder_dropout"], attention_probs_dropout_prob=hyper["encoder_dropout"]
-        )
-
-    from albert_tf.training.recipes import recommended_recipe
-
-    recipe = recommended_recipe(config, family.recipe_kind)
-    if family.recipe_kind == RECIPE_TAGGING and s.num_epochs is None and s.num_train_steps is None:
-        s.num_epochs = recipe.epochs
-    if s.learning_rate is None and (hyper["preset"] is None or recipe.size_class != "base"):
-        # The presets' rates are the paper's, for base-size models and larger; smaller encoders
-        # collapse at them (BENCHMARKS.md, "Fine-tuning recipes").
-        hyper["learning_rate"] = recipe.learning_rate
-    hyper["pooling"] = s.pooling or recipe.pooling
-    hyper["bias_correction"] = recipe.bias_correction if s.bias_correction is None else s.bias_correction
-    plan = family.plan(s, hyper, tokenizer_type, tokenizer_file, tokenizer)
+    if hyper.encoder_dropout is not None:
+        config = config.replace(hidden_dropout_prob=hyper.encoder_dropout, attention_probs_dropout_prob=hyper.encoder_dropout)
+    plan = family.plan(s, hyper.for_plan(), tokenizer_type, tokenizer_file, tokenizer)
     spec = plan.spec
-    steps, warmup = schedule(s, hyper, plan.num_train)
+    steps, warmup = hyper.schedule(plan.num_train)
     _check_memory(s, hyper, config, strategy, spec)
     result = _run(s, hyper, plan, config, tokenizer_file, strategy, steps, warmup)
     shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_metrics.items()))
@@ -343,7 +273,7 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     return FinetuneOutcome(result.model_dir, spec, result, steps, warmup, plan.constant_baseline)
 
 
-def _check_memory(s: FinetuneSettings, hyper, config, strategy, spec) -> None:
+def _check_memory(s: FinetuneSettings, hyper: FinetuningHyperparameters, config, strategy, spec) -> None:
     """On a CPU, refuses a run whose estimated peak memory exceeds what is free, naming what fits."""
     from albert_tf.training import memory
     from albert_tf.training.strategies import strategy_device_kind
@@ -358,7 +288,7 @@ def _check_memory(s: FinetuneSettings, hyper, config, strategy, spec) -> None:
                 config, batch, spec.max_seq_length, precision=s.precision,
                 gradient_accumulation_steps=s.gradient_accumulation_steps, num_labels=num_labels,
             ),
-            hyper["batch_size"],
+            hyper.batch_size,
             spec.max_seq_length,
             gradient_accumulation_steps=s.gradient_accumulation_steps,
         )
@@ -368,13 +298,13 @@ def _check_memory(s: FinetuneSettings, hyper, config, strategy, spec) -> None:
         print(memory.memory_line(found), flush=True)
 
 
-def _run(s: FinetuneSettings, hyper, plan: TrainingPlan, config, tokenizer_file, strategy, steps, warmup):
+def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPlan, config, tokenizer_file, strategy,
+         steps: int, warmup: int):
     """`run_finetuning` of the plan: the encoder from `init` (or random), the plan's head, and the
     model directory's assets written beside the weights."""
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.training.finetuning import FinetuningError, run_finetuning
 
     spec = plan.spec
     init_info: Dict[str, Any] = {}
@@ -397,41 +327,38 @@ def _run(s: FinetuneSettings, hyper, plan: TrainingPlan, config, tokenizer_file,
 
     print(
         f"fine-tuning {s.task}: {plan.summary}, "
-        f"{steps} steps (warmup {warmup}), batch {hyper['batch_size']}, lr {hyper['learning_rate']}, "
-        f"seq {spec.max_seq_length}, pooling {hyper['pooling']}, "
-        f"{'bias-corrected' if hyper['bias_correction'] else 'uncorrected'} AdamW",
+        f"{steps} steps (warmup {warmup}), batch {hyper.batch_size}, lr {hyper.learning_rate}, "
+        f"seq {spec.max_seq_length}, pooling {hyper.pooling}, "
+        f"{'bias-corrected' if hyper.bias_correction else 'uncorrected'} AdamW",
         flush=True,
     )
     try:
-        return run_finetuning(
-            build_model,
-            plan.train_data,
-            plan.eval_data,
+        run_config = FinetuningRunConfig(
             num_train_steps=steps,
             warmup_steps=warmup,
-            learning_rate=hyper["learning_rate"],
+            learning_rate=hyper.learning_rate,
             model_dir=s.model_dir,
-            eval_fn=plan.eval_fn,
             best_metric=spec.best_metric,
             eval_every_n_steps=s.eval_every,
-            batch_size=hyper["batch_size"],
-            eval_batch_size=hyper["eval_batch_size"],
+            batch_size=hyper.batch_size,
+            eval_batch_size=hyper.eval_batch_size,
             shuffle_buffer=min(plan.num_train, SHUFFLE_BUFFER),
             weight_decay=s.weight_decay,
             gradient_accumulation_steps=s.gradient_accumulation_steps,
             jit_compile=s.jit_compile,
             precision=s.precision,
-            strategy=strategy,
             seed=s.seed,
-            save_assets=save_assets,
             metadata={"task": spec.task, "init": init_info, "config": config.to_dict(), "data": os.path.abspath(s.data)},
             overwrite=s.overwrite,
             verbose=0 if s.quiet else "auto",  # "auto": a bar on a terminal, one line per interval otherwise
-            bias_correction=hyper["bias_correction"],
-            constant_baseline=plan.constant_baseline,
+            bias_correction=hyper.bias_correction,
             collapse_metric=spec.best_metric if plan.constant_baseline is not None else None,
             # An interrupted run resumes only with the same settings; the first that differs is named.
             resume_settings={k: v for k, v in dataclasses.asdict(s).items() if k not in RESUME_IGNORED},
+        )
+        return run_finetuning(
+            build_model, plan.train_data, plan.eval_data, run_config, eval_fn=plan.eval_fn, strategy=strategy,
+            save_assets=save_assets, constant_baseline=plan.constant_baseline,
         )
     except (FinetuningError, FileExistsError) as e:
         raise TaskError(raw_message(e)) from None
