@@ -198,7 +198,7 @@ def run_one(task: Task, prepared, config, *, init, recipe, seed: int, work: Path
     from albert_tf.tasks.classification import AlbertClassifier, make_eval_fn
     from albert_tf.tasks.tagging import AlbertTokenClassifier
     from albert_tf.tasks.tagging import make_eval_fn as tagging_eval_fn
-    from albert_tf.training.finetuning import run_finetuning
+    from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
 
     train, dev, constant, tag_vocab = prepared
     cosines = {}
@@ -222,12 +222,14 @@ def run_one(task: Task, prepared, config, *, init, recipe, seed: int, work: Path
     steps = recipe.num_train_steps(n)
     started = time.time()
     with tempfile.TemporaryDirectory(dir=work) as tmp:
+        config = FinetuningRunConfig(
+            num_train_steps=steps, warmup_steps=recipe.warmup_steps(steps), learning_rate=recipe.learning_rate,
+            model_dir=os.path.join(tmp, "run"), best_metric=metric, batch_size=recipe.batch_size, shuffle_buffer=n,
+            seed=seed, weight_decay=recipe.weight_decay, bias_correction=recipe.bias_correction, collapse_metric=metric,
+            tensorboard=False, verbose=0, eval_every_n_steps=max(1, steps // 3),
+        )
         result = run_finetuning(
-            build, tf.data.Dataset.from_tensor_slices(train), dev_data, num_train_steps=steps,
-            warmup_steps=recipe.warmup_steps(steps), learning_rate=recipe.learning_rate, model_dir=os.path.join(tmp, "run"),
-            eval_fn=eval_fn, best_metric=metric, batch_size=recipe.batch_size, shuffle_buffer=n, seed=seed,
-            weight_decay=recipe.weight_decay, bias_correction=recipe.bias_correction, constant_baseline=constant,
-            collapse_metric=metric, tensorboard=False, verbose=0, eval_every_n_steps=max(1, steps // 3),
+            build, tf.data.Dataset.from_tensor_slices(train), dev_data, config, eval_fn=eval_fn, constant_baseline=constant,
         )
     best = result.best_metrics
     return {

@@ -1,5 +1,6 @@
 """Tests of `albert_tf.training.finetuning.run_finetuning`: best-checkpoint selection, step counting,
-the atomic output directory, errors, a short run whose loss falls, epochs and progress output."""
+the atomic output directory, errors, a short run whose loss falls, its typed configuration
+(`FinetuningRunConfig`, the same run as the keyword form), epochs and progress output."""
 
 import io
 import json
@@ -16,7 +17,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks.classification import AlbertClassifier, examples_dataset, make_eval_fn
 from albert_tf.training import finetuning
-from albert_tf.training.finetuning import FinetuningError, run_finetuning
+from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
 
 CONFIG = AlbertConfig(
     vocab_size=30, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
@@ -196,6 +197,57 @@ def test_on_collapse_raise_writes_nothing(tmp_path):
     assert not (tmp_path / "raise").exists() and leftovers(tmp_path) == []
     with pytest.raises(FinetuningError, match="on_collapse"):
         collapse_run(tmp_path, "bad", train, dev, on_collapse="ignore")
+
+
+# --- the configuration ---------------------------------------------------------------------------
+
+
+def test_the_keyword_form_is_the_config_form(tmp_path):
+    """The same settings as keywords and as a `FinetuningRunConfig`: the same weights, history and
+    `finetuning.json`."""
+    settings = dict(
+        num_train_steps=6, warmup_steps=1, learning_rate=3e-3, best_metric="accuracy", eval_every_n_steps=3,
+        batch_size=8, shuffle_buffer=32, seed=7, bias_correction=True, metadata={"task": "easy"}, verbose=0,
+        tensorboard=False,
+    )
+    train, dev = examples_dataset(easy_features(32)), examples_dataset(easy_features(16, seed=1))
+    eval_fn = make_eval_fn(["accuracy"], regression=False)
+    by_keywords = run_finetuning(new_model, train, dev, eval_fn=eval_fn, model_dir=str(tmp_path / "keywords"), **settings)
+    config = FinetuningRunConfig(model_dir=tmp_path / "config", **settings)
+    by_config = run_finetuning(new_model, train, dev, config, eval_fn=eval_fn)
+    for a, b in zip(by_keywords.model.weights, by_config.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    strip = lambda history: [{k: v for k, v in h.items() if k != "elapsed_s"} for h in history]  # noqa: E731
+    assert strip(by_keywords.history) == strip(by_config.history) and by_config.best_step == by_keywords.best_step
+    info = [{k: v for k, v in finetuning.read_run_info(d).items() if k != "history"}
+            for d in (by_keywords.model_dir, by_config.model_dir)]
+    assert info[0] == info[1] and info[1]["bias_correction"] is True and info[1]["metadata"] == {"task": "easy"}
+    assert config.model_dir == str(tmp_path / "config")  # a path-like becomes its string
+
+
+def test_config_names_its_first_bad_setting(tmp_path):
+    base = dict(num_train_steps=2, warmup_steps=0, learning_rate=1e-3, model_dir=str(tmp_path / "run"))
+    for changes, message in (
+        ({"num_train_steps": 0}, "num_train_steps must be >= 1"),
+        ({"warmup_steps": 3}, r"warmup_steps \(3\) exceeds num_train_steps \(2\)"),
+        ({"steps_per_execution": True}, "steps_per_execution must be an integer"),
+        ({"precision": "float16"}, "precision must be one of float32, mixed_bfloat16"),
+        ({"best_mode": "up"}, "best_mode"),
+        ({"verbose": 3}, "verbose must be 0, 1, 2 or 'auto'"),
+        ({"eval_every_n_steps": 0}, "eval_every_n_steps must be >= 1"),
+        ({"model_dir": ""}, "model_dir must be a path"),
+        ({"on_collapse": "ignore"}, "on_collapse must be 'warn' or 'raise'"),
+    ):
+        with pytest.raises(FinetuningError, match=message):
+            FinetuningRunConfig(**{**base, **changes})
+    config = FinetuningRunConfig(**base)
+    batches = examples_dataset(easy_features(16)).batch(8)
+    with pytest.raises(FinetuningError, match="not both"):
+        run_finetuning(new_model(), batches, None, config, seed=1)
+    config.warmup_steps = 5  # set after it was made: checked again by the run
+    with pytest.raises(FinetuningError, match="warmup_steps"):
+        run_finetuning(new_model(), batches, None, config)
+    assert not (tmp_path / "run").exists()
 
 
 # --- epochs and progress -------------------------------------------------------------------------

@@ -28,6 +28,51 @@ def test_default_settings_are_the_bundled_sample():
     assert config.vocab_size == 1234 and config.hidden_size == 128
 
 
+def test_the_main_job_fine_tunes_with_its_recorded_recipe(tmp_path, monkeypatch, tiny_spm_model):
+    """The sample job's Trainer (its summary.json "recipe"): 4000 examples, batch 32, 3 epochs -> 375
+    steps (37 of warmup), 1e-3, mean pooling, bias-corrected AdamW. A change here changes the model."""
+    import numpy as np
+
+    from albert_tf.pipeline_steps import trainer
+    from albert_tf.pipeline_steps.staging import write_summary
+    from albert_tf.tasks.classification import examples_dataset
+    from albert_tf.training import finetuning
+
+    s = PipelineSettings()
+    with open(os.path.join(s.task_data, "train.tsv"), encoding="utf-8") as f:
+        num_train = sum(1 for _ in f) - 1  # the header
+    assert num_train == 4000
+    seen = {}
+
+    class Captured(Exception):
+        pass
+
+    def run_finetuning(model, train_dataset, eval_dataset=None, config=None, **objects):
+        seen.update(config=config, model=model())
+        raise Captured
+
+    monkeypatch.setattr(finetuning, "run_finetuning", run_finetuning)
+    vocab_dir = tmp_path / "vocab"
+    vocab_dir.mkdir()
+    write_summary(str(vocab_dir), {"type": "sentencepiece", "file": tiny_spm_model, "lower_case": True})
+    features = {name: np.ones((8, s.max_seq_length), "int32") for name in ("input_ids", "input_mask", "segment_ids")}
+    data = examples_dataset({**features, "labels": np.arange(8, dtype="int32") % 2})
+    with pytest.raises(Captured):
+        # As `run_trainer` calls it with the settings (`pipelines/components.py`).
+        trainer.train_classifier(
+            data, data, num_train=num_train, labels=["0", "1"], pair=False, vocab_dir=str(vocab_dir),
+            output_dir=str(tmp_path / "trainer"), albert_config=s.albert_config(s.vocab_size), model_name=s.model_name,
+            max_seq_length=s.max_seq_length, epochs=s.finetune_epochs, batch_size=s.finetune_batch_size,
+            learning_rate=s.finetune_learning_rate, pooling=s.finetune_pooling,
+            bias_correction=s.finetune_bias_correction, warmup_fraction=s.finetune_warmup_fraction,
+            seed=s.seed, deterministic=s.deterministic,
+        )
+    config = seen["config"]
+    assert (config.num_train_steps, config.warmup_steps, config.batch_size) == (375, 37, 32)
+    assert config.learning_rate == 1e-3 and config.bias_correction is True and seen["model"].pooling == "mean"
+    assert (s.finetune_epochs, s.finetune_warmup_fraction, s.seed) == (3.0, 0.1, 12345)
+
+
 def test_settings_file_resolves_relative_paths_and_rejects_unknown_keys(tmp_path):
     path = tmp_path / "cfg.yaml"
     path.write_text("corpus: data/*.txt\ntask_data: task\nvocab_size: 500\nmodel: base-v2\n", encoding="utf-8")

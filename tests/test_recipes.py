@@ -36,9 +36,14 @@ def test_tagging_trains_longer_and_unknown_kinds_are_named():
 
 
 def test_recipe_step_arithmetic():
+    from albert_tf.training.finetuning import steps_for_epochs
+
     recipe = FinetuningRecipe("tiny", 1e-3, epochs=3.0, batch_size=32)
     assert recipe.num_train_steps(4000) == 375 and recipe.warmup_steps(375) == 37
-    assert recipe.num_train_steps(1) == 1
+    # Counted as the run counts them: full batches (a last partial one is no step), at least 1 a pass.
+    for examples in (1, 31, 4010, 12345):
+        assert recipe.num_train_steps(examples) == steps_for_epochs(examples, 3.0, 32)
+    assert recipe.num_train_steps(4010) == 375 and recipe.num_train_steps(1) == 3
     assert recipe.to_dict()["pooling"] == "mean"
 
 
@@ -86,9 +91,11 @@ def test_pipeline_settings_take_the_recipe_unless_set():
     sample = PipelineSettings()
     assert (sample.finetune_learning_rate, sample.finetune_pooling, sample.finetune_bias_correction) == (1e-3, "mean", True)
     base = PipelineSettings(model="base-v2", max_seq_length=128)
-    assert (base.finetune_learning_rate, base.finetune_pooling) == (2e-5, "cls")
-    assert PipelineSettings(finetune_learning_rate=3e-4, finetune_pooling="cls").finetune_learning_rate == 3e-4
+    assert (base.finetune_learning_rate, base.finetune_pooling, base.finetune_bias_correction) == (2e-5, "cls", True)
+    given = PipelineSettings(finetune_learning_rate=3e-4, finetune_pooling="cls", finetune_bias_correction=False)
+    assert (given.finetune_learning_rate, given.finetune_pooling, given.finetune_bias_correction) == (3e-4, "cls", False)
     for values, message in (({"finetune_pooling": "max"}, "finetune_pooling"), ({"finetune_learning_rate": 0.0}, "finetune_learning_rate"),
+                            ({"finetune_bias_correction": "yes"}, "finetune_bias_correction"),
                             ({"eval_confidence": 1.0}, "eval_confidence"), ({"eval_baseline_margin": -1.0}, "eval_baseline_margin")):
         with pytest.raises(SettingsError, match=message):
             PipelineSettings(**values)

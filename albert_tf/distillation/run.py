@@ -166,7 +166,7 @@ def _train(s: DistillSettings, plan, family, spec, teacher, tokenizer, transfer,
     from albert_tf.distillation.student import build_student
     from albert_tf.tasks.classification import examples_dataset
     from albert_tf.tasks.runner import write_model_assets
-    from albert_tf.training.finetuning import FinetuningError, run_finetuning
+    from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
 
     tokenizer_file = os.path.join(s.teacher, spec.tokenizer["file"])
     built: Dict[str, Any] = {}
@@ -199,16 +199,18 @@ def _train(s: DistillSettings, plan, family, spec, teacher, tokenizer, transfer,
         flush=True,
     )
     try:
-        result = run_finetuning(
-            build_model, examples_dataset(transfer.features), eval_data,
+        config = FinetuningRunConfig(
             num_train_steps=steps, warmup_steps=warmup, learning_rate=learning_rate, model_dir=s.model_dir,
-            eval_fn=eval_fn, best_metric=spec.best_metric, eval_every_n_steps=s.eval_every, batch_size=s.batch_size,
+            best_metric=spec.best_metric, eval_every_n_steps=s.eval_every, batch_size=s.batch_size,
             eval_batch_size=eval_batch_size, shuffle_buffer=min(transfer.size, 100_000), seed=s.seed,
-            save_assets=save_assets, saved_model=lambda model: model.student,
             metadata={"task": spec.task, DISTILLATION_KEY: record, "config": plan.config.to_dict(),
                       "data": os.path.abspath(s.data)},
             overwrite=s.overwrite, verbose=0 if s.quiet else "auto", bias_correction=bias_correction,
-            constant_baseline=constant, collapse_metric=spec.best_metric if constant is not None else None,
+            collapse_metric=spec.best_metric if constant is not None else None,
+        )
+        result = run_finetuning(
+            build_model, examples_dataset(transfer.features), eval_data, config, eval_fn=eval_fn,
+            save_assets=save_assets, saved_model=lambda model: model.student, constant_baseline=constant,
         )
     except (FinetuningError, FileExistsError) as e:
         raise TaskError(str(e)) from None

@@ -22,6 +22,9 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Union
 
+from albert_tf.tasks.families import task_family
+from albert_tf.tasks.hyperparameters import FinetuningHyperparameters, resolve_hyperparameters
+
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "resources", "sample")
 
 # The tiny encoder of the sample run (vocab_size comes from the vocabulary step).
@@ -38,6 +41,9 @@ VOCAB_TYPES = ("sentencepiece", "wordpiece")
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("float32", "mixed_bfloat16")
 POOLINGS = ("mean", "cls")
+# The task the pipeline fine-tunes: a table of labelled texts (its model directory's `task.json`
+# names it), resolved as `albert-tf finetune --task classification` resolves it.
+PIPELINE_TASK = "classification"
 
 
 class SettingsError(ValueError):
@@ -129,9 +135,10 @@ class PipelineSettings:
         pretrain_steps, pretrain_batch_size, pretrain_learning_rate, pretrain_warmup_steps:
             LAMB pretraining.
         finetune_epochs, finetune_batch_size, finetune_learning_rate, finetune_pooling,
-            finetune_bias_correction, finetune_warmup_fraction: AdamW fine-tuning. A learning rate
-            or pooling left unset (None) comes from `albert_tf.training.recipes.recommended_recipe`
-            for the model's size (for the sample model: 1e-3, mean pooling).
+            finetune_bias_correction, finetune_warmup_fraction: AdamW fine-tuning. A learning rate,
+            pooling or bias correction left unset (None) is resolved as `albert-tf finetune --task
+            classification` resolves it (`albert_tf.tasks.hyperparameters.resolve_hyperparameters`:
+            the recipe for the model's size; for the sample model 1e-3, mean pooling, bias-corrected).
         strategy: The `tf.distribute` strategy of the training steps.
         precision: "float32" or "mixed_bfloat16".
         beam_runner, beam_args: The Beam runner of the data steps and its pipeline options.
@@ -190,7 +197,7 @@ class PipelineSettings:
     finetune_batch_size: int = 32
     finetune_learning_rate: Optional[float] = None
     finetune_pooling: Optional[str] = None
-    finetune_bias_correction: bool = True
+    finetune_bias_correction: Optional[bool] = None
     finetune_warmup_fraction: float = 0.1
     strategy: str = "default"
     precision: str = "float32"
@@ -215,15 +222,15 @@ class PipelineSettings:
 
     def __post_init__(self):
         self.validate()
-        recipe = None
-        if self.finetune_learning_rate is None or self.finetune_pooling is None:
-            from albert_tf.training.recipes import recommended_recipe
-
-            recipe = recommended_recipe(self.albert_config(self.vocab_size))
-        if self.finetune_learning_rate is None:
-            self.finetune_learning_rate = recipe.learning_rate
-        if self.finetune_pooling is None:
-            self.finetune_pooling = recipe.pooling
+        hyper = finetuning_hyperparameters(
+            self.albert_config(self.vocab_size), learning_rate=self.finetune_learning_rate,
+            batch_size=self.finetune_batch_size, max_seq_length=self.max_seq_length, pooling=self.finetune_pooling,
+            bias_correction=self.finetune_bias_correction, num_epochs=self.finetune_epochs,
+            warmup_proportion=self.finetune_warmup_fraction,
+        )
+        self.finetune_learning_rate = hyper.learning_rate
+        self.finetune_pooling = hyper.pooling
+        self.finetune_bias_correction = hyper.bias_correction
 
     def validate(self) -> None:
         """Raises `SettingsError` naming the first bad value."""
@@ -335,6 +342,13 @@ class PipelineSettings:
         return cls.from_dict(values, source=path)
 
 
+def finetuning_hyperparameters(albert_config, **values: Any) -> FinetuningHyperparameters:
+    """The hyper-parameters of the pipeline's fine-tuning on an encoder of `albert_config`:
+    `resolve_hyperparameters` of `PIPELINE_TASK` with the given `values` (its keywords; None:
+    unset), the same resolution as the command line's."""
+    return resolve_hyperparameters(task_family(PIPELINE_TASK), albert_config, **values)
+
+
 def albert_config_for(model: Union[str, Dict[str, Any]], vocab_size: int, max_seq_length: int):
     """`model` (a preset name or `AlbertConfig` fields) as an `AlbertConfig` of `vocab_size`.
 
@@ -368,7 +382,7 @@ def _relative_to(base: str, path: str) -> str:
 def _expected_type(f: dataclasses.Field):
     hints = {
         "str": str, "int": int, "float": (int, float), "bool": bool,
-        "Optional[str]": (str, type(None)), "Optional[float]": (int, float, type(None)), "List[str]": list, "Union[str, Dict[str, Any]]": (str, dict),
+        "Optional[str]": (str, type(None)), "Optional[float]": (int, float, type(None)), "Optional[bool]": (bool, type(None)), "List[str]": list, "Union[str, Dict[str, Any]]": (str, dict),
     }
     return hints.get(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", ""))
 

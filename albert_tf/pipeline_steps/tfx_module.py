@@ -8,7 +8,8 @@ the raw text and a string label. TFX calls `run_fn` with its `FnArgs`; the field
   ExampleGen writes them, or plain);
 * `serving_model_dir`: where the SavedModel goes (TF Serving's signatures, raw text in);
 * `model_run_dir`: the fine-tuning run's own files (the `albert-tf finetune` layout, logs);
-* `train_steps`: optimizer updates (None or 0: `custom_config["epochs"]` passes);
+* `train_steps`: optimizer updates (None or 0: `custom_config["epochs"]` passes, counted in full
+  batches as `albert-tf finetune` counts them);
 * `base_model` (optional): the latest blessed model's serving directory, which TFX's Trainer
   passes when a `LatestBlessedModelStrategy` Resolver feeds its `base_model` input: the run then
   warm-starts from it (its encoder and classifier head; `albert_tf.pipeline_steps.warm_start`),
@@ -21,10 +22,11 @@ the raw text and a string label. TFX calls `run_fn` with its `FnArgs`; the field
     - `init`: any checkpoint `albert_tf.checkpoints.any_format.init_encoder` reads (default: none);
     - `labels` (default: those of the train files, sorted), `text_feature` ("text"),
       `text_b_feature` (None), `label_feature` ("label");
-    - `epochs` (3), `batch_size` (32), `strategy` ("default"), `precision` ("float32"),
-      `model_name` ("albert"), `seed` (12345);
-    - `learning_rate`, `pooling` ("mean"/"cls"), `bias_correction`, `warmup_fraction`: default
-      `albert_tf.training.recipes.recommended_recipe` for the model's size.
+    - `strategy` ("default"), `precision` ("float32"), `model_name` ("albert"), `seed` (12345);
+    - `epochs`, `batch_size`, `learning_rate`, `pooling` ("mean"/"cls"), `bias_correction`,
+      `warmup_fraction`: default as `albert-tf finetune --task classification` resolves them
+      (`albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the recipe for the model's size,
+      else 3 epochs, batch 32, 10 % warmup).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from typing import Any, Dict, List, Sequence
 from albert_tf import file_io
 from albert_tf.pipeline_steps import example_gen, vocab_gen
 from albert_tf.pipeline_steps.staging import write_summary
-from albert_tf.training.recipes import recommended_recipe
 
 REQUIRED_CONFIG = ("tokenizer",)
 
@@ -135,6 +136,12 @@ def _base_model(path, vocab_dir: str):
     return path
 
 
+def _given(config: Dict[str, Any], key: str, kind):
+    """`config[key]` as `kind`, None when it is not given (the resolver's default then)."""
+    value = config.get(key)
+    return None if value is None else kind(value)
+
+
 def run_fn(fn_args) -> Dict[str, Any]:
     """Trains on `fn_args.train_files`, selects on `eval_files`, exports to `serving_model_dir`."""
     from albert_tf.pipeline_steps import transform, trainer
@@ -156,13 +163,9 @@ def run_fn(fn_args) -> Dict[str, Any]:
     albert_config = _albert_config(config.get("albert_config"), config.get("init"), tokenizer.vocab_size)
     train_features = transform.encode_finetuning_features(train_rows, tokenizer, labels, seq, "train_files")
     eval_features = transform.encode_finetuning_features(eval_rows, tokenizer, labels, seq, "eval_files")
-    batch_size = int(config.get("batch_size", 32))
-    steps = getattr(fn_args, "train_steps", None)
-    epochs = float(config.get("epochs", 3.0)) if not steps else steps * batch_size / len(train_rows)
     training_dir = os.path.join(run_dir, "training")
     if os.path.isdir(training_dir):
         shutil.rmtree(training_dir)  # a retried Trainer starts over in its own run directory
-    recipe = recommended_recipe(albert_config)
     base = _base_model(getattr(fn_args, "base_model", None), vocab_dir)
     summary = trainer.train_classifier(
         examples_dataset(train_features),
@@ -177,15 +180,16 @@ def run_fn(fn_args) -> Dict[str, Any]:
         max_seq_length=seq,
         init=config.get("init") or base,
         warm_start=base,
-        epochs=epochs,
-        batch_size=batch_size,
-        learning_rate=float(config.get("learning_rate", recipe.learning_rate)),
+        num_train_steps=getattr(fn_args, "train_steps", None) or None,
+        epochs=_given(config, "epochs", float),
+        batch_size=_given(config, "batch_size", int),
+        learning_rate=_given(config, "learning_rate", float),
         strategy=config.get("strategy", "default"),
         precision=config.get("precision", "float32"),
         seed=int(config.get("seed", 12345)),
-        pooling=config.get("pooling", recipe.pooling),
-        bias_correction=bool(config.get("bias_correction", recipe.bias_correction)),
-        warmup_fraction=float(config.get("warmup_fraction", recipe.warmup_fraction)),
+        pooling=config.get("pooling"),
+        bias_correction=_given(config, "bias_correction", bool),
+        warmup_fraction=_given(config, "warmup_fraction", float),
     )
     serving_model_dir = fn_args.serving_model_dir
     if os.path.isdir(serving_model_dir) and os.listdir(serving_model_dir):

@@ -20,11 +20,11 @@ bit-identical weights. On a GPU, TensorFlow's op determinism is switched on as w
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any, Dict, Optional
 
 from albert_tf.pipeline_steps import example_gen, transform, vocab_gen
+from albert_tf.pipeline_steps.settings import PIPELINE_TASK, finetuning_hyperparameters
 from albert_tf.pipeline_steps.staging import read_summary, staged_directory, write_summary
 
 MODEL_SUBDIR = "model"
@@ -132,7 +132,7 @@ def _task_spec(labels, max_seq_length: int, vocab_info: Dict[str, Any], pair: bo
         "quoting": "csv",
     }
     tokenizer = {"type": vocab_info["type"], "file": vocab_info["file"], "lower_case": vocab_info["lower_case"]}
-    return ClassificationFamily.classification_spec("classification", labels, max_seq_length, tokenizer, columns)
+    return ClassificationFamily.classification_spec(PIPELINE_TASK, labels, max_seq_length, tokenizer, columns)
 
 
 def train_classifier(
@@ -148,20 +148,27 @@ def train_classifier(
     model_name: str,
     max_seq_length: int,
     init: Optional[str] = None,
-    epochs: float = 3.0,
-    batch_size: int = 32,
-    learning_rate: float = 2e-5,
+    epochs: Optional[float] = None,
+    num_train_steps: Optional[int] = None,
+    batch_size: Optional[int] = None,
+    learning_rate: Optional[float] = None,
     strategy: str = "default",
     precision: str = "float32",
     seed: int = 12345,
-    pooling: str = "cls",
-    bias_correction: bool = False,
-    warmup_fraction: float = 0.1,
-    deterministic: bool = False,
+    pooling: Optional[str] = None,
+    bias_correction: Optional[bool] = None,
+    warmup_fraction: Optional[float] = None,
+    deterministic: bool = True,
     warm_start: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Fine-tunes a classifier on unbatched feature datasets and exports it; the shared core of the
     Trainer component and the TFX user module.
+
+    Hyper-parameters left None are resolved as `albert-tf finetune --task classification` resolves
+    them (`albert_tf.pipeline_steps.settings.finetuning_hyperparameters`): the recipe for the
+    model's size, else the generic defaults (3 epochs, batch 32, 10 % warmup). `num_train_steps`
+    fixes the length in updates instead of `epochs`, which count full batches
+    (`albert_tf.training.finetuning.steps_for_epochs`).
 
     `warm_start`: a pushed version (`albert_tf.pipeline_steps.warm_start`) whose classifier head
     the model starts from (the encoder comes from `init`); its labels must be `labels`.
@@ -185,7 +192,7 @@ def train_classifier(
     from albert_tf.tasks.classification import make_eval_fn
     from albert_tf.tasks.families import task_family
     from albert_tf.tasks.runner import write_model_assets
-    from albert_tf.training.finetuning import run_finetuning
+    from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
     from albert_tf.training.strategies import get_strategy
 
     if deterministic_op_kernels(deterministic):
@@ -199,7 +206,12 @@ def train_classifier(
         check_architecture(warm_start, albert_config)
         check_labels(warm_start, labels)
     spec = _task_spec(labels, max_seq_length, vocab_info, pair)
-    steps = max(1, math.ceil(epochs * num_train / batch_size))
+    hyper = finetuning_hyperparameters(
+        albert_config, learning_rate=learning_rate, batch_size=batch_size, max_seq_length=max_seq_length,
+        pooling=pooling, bias_correction=bias_correction, num_train_steps=num_train_steps, num_epochs=epochs,
+        warmup_proportion=warmup_fraction,
+    )
+    steps, warmup = hyper.schedule(num_train)
     init_source: Dict[str, str] = {}
 
     def build_model():
@@ -207,7 +219,7 @@ def train_classifier(
         if init:
             result = init_encoder(encoder, init)
             init_source.update(kind=result.kind, source=result.source)
-        model = task_family(spec).build_model(encoder, spec, {"dropout": 0.1, "pooling": pooling})
+        model = task_family(spec).build_model(encoder, spec, hyper.for_plan())
         if warm_start is not None:
             load_head(warm_start, model)
             init_source.update(warm_start=warm_start)
@@ -232,28 +244,25 @@ def train_classifier(
             evaluations.append({k: float(v) for k, v in metrics.items()})
             return metrics
 
-        result = run_finetuning(
-            build_model,
-            train_data,
-            eval_data,
+        config = FinetuningRunConfig(
             num_train_steps=steps,
-            warmup_steps=max(0, int(steps * warmup_fraction)),
-            learning_rate=learning_rate,
+            warmup_steps=warmup,
+            learning_rate=hyper.learning_rate,
             model_dir=model_dir,
-            eval_fn=tracking_eval_fn,
             best_metric=spec.best_metric,
-            batch_size=batch_size,
+            batch_size=hyper.batch_size,
             shuffle_buffer=min(num_train, 100_000),
             precision=precision,
-            strategy=get_strategy(strategy),
             seed=seed,
-            save_assets=save_assets,
-            metadata={"task": "classification", "init": init_source, "config": albert_config.to_dict()},
+            metadata={"task": PIPELINE_TASK, "init": init_source, "config": albert_config.to_dict()},
             tensorboard=False,
             verbose=0,
-            bias_correction=bias_correction,
-            constant_baseline=constant,
+            bias_correction=hyper.bias_correction,
             collapse_metric="accuracy",
+        )
+        result = run_finetuning(
+            build_model, train_data, eval_data, config, eval_fn=tracking_eval_fn, strategy=get_strategy(strategy),
+            save_assets=save_assets, constant_baseline=constant,
         )
         if result.collapsed:
             print(f"WARNING: the fine-tuned model collapsed: {result.collapse.reason}", flush=True)
@@ -274,8 +283,9 @@ def train_classifier(
             "best_dev_metrics": {k: float(v) for k, v in result.best_metrics.items()},
             "constant_baseline": constant.to_dict(),
             "collapse": None if result.collapse is None else result.collapse.to_dict(),
-            "recipe": {"learning_rate": learning_rate, "epochs": epochs, "batch_size": batch_size, "pooling": pooling,
-                       "bias_correction": bias_correction, "warmup_fraction": warmup_fraction},
+            "recipe": {"learning_rate": hyper.learning_rate, "epochs": hyper.num_epochs, "batch_size": hyper.batch_size,
+                       "pooling": hyper.pooling, "bias_correction": hyper.bias_correction,
+                       "warmup_fraction": hyper.warmup_proportion},
             "init": init_source,
             "model_name": model_name,
             "candidate": os.path.relpath(exported.path, staging),
@@ -293,19 +303,20 @@ def run_trainer(
     albert_config,
     *,
     model_name: str,
-    epochs: float,
-    batch_size: int,
-    learning_rate: float,
+    epochs: Optional[float] = None,
+    batch_size: Optional[int] = None,
+    learning_rate: Optional[float] = None,
     strategy: str = "default",
     precision: str = "float32",
     seed: int = 12345,
-    pooling: str = "cls",
-    bias_correction: bool = False,
-    warmup_fraction: float = 0.1,
+    pooling: Optional[str] = None,
+    bias_correction: Optional[bool] = None,
+    warmup_fraction: Optional[float] = None,
     deterministic: bool = True,
 ) -> Dict[str, Any]:
     """Fine-tunes on the Transform features, starting from the Pretrainer's encoder (and, in a
-    warm-started run, the base model's classifier head).
+    warm-started run, the base model's classifier head); hyper-parameters left None are resolved
+    as `train_classifier` says.
 
     `deterministic`: the same inputs and seed give the same model (`deterministic_op_kernels`).
     """

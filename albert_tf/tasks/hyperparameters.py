@@ -19,13 +19,14 @@ training-set size is known (`FinetuningHyperparameters.schedule`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
 
 from albert_tf.kinds import RECIPE_TAGGING
 from albert_tf.tasks.errors import TaskError, param
 from albert_tf.tasks.presets import TaskPreset
-from albert_tf.training.finetuning import steps_for_epochs
-from albert_tf.training.recipes import FinetuningRecipe, recommended_recipe
+
+if TYPE_CHECKING:
+    from albert_tf.training.recipes import FinetuningRecipe
 
 # Defaults of the non-GLUE tasks: the BERT/ALBERT fine-tuning recipe's usual values.
 GENERIC_DEFAULTS = dict(learning_rate=2e-5, batch_size=32, num_epochs=3.0, warmup_proportion=0.1, max_seq_length=128)
@@ -84,7 +85,7 @@ class FinetuningHyperparameters:
     warmup_proportion: Optional[float]
     gradient_accumulation_steps: int
     preset: Optional[TaskPreset]
-    recipe: FinetuningRecipe
+    recipe: "FinetuningRecipe"
 
     def schedule(self, num_train: int) -> TrainingSchedule:
         """The run's updates and warmup updates for `num_train` training elements.
@@ -92,6 +93,10 @@ class FinetuningHyperparameters:
         Raises:
             TaskError: The warmup is longer than the run.
         """
+        # `albert_tf.training` loads TensorFlow: imported here, so that the task template, which
+        # re-exports GENERIC_DEFAULTS, stays light.
+        from albert_tf.training.finetuning import steps_for_epochs
+
         steps = self.num_train_steps
         if steps is None:
             steps = steps_for_epochs(num_train, self.num_epochs, self.batch_size, self.gradient_accumulation_steps)
@@ -145,6 +150,8 @@ def resolve_hyperparameters(
         model_config: The encoder's `AlbertConfig` (anything with `hidden_size`).
         learning_rate, ...: The user's values, as `FinetuneSettings` names them.
     """
+    from albert_tf.training.recipes import recommended_recipe  # TensorFlow: see `schedule`
+
     preset = family.preset()
     recipe = recommended_recipe(model_config, family.recipe_kind)
 

@@ -34,6 +34,7 @@ import math
 from typing import Any, Dict
 
 from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_KINDS, RECIPE_TAGGING
+from albert_tf.training.finetuning import steps_for_epochs
 
 # Hidden sizes up to these bounds use the recipe beside them.
 _SIZE_CLASSES = (
@@ -70,8 +71,9 @@ class FinetuningRecipe:
     weight_decay: float = 0.01
 
     def num_train_steps(self, num_examples: int) -> int:
-        """Optimizer updates for `epochs` passes over `num_examples` (at least 1)."""
-        return max(1, math.ceil(self.epochs * num_examples / self.batch_size))
+        """Optimizer updates for `epochs` passes over `num_examples`, counted as the run counts
+        them (`albert_tf.training.finetuning.steps_for_epochs`: full batches, at least 1 a pass)."""
+        return steps_for_epochs(num_examples, self.epochs, self.batch_size)
 
     def warmup_steps(self, num_train_steps: int) -> int:
         return int(num_train_steps * self.warmup_fraction)

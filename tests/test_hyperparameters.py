@@ -1,0 +1,179 @@
+"""`albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the task's preset, then the recipe for
+the model's size, then the user's values, with one epochs-to-steps formula; and the command line
+and the pipeline's Trainer resolving the same run the same way."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+
+import numpy as np
+import pytest
+
+from albert_tf.config import AlbertConfig
+from albert_tf.tasks.errors import TaskError
+from albert_tf.tasks.families import TASKS, task_family
+from albert_tf.tasks.hyperparameters import GENERIC_DEFAULTS, USER_VALUES, resolve_hyperparameters
+from albert_tf.tasks.runner import FinetuneSettings
+
+# Hidden sizes of the recipe's three size classes.
+TINY, SMALL, BASE = (AlbertConfig(vocab_size=100, hidden_size=h, num_attention_heads=2, intermediate_size=2 * h)
+                     for h in (128, 384, 768))
+
+
+def resolve(task, config, **values):
+    return resolve_hyperparameters(task_family(task), config, **values)
+
+
+@pytest.mark.parametrize("task, config, expected, num_train, schedule", [
+    # A preset's rate only for base-size models; smaller ones take the recipe's. The preset's steps and warmup.
+    ("sst-2", TINY, dict(learning_rate=1e-3, batch_size=32, max_seq_length=512, dropout=0.1, encoder_dropout=0.0,
+                         pooling="mean", bias_correction=True), 4000, (20935, 1256)),
+    ("sst-2", BASE, dict(learning_rate=1e-5, pooling="cls", bias_correction=True), 4000, (20935, 1256)),
+    ("qqp", SMALL, dict(learning_rate=1e-4, batch_size=128, encoder_dropout=0.1, pooling="mean"), 10, (14000, 1000)),
+    # No preset: the generic defaults (3 epochs of full batches, 10 % warmup) and the recipe's rate.
+    ("classification", TINY, dict(learning_rate=1e-3, batch_size=32, max_seq_length=128, dropout=0.1,
+                                  encoder_dropout=None, pooling="mean", bias_correction=True), 4000, (375, 37)),
+    ("classification", BASE, dict(learning_rate=2e-5, pooling="cls"), 4010, (375, 37)),
+    ("regression", SMALL, dict(learning_rate=1e-4, pooling="mean"), 100, (9, 0)),
+    # Tagging trains the recipe's 10 epochs.
+    ("conll", TINY, dict(learning_rate=1e-3, max_seq_length=128), 4000, (1250, 125)),
+    ("peoples-daily", BASE, dict(learning_rate=2e-5, pooling="cls"), 320, (100, 10)),
+    # Reading comprehension: the paper's Table 14.
+    ("squad-v1", BASE, dict(learning_rate=5e-5, batch_size=48, max_seq_length=384, dropout=0.0, encoder_dropout=0.0),
+     88000, (3649, 365)),
+    ("squad-v2", TINY, dict(learning_rate=1e-3, batch_size=48, max_seq_length=512, dropout=0.1), 1, (8144, 814)),
+    ("race", SMALL, dict(learning_rate=1e-4, batch_size=32, encoder_dropout=0.1, dropout=0.1), 1, (12000, 1000)),
+])
+def test_defaults_of_each_kind_of_task(task, config, expected, num_train, schedule):
+    hyper = resolve(task, config)
+    assert {name: getattr(hyper, name) for name in expected} == expected
+    assert tuple(hyper.schedule(num_train)) == schedule
+    assert hyper.eval_batch_size == hyper.batch_size
+
+
+def test_every_task_resolves_and_feeds_its_plan_the_same_keys():
+    for task in TASKS:
+        plan_values = resolve(task, TINY).for_plan()
+        assert set(plan_values) == {"preset", "learning_rate", "batch_size", "eval_batch_size", "max_seq_length",
+                                    "dropout", "encoder_dropout", "metrics", "best_metric", "pooling", "bias_correction"}
+    sst2 = resolve("sst-2", TINY).for_plan()
+    assert sst2["metrics"] == ["accuracy"] and sst2["best_metric"] == "accuracy" and sst2["preset"].name == "sst-2"
+    assert resolve("classification", TINY).for_plan()["metrics"] is None
+
+
+def test_the_users_values_win():
+    given = dict(learning_rate=3e-4, batch_size=8, eval_batch_size=5, max_seq_length=64, dropout=0.0,
+                 encoder_dropout=0.2, pooling="cls", bias_correction=False)
+    for task in TASKS:
+        hyper = resolve(task, TINY, **given)
+        assert {name: getattr(hyper, name) for name in given} == given
+    # An eval batch size of 0 is unset, as the command line reads it.
+    assert resolve("classification", TINY, batch_size=8, eval_batch_size=0).eval_batch_size == 8
+
+
+def test_the_length_and_the_warmup_in_order():
+    # 640 examples at batch 32: 20 updates an epoch.
+    assert tuple(resolve("sst-2", TINY, num_epochs=2.0).schedule(640)) == (40, 4)  # the preset's warmup goes with its steps
+    assert tuple(resolve("sst-2", TINY, num_train_steps=50).schedule(640)) == (50, 5)
+    assert tuple(resolve("sst-2", TINY, num_train_steps=50, num_epochs=2.0).schedule(640)) == (50, 5)  # steps first
+    assert tuple(resolve("sst-2", TINY, warmup_proportion=0.5).schedule(640)) == (20935, 10467)
+    assert tuple(resolve("sst-2", TINY, num_train_steps=50, warmup_steps=3, warmup_proportion=0.5).schedule(640)) == (50, 3)
+    assert tuple(resolve("conll", TINY, num_train_steps=7).schedule(640)) == (7, 0)
+    assert tuple(resolve("conll", TINY, num_epochs=1.5).schedule(640)) == (30, 3)
+    # Epochs count full batches of accumulated updates (`steps_for_epochs`).
+    assert tuple(resolve("classification", TINY, gradient_accumulation_steps=2).schedule(4000)) == (186, 18)
+    assert tuple(resolve("classification", TINY).schedule(5)) == (3, 0)  # fewer examples than a batch: 1 an epoch
+    with pytest.raises(TaskError) as raised:
+        resolve("classification", TINY, num_train_steps=2, warmup_steps=5).schedule(100)
+    assert raised.value.cli_message == "--warmup-steps (5) exceeds the number of training steps (2)"
+
+
+def test_generic_defaults_live_here_and_keep_their_old_homes():
+    from albert_tf.tasks import families, family
+
+    assert family.GENERIC_DEFAULTS is GENERIC_DEFAULTS and families.GENERIC_DEFAULTS is GENERIC_DEFAULTS
+    assert set(USER_VALUES) <= {f.name for f in dataclasses.fields(FinetuneSettings)}
+
+
+# --- the command line and the pipeline's Trainer resolve one run alike -----------------------------
+
+
+class Captured(Exception):
+    """Raised by the stand-in for `run_finetuning` once it has seen the run."""
+
+
+def capture_run(monkeypatch, module):
+    """Replaces `module.run_finetuning` by one that records the run's config and built model."""
+    seen = {}
+
+    def run_finetuning(model, train_dataset, eval_dataset=None, config=None, **objects):
+        seen.update(config=config, model=model())
+        raise Captured
+
+    monkeypatch.setattr(module, "run_finetuning", run_finetuning)
+    return seen
+
+
+ROWS = [("pos", "the film was good fun"), ("neg", "a dull and long film")] * 8
+
+
+def cli_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
+    from albert_tf.tasks import runner
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name, rows in (("train.tsv", ROWS), ("dev.tsv", ROWS[:4])):
+        with open(data / name, "w", encoding="utf-8", newline="") as f:
+            csv.writer(f, delimiter="\t", lineterminator="\n").writerows([("label", "text"), *rows])
+    config_file = tmp_path / "albert_config.json"
+    tiny_config.to_json_file(str(config_file))
+    seen = capture_run(monkeypatch, runner)
+    with pytest.raises(Captured):
+        runner.finetune(FinetuneSettings(
+            task="classification", data=str(data), model_dir=str(tmp_path / "cli"), text_column="text",
+            label_column="label", config=str(config_file), spm_model=tiny_spm_model, max_seq_length=16, quiet=True,
+            **values,
+        ))
+    return seen
+
+
+def pipeline_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
+    from albert_tf.pipeline_steps import trainer
+    from albert_tf.pipeline_steps.staging import write_summary
+    from albert_tf.tasks.classification import examples_dataset
+    from albert_tf.training import finetuning
+
+    vocab_dir = tmp_path / "vocab"
+    vocab_dir.mkdir()
+    write_summary(str(vocab_dir), {"type": "sentencepiece", "file": tiny_spm_model, "lower_case": True})
+    n, seq = len(ROWS), 16
+    features = {"input_ids": np.ones((n, seq), "int32"), "input_mask": np.ones((n, seq), "int32"),
+                "segment_ids": np.zeros((n, seq), "int32"), "labels": np.arange(n, dtype="int32") % 2}
+    names = {"num_epochs": "epochs", "warmup_proportion": "warmup_fraction"}
+    seen = capture_run(monkeypatch, finetuning)
+    with pytest.raises(Captured):
+        trainer.train_classifier(
+            examples_dataset(features), examples_dataset(features), num_train=n, labels=["neg", "pos"], pair=False,
+            vocab_dir=str(vocab_dir), output_dir=str(tmp_path / "pipeline"), albert_config=tiny_config,
+            model_name="m", max_seq_length=seq, **{names.get(k, k): v for k, v in values.items()},
+        )
+    return seen
+
+
+@pytest.mark.parametrize("values", [
+    {},
+    dict(learning_rate=3e-4, batch_size=4, num_epochs=2.0, warmup_proportion=0.25, pooling="cls", bias_correction=False),
+])
+def test_the_command_line_and_the_pipeline_resolve_a_run_alike(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
+    cli = cli_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values)
+    pipeline = pipeline_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values)
+    fields = ("num_train_steps", "warmup_steps", "learning_rate", "batch_size", "bias_correction", "weight_decay",
+              "clipnorm", "best_metric", "shuffle_buffer", "seed")
+    assert {f: getattr(pipeline["config"], f) for f in fields} == {f: getattr(cli["config"], f) for f in fields}
+    heads = [{k: run["model"].get_config()[k] for k in ("num_labels", "pooling", "dropout")} for run in (cli, pipeline)]
+    assert heads[0] == heads[1]
+    if not values:
+        # 16 examples, the tiny model's recipe: 3 epochs of one full batch, 1e-3, mean pooling, bias-corrected.
+        assert (cli["config"].num_train_steps, cli["config"].learning_rate, heads[0]["pooling"]) == (3, 1e-3, "mean")
+        assert cli["config"].bias_correction is True
