@@ -120,6 +120,7 @@ ROWS = [("pos", "the film was good fun"), ("neg", "a dull and long film")] * 8
 
 def cli_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
     from albert_tf.tasks import runner
+    from albert_tf.training import finetuning
 
     data = tmp_path / "data"
     data.mkdir()
@@ -128,7 +129,7 @@ def cli_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
             csv.writer(f, delimiter="\t", lineterminator="\n").writerows([("label", "text"), *rows])
     config_file = tmp_path / "albert_config.json"
     tiny_config.to_json_file(str(config_file))
-    seen = capture_run(monkeypatch, runner)
+    seen = capture_run(monkeypatch, finetuning)
     with pytest.raises(Captured):
         runner.finetune(FinetuneSettings(
             task="classification", data=str(data), model_dir=str(tmp_path / "cli"), text_column="text",

@@ -33,7 +33,6 @@ from albert_tf.tasks.families import (
 from albert_tf.tasks.hyperparameters import USER_VALUES, FinetuningHyperparameters, resolve_hyperparameters
 from albert_tf.tasks.resources import check_init, check_tokenizer_fits, find_tokenizer_file, load_tokenizer, resolve_model_config
 from albert_tf.tasks.spec import CONFIG_FILE, RESULTS_FILE, TaskSpec, write_json
-from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, is_complete, run_finetuning
 
 # Settings that only mean something for some tasks: (attribute, tasks).
 READING_FLAGS = (
@@ -225,6 +224,8 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     # The run fills in what was left to defaults; the caller's settings stay as given.
     s = dataclasses.replace(settings, task=settings.task.lower() if isinstance(settings.task, str) else settings.task)
     check_settings(s)
+    from albert_tf.training.finetuning import is_complete
+
     if os.path.exists(s.model_dir) and os.listdir(s.model_dir) and not s.overwrite:
         what = "a completed fine-tuning run" if is_complete(s.model_dir) else "not empty"
         raise TaskError(f"{param('model_dir')} {s.model_dir} is {what}; pass {param('overwrite', True)} to replace it")
@@ -305,6 +306,7 @@ def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPl
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.modeling import AlbertEncoder
+    from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
 
     spec = plan.spec
     init_info: Dict[str, Any] = {}
