@@ -85,7 +85,7 @@ class FinetuningHyperparameters:
     warmup_proportion: Optional[float]
     gradient_accumulation_steps: int
     preset: Optional[TaskPreset]
-    recipe: "FinetuningRecipe"
+    recipe: FinetuningRecipe
 
     def schedule(self, num_train: int) -> TrainingSchedule:
         """The run's updates and warmup updates for `num_train` training elements.
