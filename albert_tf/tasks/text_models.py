@@ -1,5 +1,9 @@
 """Raw-text Keras task models, the keras-hub way: strings in, answers out.
 
+`AlbertTextClassifier` and `AlbertTextRegressor` live in `albert_tf.tasks.classification.text_model`,
+`AlbertTextTagger` in `albert_tf.tasks.tagging.text_model`; they are importable from here, with
+`AlbertMultipleChoice` and `AlbertQuestionAnswerer`, which are defined here.
+
 Each model holds the three parts of a keras-hub task: the in-graph tokenizer
 (`AlbertTokenizerLayer`, `model.preprocessor`), the `AlbertEncoder` (`model.encoder`, keras-hub's
 backbone) and the task head, which is the token-level task model of `albert_tf.tasks`
