@@ -22,7 +22,6 @@ from albert_tf.tasks.classification.data import (
     read_table,
     read_text,
 )
-from albert_tf.tasks.classification.head import build_task_model
 from albert_tf.tasks.classification.metrics import make_eval_fn, predict_scores, score_predictions
 from albert_tf.tasks.errors import TaskError
 from albert_tf.tasks.family import TableFamily, progress_callbacks_for
@@ -86,6 +85,8 @@ class ClassificationFamily(TableFamily):
         return examples_dataset(train), examples_dataset(dev), eval_fn, constant
 
     def build_model(self, encoder, spec, hyper):
+        from albert_tf.tasks.classification.head import build_task_model
+
         return build_task_model(encoder, None if spec.kind == SPEC_REGRESSION else len(spec.labels),
                                 dropout=hyper["dropout"], pooling=hyper["pooling"])
 

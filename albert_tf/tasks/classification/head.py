@@ -16,6 +16,8 @@ from keras import ops
 
 from albert_tf.kinds import KIND_CLASSIFIER, KIND_REGRESSOR
 from albert_tf.tasks.base import AlbertTaskModel
+# Registers the serving classes: a model of these kinds exports once this module has built it.
+from albert_tf.tasks.classification import serving  # noqa: F401
 
 POOLING_MODES = ("cls", "mean")
 

@@ -21,7 +21,6 @@ from albert_tf.tasks.tagging.data import (
     split_long_sentences,
     split_with_offsets,
 )
-from albert_tf.tasks.tagging.head import AlbertTokenClassifier
 from albert_tf.tasks.tagging.metrics import decode_predictions, get_entities, make_eval_fn, predict_logits, score_tagging
 
 TAGGING_TASKS = ("conll", "peoples-daily")
@@ -83,6 +82,8 @@ class TaggingFamily(TableFamily):
         return examples_dataset(train.features), examples_dataset(dev.features), eval_fn, constant
 
     def build_model(self, encoder, spec, hyper):
+        from albert_tf.tasks.tagging.head import AlbertTokenClassifier
+
         return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=hyper["dropout"])
 
     def split_names(self, spec, data):

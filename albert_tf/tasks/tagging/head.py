@@ -20,6 +20,8 @@ from keras import ops
 
 from albert_tf.kinds import KIND_TAGGER
 from albert_tf.tasks.base import AlbertTaskModel
+# Registers the serving class: a token classifier exports once this module has built it.
+from albert_tf.tasks.tagging import serving  # noqa: F401
 from albert_tf.tasks.tagging.data import TaggedSentence, TagVocab, encode_sentences, split_with_offsets
 from albert_tf.tasks.tagging.metrics import decode_predictions, entity_spans, predict_logits, unit_probabilities
 
