@@ -22,7 +22,8 @@ _LAZY = {
     **{name: "albert_tf.tasks.classification.data" for name in (
         "DEFAULT_MAX_IN_MEMORY_BYTES", "FEATURE_NAMES", "encode_examples", "examples_dataset",
         "features_tfrecord_dataset", "write_features_tfrecord")},
-    **{name: "albert_tf.tasks.classification.metrics" for name in ("make_eval_fn", "predict_scores", "score_predictions")},
+    **{name: "albert_tf.tasks.classification.metrics" for name in (
+        "make_eval_fn", "predict_scores", "score_predictions")},
     "AlbertTextClassifier": "albert_tf.tasks.classification.text_model",
     "AlbertTextRegressor": "albert_tf.tasks.classification.text_model",
     "ClassifierServing": "albert_tf.tasks.classification.serving",

@@ -153,4 +153,3 @@ def build_task_model(encoder, num_labels: Optional[int], dropout: float = 0.1, p
     if num_labels is None:
         return AlbertRegressor(encoder, dropout=dropout, pooling=pooling)
     return AlbertClassifier(encoder, num_labels=num_labels, dropout=dropout, pooling=pooling)
-

@@ -12,7 +12,6 @@ from albert_tf.metrics import glue_metrics
 from albert_tf.tasks.classification.data import FEATURE_NAMES
 
 
-
 def predict_scores(model, features, batch_size: int = 64, *, callbacks=None) -> np.ndarray:
     """Logits [n, num_labels] of a classifier or predictions [n] of a regressor.
 

@@ -434,4 +434,3 @@ def encode_sentences(
     if with_labels:
         features["labels"] = labels
     return EncodedSentences(features, positions, truncated)
-

@@ -21,7 +21,13 @@ from albert_tf.tasks.tagging.data import (
     split_long_sentences,
     split_with_offsets,
 )
-from albert_tf.tasks.tagging.metrics import decode_predictions, get_entities, make_eval_fn, predict_logits, score_tagging
+from albert_tf.tasks.tagging.metrics import (
+    decode_predictions,
+    get_entities,
+    make_eval_fn,
+    predict_logits,
+    score_tagging,
+)
 
 TAGGING_TASKS = ("conll", "peoples-daily")
 CONLL_FILES = {

@@ -25,6 +25,7 @@ from albert_tf.tasks.tagging import serving  # noqa: F401
 from albert_tf.tasks.tagging.data import TaggedSentence, TagVocab, encode_sentences, split_with_offsets
 from albert_tf.tasks.tagging.metrics import decode_predictions, entity_spans, predict_logits, unit_probabilities
 
+
 def _label_weights(labels):
     return ops.cast(ops.greater_equal(labels, 0), "float32")
 
@@ -86,7 +87,6 @@ class AlbertTokenClassifier(AlbertTaskModel):
         config = super().get_config()
         config["num_labels"] = self.num_labels
         return config
-
 
 
 def predict_text_entities(

@@ -23,6 +23,7 @@ import numpy as np
 from albert_tf.metrics import token_accuracy
 from albert_tf.tasks.tagging.data import FEATURE_NAMES, EncodedSentences, TaggedSentence, TagVocab
 
+# --- entity-level scores -------------------------------------------------------------------------
 
 
 def split_tag(tag: str) -> Tuple[str, str]:
@@ -159,7 +160,6 @@ def entity_spans(
     return entities
 
 
-
 # --- predictions and scores ----------------------------------------------------------------------
 
 
@@ -211,4 +211,3 @@ def make_eval_fn(encoded: EncodedSentences, sentences: Sequence[TaggedSentence],
         return score_tagging(logits, encoded, sentences, tag_vocab)
 
     return eval_fn
-

@@ -17,7 +17,14 @@ import tensorflow as tf
 
 from albert_tf.kinds import RECIPE_TAGGING
 from albert_tf.tasks.pretrained import load_pretrained_backbone
-from albert_tf.tasks.tagging.data import IGNORE_LABEL, TOKEN_UNITS, TaggedSentence, TagVocab, encode_sentences, split_with_offsets
+from albert_tf.tasks.tagging.data import (
+    IGNORE_LABEL,
+    TOKEN_UNITS,
+    TaggedSentence,
+    TagVocab,
+    encode_sentences,
+    split_with_offsets,
+)
 from albert_tf.tasks.tagging.head import AlbertTokenClassifier
 from albert_tf.tasks.tagging.metrics import decode_predictions, entity_spans, unit_probabilities
 from albert_tf.tasks.text_task import (
