@@ -2,8 +2,10 @@
 
 One class per family, one instance per task name:
 
-* `ClassificationFamily` -- the GLUE tasks and any `classification` / `regression` table;
-* `TaggingFamily` -- token classification (`conll`, `peoples-daily`);
+* `ClassificationFamily` -- the GLUE tasks and any `classification` / `regression` table
+  (in `albert_tf.tasks.classification.family`);
+* `TaggingFamily` -- token classification (`conll`, `peoples-daily`; in
+  `albert_tf.tasks.tagging.family`);
 * `SquadFamily` -- extractive question answering (`squad-v1`, `squad-v2`);
 * `MultipleChoiceFamily` -- `race`.
 
