@@ -4,22 +4,24 @@
   label 1); `matthews_corrcoef` (CoLA), the multi-class form of Gorodkin (2004), equal to the
   usual binary formula for two classes and 0 when it is undefined (a constant prediction);
 * `pearson_corr` and `spearman_corr` (STS-B); Spearman ranks ties by their average rank;
-* `token_accuracy` over the labelled positions of token classification;
-* `get_entities` and `entity_scores`: entity-level precision / recall / F1 over exact spans of
-  BIO (IOB2, also IOB1) tag sequences, the conlleval / `seqeval` (default mode) definition: an
-  entity starts at `B-X`, or at `I-X` not preceded by a tag of type X, and ends before the next
-  tag that does not continue it.
+* `token_accuracy` over the labelled positions of token classification.
 
 `glue_metrics(names, predictions, labels)` computes a list of them by name; `METRICS` lists the
 names.
+
+The entity-level scores of tagging (`get_entities`, `split_tag`, `entity_scores`) live in
+`albert_tf.tasks.tagging.metrics`; they are importable from here too, loaded on first use (the
+task layer imports this module, so importing it back eagerly would make the two a cycle).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
+
+from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
 
 def _check_same_length(predictions, labels) -> Tuple[np.ndarray, np.ndarray]:
@@ -116,95 +118,6 @@ def token_accuracy(predictions, labels, weights=None) -> float:
     return float(np.mean(predictions[mask] == labels[mask]))
 
 
-# --- entity-level scores -------------------------------------------------------------------------
-
-
-def split_tag(tag: str) -> Tuple[str, str]:
-    if tag == "O" or not tag:
-        return "O", ""
-    if len(tag) > 2 and tag[1] in "-_" and tag[0] in "BIES":
-        return tag[0], tag[2:]
-    raise ValueError(f"tag {tag!r} is not 'O' or PREFIX-TYPE with PREFIX in B, I, E, S")
-
-
-def get_entities(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
-    """The entities of one BIO tag sequence as `(type, start, end)`, `end` inclusive.
-
-    Follows conlleval: an `I-X` after `O` or after another type starts a new entity (so IOB1
-    data scores as intended); `E-X`/`S-X` (IOBES) close an entity.
-    """
-    entities = []
-    current_type, start = None, None
-    previous_prefix = "O"
-    for i, tag in enumerate(list(tags) + ["O"]):
-        prefix, kind = split_tag(tag)
-        # Does an entity end before position i?
-        if current_type is not None:
-            ends = (
-                prefix in ("O", "B", "S")
-                or kind != current_type
-                or previous_prefix in ("E", "S")
-            )
-            if ends:
-                entities.append((current_type, start, i - 1))
-                current_type, start = None, None
-        # Does one start at i?
-        if prefix != "O" and current_type is None:
-            current_type, start = kind, i
-        previous_prefix = prefix
-    return entities
-
-
-def entity_scores(
-    predicted_tags: Iterable[Sequence[str]], true_tags: Iterable[Sequence[str]]
-) -> Dict[str, object]:
-    """Micro-averaged entity precision / recall / F1 over exact (type, start, end) spans.
-
-    Args:
-        predicted_tags: One tag sequence per sentence.
-        true_tags: The gold sequences, each as long as its prediction.
-
-    Returns:
-        `precision`, `recall`, `f1` (floats; 0 for 0/0), `num_predicted`, `num_true`, `num_correct`,
-        and `per_type`: {type: {precision, recall, f1, support}}.
-    """
-    predicted_sequences = [list(s) for s in predicted_tags]
-    true_sequences = [list(s) for s in true_tags]
-    if len(predicted_sequences) != len(true_sequences):
-        raise ValueError(f"{len(predicted_sequences)} predicted and {len(true_sequences)} true sequences")
-    predicted_set, true_set = set(), set()
-    for index, (predicted, gold) in enumerate(zip(predicted_sequences, true_sequences)):
-        if len(predicted) != len(gold):
-            raise ValueError(f"sequence {index}: {len(predicted)} predicted tags for {len(gold)} true tags")
-        predicted_set.update((index,) + e for e in get_entities(predicted))
-        true_set.update((index,) + e for e in get_entities(gold))
-    correct = predicted_set & true_set
-
-    def prf(num_correct, num_predicted, num_true):
-        precision = num_correct / num_predicted if num_predicted else 0.0
-        recall = num_correct / num_true if num_true else 0.0
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        return precision, recall, f1
-
-    per_type = {}
-    for kind in sorted({e[1] for e in predicted_set | true_set}):
-        n_correct = sum(1 for e in correct if e[1] == kind)
-        n_predicted = sum(1 for e in predicted_set if e[1] == kind)
-        n_true = sum(1 for e in true_set if e[1] == kind)
-        p, r, f = prf(n_correct, n_predicted, n_true)
-        per_type[kind] = {"precision": p, "recall": r, "f1": f, "support": n_true}
-    precision, recall, f1 = prf(len(correct), len(predicted_set), len(true_set))
-    return {
-        "precision": precision,
-        "recall": recall,
-        "f1": f1,
-        "num_predicted": len(predicted_set),
-        "num_true": len(true_set),
-        "num_correct": len(correct),
-        "per_type": per_type,
-    }
-
-
 # --- by name -------------------------------------------------------------------------------------
 
 METRICS = {
@@ -232,3 +145,7 @@ def combined_score(metrics: Dict[str, float], names: Optional[Sequence[str]] = N
     Pearson/Spearman)."""
     names = list(names or metrics)
     return float(np.mean([metrics[n] for n in names]))
+
+
+_MOVED = {name: "albert_tf.tasks.tagging.metrics" for name in ("entity_scores", "get_entities", "split_tag")}
+__getattr__, __dir__ = _lazy_attributes(__name__, _MOVED, globals())

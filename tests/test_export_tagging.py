@@ -1,6 +1,6 @@
-"""Tests of the token-classification (NER) export: `albert_tf.export.tagging` (in-graph units,
+"""Tests of the token-classification (NER) export: `albert_tf.tasks.tagging.serving` (in-graph units,
 character spans, BIO/BIOES entity decoding) against the Python path
-(`albert_tf.tasks.tagging.predict_text_entities`, `albert_tf.metrics.get_entities`), the exported
+(`albert_tf.tasks.tagging.predict_text_entities`, `albert_tf.tasks.tagging.metrics.get_entities`), the exported
 signatures, warmup, configs and op check, and the local server over REST and gRPC."""
 
 import json
@@ -17,10 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _serving_helpers as helpers  # noqa: E402
 
 from albert_tf.data.tagging import TagVocab  # noqa: E402
-from albert_tf.export import saved_model, signatures, tagging, warmup  # noqa: E402
-from albert_tf.metrics import get_entities  # noqa: E402
+from albert_tf.export import saved_model, signatures, warmup  # noqa: E402
 from albert_tf.tasks import families  # noqa: E402
 from albert_tf.tasks import tagging as python_tagging  # noqa: E402
+from albert_tf.tasks.tagging import serving as tagging  # noqa: E402
+from albert_tf.tasks.tagging.metrics import get_entities  # noqa: E402
 from albert_tf.tasks.spec import TaskSpec  # noqa: E402
 
 # BIOES for LOC, BIO for PER: both decodings in one tag set.

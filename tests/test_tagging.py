@@ -143,11 +143,11 @@ def test_one_splitter_for_tagging_the_text_tagger_and_the_cli(token_unit):
     import types
 
     from albert_tf.data import tagging as tagging_data
-    from albert_tf.export import tagging as export_tagging
     from albert_tf.tasks import text_models
     from albert_tf.tasks.families import task_family
+    from albert_tf.tasks.tagging import data as folder_data
 
-    assert tagging.TOKEN_UNITS is text_models.TOKEN_UNITS is export_tagging.TOKEN_UNITS is tagging_data.TOKEN_UNITS
+    assert tagging.TOKEN_UNITS is folder_data.TOKEN_UNITS is tagging_data.TOKEN_UNITS
     assert tagging_data.TOKEN_UNITS == ("word", "char")
     family = task_family("conll")
     for text in TRICKY_TEXTS:

@@ -21,6 +21,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks import text_models
+from albert_tf.tasks.tagging.metrics import entity_record
 from albert_tf.tasks.text_models import (
     AlbertMultipleChoice,
     AlbertQuestionAnswerer,
@@ -499,8 +500,9 @@ def test_tagger_learns_entities_with_character_spans(layouts, tmp_path):
     assert history.history["token_accuracy"][-1] > 0.95
     dev_texts, dev_entities = tagging_task(60, seed=1)
     predicted = model.predict(dev_texts, verbose=0)
+    assert all(set(e) == {"label", "start", "end", "text", "score"} and 0 < e["score"] <= 1 for p in predicted for e in p)
     expected = [[{"label": l, "start": a, "end": b, "text": t[a:b]} for a, b, l in e] for t, e in zip(dev_texts, dev_entities)]
-    exact = np.mean([p == e for p, e in zip(predicted, expected)])
+    exact = np.mean([[{k: v for k, v in e.items() if k != "score"} for e in p] == x for p, x in zip(predicted, expected)])
     assert exact >= 0.9 and sum(map(len, dev_entities)) > 30, exact
     metrics = model.evaluate(dev_texts, dev_entities, verbose=0, return_dict=True)
     assert metrics["token_accuracy"] > 0.95
@@ -535,11 +537,15 @@ def test_tagger_learns_entities_with_character_spans(layouts, tmp_path):
     assert reloaded.evaluate(dev_texts, dev_entities, verbose=0, return_dict=True) == pytest.approx(metrics)
     served = tf.saved_model.load(model.export(tmp_path / "serving", check=False).path).signatures["serving_default"]
     out = served(text=tf.constant(dev_texts))
+    # The served entities are `predict`'s records, field by field.
     for i, entities in enumerate(predicted):
         n = int(out["num_entities"][i])
-        got = [{"label": out["entity_labels"][i, j].numpy().decode(), "start": int(out["entity_starts"][i, j]),
-                "end": int(out["entity_ends"][i, j])} for j in range(n)]
-        assert got == [{k: e[k] for k in ("label", "start", "end")} for e in entities]
+        got = [entity_record(out["entity_labels"][i, j].numpy().decode(), out["entity_starts"][i, j],
+                             out["entity_ends"][i, j], out["entity_texts"][i, j].numpy().decode(), out["entity_scores"][i, j])
+               for j in range(n)]
+        assert [{k: e[k] for k in ("label", "start", "end", "text")} for e in got] == [
+            {k: e[k] for k in ("label", "start", "end", "text")} for e in entities]
+        np.testing.assert_allclose([e["score"] for e in got], [e["score"] for e in entities], atol=1e-5)
 
 
 def choice_task(n, seed):

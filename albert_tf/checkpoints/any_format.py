@@ -53,8 +53,8 @@ from albert_tf.config import AlbertConfig, ConfigError, load_config
 _SERIALIZABLE_MODULES = (
     "albert_tf.modeling",
     "albert_tf.pretrainer",
-    "albert_tf.tasks.classification",
-    "albert_tf.tasks.tagging",
+    "albert_tf.tasks.classification.head",
+    "albert_tf.tasks.tagging.head",
     "albert_tf.tasks.squad",
     "albert_tf.tasks.multiple_choice",
     "albert_tf.tasks.text_models",

@@ -52,8 +52,8 @@ def read_unlabeled(family, spec, path: str, column: Optional[str]):
     """The unlabelled examples of the family's type in `path` (`.txt`: a text per line; a table:
     `column`, default the teacher's text column)."""
     if spec.kind == SPEC_TAGGING:
-        from albert_tf.data.glue import read_text
-        from albert_tf.data.tagging import TaggedSentence, split_with_offsets
+        from albert_tf.tasks.classification.data import read_text
+        from albert_tf.tasks.tagging.data import TaggedSentence, split_with_offsets
 
         if not path.lower().endswith(".txt"):
             raise DistillError(f"--unlabeled for a tagger is a .txt file, one sentence per line: {path}")
@@ -75,7 +75,7 @@ def read_unlabeled(family, spec, path: str, column: Optional[str]):
 def encode(spec, tokenizer, examples, labeled: bool) -> Dict[str, np.ndarray]:
     """Model features of `examples`, with `labels` (zeros / ignored when not `labeled`) and
     `label_weight`."""
-    from albert_tf.data.glue import DataFormatError
+    from albert_tf.tasks.classification.data import DataFormatError
 
     n = len(examples)
     try:

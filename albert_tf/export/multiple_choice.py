@@ -28,8 +28,7 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from albert_tf.export.tagging import pad_columns
-from albert_tf.tokenization.in_graph import check_length_bucket, packed_width, sanitize_utf8
+from albert_tf.tokenization.in_graph import check_length_bucket, pad_columns, packed_width, sanitize_utf8
 
 TEXT_KEY = "text"
 QUESTION_KEY = "question"

@@ -196,7 +196,7 @@ def export_saved_model(
         `settings`: `doc_stride`, `max_query_length`, `n_best_size`, `max_answer_length`,
         `null_score_diff_threshold`); see `albert_tf.export.qa`.
       task_settings: token classifiers: `token_unit` ("word" / "char", see
-        `albert_tf.export.tagging`); multiple-choice models: `max_qa_length` (see
+        `albert_tf.tasks.tagging.serving`); multiple-choice models: `max_qa_length` (see
         `albert_tf.export.multiple_choice`).
       extra_assets: more files to copy into `assets/` (e.g. `task.json`).
       check: run the compatibility check (ops + fresh-process reload); on by default, as TF

@@ -2,15 +2,18 @@
 
 `ServingModule(model, tokenizer_layer, labels=...)` builds the subclass that exports the model's
 kind (`SERVING_CLASSES`, kind -> class): each kind's class owns its inputs, outputs, extra
-signatures and settings; the base class holds what they share. It wraps one of
+signatures and settings; the base class holds what they share. A task's serving class lives in
+its task folder (`albert_tf.tasks.<task>.serving`) and registers itself (`register_serving`)
+when the folder is imported; the encoder's and the pretrainer's are here. It wraps one of
 
-* an `AlbertClassifier` (outputs `logits`; `ClassifierServing`): `serving_default` takes raw
-  text and returns `probabilities`, `logits`, `label_id` and `label`; `tokens` the same from
-  token ids; `classify` takes serialized `tf.Example`s (`inputs`) and returns `classes` and
-  `scores` (TF Serving's Classify API);
-* an `AlbertRegressor` (outputs `predictions`; `RegressorServing`): `serving_default` / `tokens`
-  return `score`; `regress` takes serialized `tf.Example`s and returns `outputs` (TF Serving's
-  Regress API);
+* an `AlbertClassifier` (outputs `logits`; `ClassifierServing`, in
+  `albert_tf.tasks.classification.serving`): `serving_default` takes raw text and returns
+  `probabilities`, `logits`, `label_id` and `label`; `tokens` the same from token ids;
+  `classify` takes serialized `tf.Example`s (`inputs`) and returns `classes` and `scores` (TF
+  Serving's Classify API);
+* an `AlbertRegressor` (outputs `predictions`; `RegressorServing`, in
+  `albert_tf.tasks.classification.serving`): `serving_default` / `tokens` return `score`;
+  `regress` takes serialized `tf.Example`s and returns `outputs` (TF Serving's Regress API);
 * an `AlbertEncoder` or an `AlbertPretrainer` (`EncoderServing`, `PretrainerServing`):
   `serving_default` returns `pooled_output`, `sequence_output` (and the `input_mask`), `tokens`
   the same from token ids (the TF-Hub module's signature), and for a pretrainer also `sop`
@@ -23,7 +26,7 @@ signatures and settings; the base class holds what they share. It wraps one of
   `tokens` returns the head's outputs for token ids (v1: `start_logits`, `end_logits`; v2 also
   takes `p_mask` and returns the beam `start_top_log_probs`, `start_top_index`,
   `end_top_log_probs`, `end_top_index` and `cls_logits`);
-* an `AlbertTokenClassifier` (NER, `albert_tf.export.tagging`; `TaggerServing`):
+* an `AlbertTokenClassifier` (NER; `TaggerServing`, in `albert_tf.tasks.tagging.serving`):
   `serving_default` takes `text` and returns the entities of each text, padded to the batch's
   largest count: `entity_labels`, `entity_texts` (string `[-1, E]`), `entity_starts`,
   `entity_ends` (int32 code-point offsets into the text, end exclusive, -1 padding),
@@ -112,7 +115,8 @@ def _token_specs(sequence_length: Optional[int]) -> Dict[str, tf.TensorSpec]:
     return {k: tf.TensorSpec([None, sequence_length], tf.int32, name=k) for k in TOKEN_KEYS}
 
 
-def _string_spec(name: str) -> tf.TensorSpec:
+def string_spec(name: str) -> tf.TensorSpec:
+    """The spec of a string input `[batch]` named `name` (a text signature's input)."""
     return tf.TensorSpec([None], tf.string, name=name)
 
 
@@ -404,8 +408,8 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         """`serving_default`: raw `text` (and `text_b` for pairs) through `_from_text`."""
         if self.pair:
             return tf.function(lambda text, text_b: self._from_text(text, text_b),
-                               input_signature=[_string_spec(TEXT_KEY), _string_spec(TEXT_B_KEY)])
-        return tf.function(lambda text: self._from_text(text), input_signature=[_string_spec(TEXT_KEY)])
+                               input_signature=[string_spec(TEXT_KEY), string_spec(TEXT_B_KEY)])
+        return tf.function(lambda text: self._from_text(text), input_signature=[string_spec(TEXT_KEY)])
 
     def _tokens_function(self) -> tf.types.experimental.PolymorphicFunction:
         """`tokens`: `input_ids`, `input_mask`, `segment_ids` through `_from_tokens`."""
@@ -436,62 +440,6 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
 
     def signatures_keys(self) -> List[str]:
         return ["serving_default", "tokens"] + list(self.extra_signatures)
-
-
-@register_serving
-class ClassifierServing(ServingModule):
-    """An `AlbertClassifier`: class probabilities and labels, plus TF Serving's Classify API."""
-
-    kind = KIND_CLASSIFIER
-    extra_signatures = {"classify": CLASSIFY_METHOD}
-
-    def _check_labels(self, labels):
-        num_labels = int(self.model.num_labels)
-        labels = [str(i) for i in range(num_labels)] if labels is None else [str(l) for l in labels]
-        if len(labels) != num_labels:
-            raise ValueError(f"{len(labels)} labels for a classifier of {num_labels} classes")
-        if len(set(labels)) != len(labels):
-            raise ValueError(f"labels must be distinct, got {labels}")
-        return labels
-
-    def _token_outputs(self, features):
-        logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
-        label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        return {
-            "probabilities": tf.nn.softmax(logits, axis=-1),
-            "logits": logits,
-            "label_id": label_id,
-            "label": tf.gather(self._label_table, label_id),
-        }
-
-    def _build_functions(self):
-        super()._build_functions()
-        self.serve_classify = tf.function(self._classify, input_signature=[_string_spec("inputs")])
-
-    def _classify(self, inputs):
-        outputs = self._from_text(*self._parse_examples(inputs))
-        batch = tf.shape(inputs)[0]
-        classes = tf.tile(self._label_table[None, :], tf.stack([batch, 1]))
-        return {"classes": classes, "scores": outputs["probabilities"]}
-
-
-@register_serving
-class RegressorServing(ServingModule):
-    """An `AlbertRegressor`: one `score` per input, plus TF Serving's Regress API."""
-
-    kind = KIND_REGRESSOR
-    extra_signatures = {"regress": REGRESS_METHOD}
-
-    def _token_outputs(self, features):
-        score = tf.cast(self.model(features, training=False)["predictions"], tf.float32)
-        return {"score": tf.reshape(score, [-1])}
-
-    def _build_functions(self):
-        super()._build_functions()
-        self.serve_regress = tf.function(self._regress, input_signature=[_string_spec("inputs")])
-
-    def _regress(self, inputs):
-        return {"outputs": self._from_text(*self._parse_examples(inputs))["score"]}
 
 
 class _EncoderOutputsServing(ServingModule):
@@ -593,7 +541,7 @@ class SquadServing(ServingModule):
 
         return tf.function(
             lambda question, context: self._objects.qa(question, context),
-            input_signature=[_string_spec(QUESTION_KEY), _string_spec(CONTEXT_KEY)],
+            input_signature=[string_spec(QUESTION_KEY), string_spec(CONTEXT_KEY)],
         )
 
 
@@ -621,44 +569,6 @@ class SquadV2Serving(SquadServing):
             input_signature=self._token_input_signature()
             + [tf.TensorSpec([None, self.static_length], tf.int32, name="p_mask")],
         )
-
-
-@register_serving
-class TaggerServing(ServingModule):
-    """An `AlbertTokenClassifier`: entities from `text` in the graph (`albert_tf.export.tagging`)."""
-
-    kind = KIND_TAGGER
-
-    def _check_labels(self, labels):
-        if labels is None:
-            raise ValueError("a token classifier export needs its tags in id order (labels=task.json's labels)")
-        return [str(l) for l in labels]
-
-    def _check_task_settings(self, task_settings):
-        from albert_tf.export import tagging
-
-        self._reject_pair()
-        settings = tagging.tagging_settings(task_settings, self.labels)
-        self._objects.task = tagging.TaggingGraph(self.model, self.tokenizer, self.labels, settings,
-                                                  length_bucket=self.length_bucket)
-        return settings
-
-    def text_input_mask(self, **inputs):
-        mask = self._objects.task.features(inputs[TEXT_KEY])["input_mask"]
-        return mask, tf.range(tf.shape(mask)[0])
-
-    def _token_outputs(self, features):
-        logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
-        tag_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        return {
-            "logits": logits,
-            "probabilities": tf.nn.softmax(logits, axis=-1),
-            "tag_id": tag_id,
-            "tag": tf.gather(self._label_table, tag_id),
-        }
-
-    def _text_function(self):
-        return tf.function(lambda text: self._objects.task(text), input_signature=[_string_spec(TEXT_KEY)])
 
 
 @register_serving
@@ -692,7 +602,7 @@ class MultipleChoiceServing(ServingModule):
 
         return tf.function(
             lambda text, question, choices: self._objects.task(text, question, choices),
-            input_signature=[_string_spec(TEXT_KEY), _string_spec(QUESTION_KEY),
+            input_signature=[string_spec(TEXT_KEY), string_spec(QUESTION_KEY),
                              tf.TensorSpec([None, None], tf.string, name=CHOICES_KEY)],
         )
 

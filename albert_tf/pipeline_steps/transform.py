@@ -46,7 +46,7 @@ def _write_documents(corpus_dir: str, directory: str) -> int:
 
 
 def _text_examples(rows, source: str):
-    from albert_tf.data.glue import TextExample
+    from albert_tf.tasks.classification.data import TextExample
 
     return [
         TextExample(r[example_gen.TEXT_FEATURE], r.get(example_gen.TEXT_B_FEATURE), r[example_gen.LABEL_FEATURE], source, i + 1)
@@ -56,7 +56,7 @@ def _text_examples(rows, source: str):
 
 def encode_finetuning_features(rows, tokenizer, labels: Sequence[str], max_seq_length: int, source: str):
     """Feature arrays of labelled rows ({"text", "text_b"?, "label"}) for a classifier of `labels`."""
-    from albert_tf.data.glue import LabelVocab
+    from albert_tf.tasks.classification.data import LabelVocab
     from albert_tf.tasks.classification import encode_examples
 
     return encode_examples(_text_examples(rows, source), tokenizer, seq_length=max_seq_length, label_vocab=LabelVocab(list(labels)))

@@ -15,8 +15,9 @@ The task layer:
 
 The models and their pieces:
 
-* `classification` -- sentence(-pair) classifier and regressor (GLUE-style);
-* `tagging` -- token classifier (NER, BIO tags);
+* `classification/` -- sentence(-pair) classification and regression (GLUE-style), one folder:
+  its head, data, raw-text models, serving module, family and metrics;
+* `tagging/` -- token classification (NER, BIO tags), laid out the same way;
 * `squad`, `squad_postprocessing` -- extractive QA, SQuAD v1.1 head and the original v2.0 head, n-best, EM/F1;
 * `multiple_choice` -- RACE-style softmax over choices;
 * `presets` -- the original README's GLUE hyper-parameters;
@@ -32,15 +33,15 @@ The names above are importable from here; they are imported on first use, so tha
 from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
 _LAZY = {
-    "AlbertTextClassifier": "albert_tf.tasks.text_models",
-    "AlbertTextRegressor": "albert_tf.tasks.text_models",
-    "AlbertTextTagger": "albert_tf.tasks.text_models",
+    "AlbertTextClassifier": "albert_tf.tasks.classification.text_model",
+    "AlbertTextRegressor": "albert_tf.tasks.classification.text_model",
+    "AlbertTextTagger": "albert_tf.tasks.tagging.text_model",
     "AlbertMultipleChoice": "albert_tf.tasks.text_models",
     "AlbertQuestionAnswerer": "albert_tf.tasks.text_models",
     "TaskError": "albert_tf.tasks.errors",
     "TaskFamily": "albert_tf.tasks.families",
-    "ClassificationFamily": "albert_tf.tasks.families",
-    "TaggingFamily": "albert_tf.tasks.families",
+    "ClassificationFamily": "albert_tf.tasks.classification.family",
+    "TaggingFamily": "albert_tf.tasks.tagging.family",
     "SquadFamily": "albert_tf.tasks.families",
     "MultipleChoiceFamily": "albert_tf.tasks.families",
     "TASKS": "albert_tf.tasks.families",

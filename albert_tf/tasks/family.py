@@ -230,7 +230,7 @@ class TableFamily(TaskFamily):
 
         Args:
             table_format: A table's format as given for this run (`FinetuneSettings.table_format`);
-                by default each file's own (`albert_tf.data.glue.detect_file_format`).
+                by default each file's own (`albert_tf.tasks.classification.data.detect_file_format`).
 
         Raises:
             TaskError: A missing or malformed file (the message names the file and line).

@@ -50,7 +50,7 @@ class TaskSpec:
         columns: Table columns {"text", "text_b", "label", "format", "quoting"} of
             classification/regression. "format" is the training files' format as given (None:
             from their extensions); files read later are read in their own format
-            (`albert_tf.data.glue.detect_file_format`), this one only breaking a tie.
+            (`albert_tf.tasks.classification.data.detect_file_format`), this one only breaking a tie.
         token_unit: For tagging, how `predict` splits raw text: "char" or "word".
         settings: SQuAD / RACE conversion and post-processing settings (`version`, `doc_stride`,
             `max_query_length`, `n_best_size`, `max_answer_length`, for v2 the tuned
@@ -73,7 +73,7 @@ class TaskSpec:
     @property
     def is_pair(self) -> bool:
         if self.task in GLUE_TASKS:
-            from albert_tf.data.glue import glue_layout
+            from albert_tf.tasks.classification.data import glue_layout
 
             return glue_layout(self.task).text_b is not None
         return bool(self.columns.get("text_b"))
@@ -106,8 +106,8 @@ class TaskSpec:
             raise TaskSpecError(f"{path}: {e}") from None
 
     def label_vocab(self):
-        from albert_tf.data.glue import LabelVocab
-        from albert_tf.data.tagging import TagVocab
+        from albert_tf.tasks.classification.data import LabelVocab
+        from albert_tf.tasks.tagging.data import TagVocab
 
         if self.kind == SPEC_TAGGING:
             return TagVocab(self.labels)

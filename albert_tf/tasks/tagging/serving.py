@@ -1,8 +1,18 @@
 """Token classification (NER) served from raw text: entities and their character spans, in the graph.
 
+`TaggerServing` (export kind `tagger`) is the serving module of an `AlbertTokenClassifier`:
+`serving_default` takes `text` and returns the entities of each text, padded to the batch's
+largest count: `entity_labels`, `entity_texts` (string `[-1, E]`), `entity_starts`,
+`entity_ends` (int32 code-point offsets into the text, end exclusive, -1 padding),
+`entity_scores` (float), `num_entities` (int32 `[-1]`), and the tagged units `words`,
+`word_tags` (string `[-1, W]`), `num_words`; `tokens` returns per token `logits`,
+`probabilities` (`[-1, seq, tags]`), `tag_id` (int32) and `tag` (string). Column `i` of the
+entity outputs is the `i`-th `entity_record` that `predict_text_entities` and
+`AlbertTextTagger.predict` give for the text.
+
 `TaggingGraph` turns a `text` string tensor `[batch]` into the entities of each text with TF and
 tensorflow-text ops only, reproducing the Python path of `albert_tf.tasks.tagging`
-(`predict_text_entities`: what `albert-tf predict` does for a tagging model):
+(`predict_text_entities`, and `AlbertTextTagger.predict`):
 
 1. the text (invalid UTF-8 replaced by U+FFFD, as `bytes.decode("utf-8", "replace")`) is cut
    into the units the model tags, with their code-point spans: `token_unit="word"` — runs of
@@ -13,7 +23,7 @@ tensorflow-text ops only, reproducing the Python path of `albert_tf.tasks.taggin
    `[CLS] pieces [SEP]`, cut at `sequence_length - 2` pieces (`encode_sentences`);
 3. each unit's tag is the argmax of the logits at its first piece; a unit whose first piece
    was cut off is tagged `O` (`decode_predictions`);
-4. entities are read from the unit tags as `albert_tf.metrics.get_entities` reads them
+4. entities are read from the unit tags as `albert_tf.tasks.tagging.metrics.get_entities` reads them
    (conlleval: an entity starts at `B-X`/`S-X`, at `I-X`/`E-X` after `O` or after another type,
    and after an `E-`/`S-` tag; it ends before the next tag that does not continue it), so BIO,
    IOB1 and BIOES tag sets decode alike in both paths.
@@ -43,9 +53,12 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from albert_tf.data.tagging import TOKEN_UNITS, check_token_unit  # noqa: F401 (TOKEN_UNITS: its old home)
+from albert_tf.export.signatures import TEXT_KEY, ServingModule, register_serving, string_spec
+from albert_tf.kinds import KIND_TAGGER
+from albert_tf.tasks.tagging.data import TagVocab, check_token_unit
+from albert_tf.tasks.tagging.metrics import split_tag
 from albert_tf.tokenization import _unicode
-from albert_tf.tokenization.in_graph import check_length_bucket, sanitize_utf8
+from albert_tf.tokenization.in_graph import check_length_bucket, pad_columns, sanitize_utf8
 
 # Tag prefixes as small ints; "O" (and padding) is 0.
 _OUTSIDE, _BEGIN, _INSIDE, _END, _SINGLE = 0, 1, 2, 3, 4
@@ -65,12 +78,6 @@ def tagging_settings(settings, tags: Sequence[str]) -> Dict:
     return {"token_unit": check_token_unit(settings.get("token_unit") or "word")}
 
 
-def pad_columns(dense: tf.Tensor, width, value) -> tf.Tensor:
-    """Pads `dense` [rows, w] on the right to at least `width` columns."""
-    missing = tf.maximum(width - tf.shape(dense)[1], 0)
-    return tf.pad(dense, [[0, 0], [0, missing]], constant_values=value)
-
-
 class TaggingGraph:
     """The in-graph tagging pipeline for one `AlbertTokenClassifier` and its tokenizer layer.
 
@@ -87,9 +94,6 @@ class TaggingGraph:
     """
 
     def __init__(self, model, tokenizer, tags: Sequence[str], settings: Dict, length_bucket: Optional[int] = None):
-        from albert_tf.data.tagging import TagVocab
-        from albert_tf.metrics import split_tag
-
         vocab = TagVocab(tags)
         if len(vocab) != int(model.num_labels):
             raise ValueError(f"{len(vocab)} tags for a token classifier of {model.num_labels} labels")
@@ -252,3 +256,39 @@ class TaggingGraph:
             num_words=features["num_units"],
         )
         return outputs
+
+
+@register_serving
+class TaggerServing(ServingModule):
+    """An `AlbertTokenClassifier`: entities from `text` in the graph (`TaggingGraph`)."""
+
+    kind = KIND_TAGGER
+
+    def _check_labels(self, labels):
+        if labels is None:
+            raise ValueError("a token classifier export needs its tags in id order (labels=task.json's labels)")
+        return [str(l) for l in labels]
+
+    def _check_task_settings(self, task_settings):
+        self._reject_pair()
+        settings = tagging_settings(task_settings, self.labels)
+        self._objects.task = TaggingGraph(self.model, self.tokenizer, self.labels, settings,
+                                          length_bucket=self.length_bucket)
+        return settings
+
+    def text_input_mask(self, **inputs):
+        mask = self._objects.task.features(inputs[TEXT_KEY])["input_mask"]
+        return mask, tf.range(tf.shape(mask)[0])
+
+    def _token_outputs(self, features):
+        logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
+        tag_id = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return {
+            "logits": logits,
+            "probabilities": tf.nn.softmax(logits, axis=-1),
+            "tag_id": tag_id,
+            "tag": tf.gather(self._label_table, tag_id),
+        }
+
+    def _text_function(self):
+        return tf.function(lambda text: self._objects.task(text), input_signature=[string_spec(TEXT_KEY)])

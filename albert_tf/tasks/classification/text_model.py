@@ -1,0 +1,232 @@
+"""The raw-text classifier and regressor, the keras-hub way: strings in, logits or scores out.
+
+`AlbertTextClassifier` and `AlbertTextRegressor` hold the in-graph tokenizer
+(`model.preprocessor`), the `AlbertEncoder` (`model.encoder`) and the id-level head of
+`albert_tf.tasks.classification.head` (`model.task_model`), so that they train the head
+`albert-tf finetune` trains and export what `albert-tf export` serves. How they take text, compile
+and save is `albert_tf.tasks.text_task.AlbertTextTask`'s.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+import keras
+import numpy as np
+
+from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_REGRESSION
+from albert_tf.tasks.classification.head import AlbertClassifier, AlbertRegressor
+from albert_tf.tasks.pretrained import load_pretrained_backbone
+from albert_tf.tasks.text_task import AlbertTextTask, check_parts, resolve_pooling, token_inputs
+from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertTextClassifier(AlbertTextTask):
+    """Text (or text-pair) classifier on raw strings: tokenizer -> `AlbertEncoder` -> `AlbertClassifier` head.
+
+    Input: a batch of texts, or a pair `(texts_a, texts_b)`; output: logits `[batch, num_classes]`.
+    The head is `AlbertClassifier`'s (dropout, dense on the `[CLS]` pooler or the token mean),
+    kept as `task_model`, which is what `export` serves.
+
+    Compiled by default (`compile=True`) with the recipe's bias-corrected AdamW, sparse
+    categorical cross-entropy on the logits and `accuracy` (`SparseCategoricalAccuracy`).
+
+    Args:
+        encoder: An `AlbertEncoder`.
+        preprocessor: The `AlbertTokenizerLayer` of the encoder's vocabulary.
+        num_classes: Number of classes (>= 2).
+        dropout: Dropout before the head.
+        pooling: "cls" (the encoder's pooler) or "mean" (the mean of the last layer over the real
+            tokens; the pooler is then frozen, as it gets no gradient).
+        compile: Compile with the defaults above.
+        **kwargs: `keras.Model` arguments (`name`, ...).
+
+    Example:
+
+    >>> model = AlbertTextClassifier.from_pretrained("albert_base", num_classes=2)  # doctest: +SKIP
+    >>> model.fit(x=["a good film", "a bad film"], y=[1, 0], batch_size=2, epochs=3)  # doctest: +SKIP
+    >>> model.predict(["good"]).argmax(-1)  # doctest: +SKIP
+    array([1])
+    >>> model.save("classifier.keras")  # doctest: +SKIP
+    >>> model.export("serving", model_name="sentiment")  # doctest: +SKIP
+    """
+
+    recipe_task = RECIPE_CLASSIFICATION
+
+    def __init__(self, encoder, preprocessor, num_classes: int, dropout: float = 0.1, pooling: str = "cls",
+                 compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
+        check_parts(encoder, preprocessor)
+        # === Layers ===
+        self.encoder = encoder
+        self.preprocessor = preprocessor
+        self.task_model = AlbertClassifier(encoder, num_labels=num_classes, dropout=dropout, pooling=pooling,
+                                           name="classifier")
+        if pooling == "mean":
+            # The head reads the token mean: the pooler gets no gradient.
+            encoder.pooler.trainable = False
+
+        # === Functional Model ===
+        inputs = token_inputs()
+        outputs = self.task_model(inputs)["logits"]
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.length_bucket = check_length_bucket(length_bucket)
+
+        # === Config ===
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.pooling = pooling
+        if compile:
+            self.compile()
+
+    @classmethod
+    def from_pretrained(cls, path, num_classes: int, *, sequence_length: int = 128, pooling: Optional[str] = None,
+                        dropout: float = 0.1, compile: bool = True, config=None, tokenizer=None,
+                        lower_case: Optional[bool] = None, dtype=None, allow_vocab_mismatch: bool = False,
+                        name: str = "albert_text_classifier") -> "AlbertTextClassifier":
+        """A classifier on the pretrained encoder and tokenizer at `path` (any layout; see
+        `resolve_pretrained`), with a new head.
+
+        Args:
+            path: The checkpoint file, prefix or directory.
+            num_classes: Number of classes.
+            sequence_length: Length of the packed inputs.
+            pooling: "cls" or "mean"; default the recipe's for the model's size.
+            dropout: Dropout before the head.
+            compile: Compile with the recipe (see the class).
+            config, tokenizer, lower_case, dtype, allow_vocab_mismatch: See `load_pretrained_backbone`.
+            name: The model's name (also the served name `export` defaults to).
+        """
+        encoder, preprocessor, _ = load_pretrained_backbone(
+            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
+            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+        )
+        pooling = resolve_pooling(pooling, encoder, cls.recipe_task)
+        return cls(encoder, preprocessor, num_classes, dropout=dropout, pooling=pooling, compile=compile, name=name)
+
+    def default_loss(self):
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def default_metrics(self):
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, *,
+               labels: Optional[Sequence[str]] = None, pair: bool = False, check: bool = True, **kwargs):
+        """Writes the TF Serving SavedModel `<export_base>/<model_name>/<version>/`, as `albert-tf export`.
+
+        Signatures: `serving_default` (raw `text`, and `text_b` with `pair=True`, in; `probabilities`,
+        `logits`, `label_id`, `label` out), `tokens` (token ids in) and `classify` (TF Serving's
+        Classify API); see `albert_tf.export.signatures`.
+
+        Args:
+            export_base: The TF Serving model base directory.
+            model_name: The served name (default the model's name).
+            version: The integer version (default the next free one).
+            labels: Class names in id order (default "0", "1", ...).
+            pair: The model takes text pairs (`text`, `text_b`).
+            check: Run the TF Serving compatibility check (ops and a fresh-process reload).
+            **kwargs: `export_saved_model` arguments (`batching`, `container_base`, `extra_assets`,
+                `length_bucket`: default the model's;
+                `tflite="dynamic-int8"` or `"float32"` for a `model.tflite` beside the SavedModel).
+
+        Returns:
+            The `ExportResult` (`result.path` is the version directory).
+        """
+        from albert_tf.export.saved_model import export_saved_model
+
+        kwargs.setdefault("length_bucket", self.length_bucket)
+        return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
+                                  version, labels=labels, pair=pair, check=check, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_classes": self.num_classes, "dropout": self.dropout, "pooling": self.pooling})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertTextRegressor(AlbertTextTask):
+    """Text (or text-pair) regression on raw strings: tokenizer -> `AlbertEncoder` -> `AlbertRegressor` head.
+
+    Input as `AlbertTextClassifier`; output: one float per text, `[batch]`. Compiled by default with
+    the recipe's bias-corrected AdamW, the mean squared error and the Pearson correlation
+    (`pearson`).
+
+    Args:
+        encoder: An `AlbertEncoder`.
+        preprocessor: The `AlbertTokenizerLayer` of the encoder's vocabulary.
+        dropout: Dropout before the head.
+        pooling: "cls" or "mean", as `AlbertTextClassifier`.
+        compile: Compile with the defaults above.
+        **kwargs: `keras.Model` arguments (`name`, ...).
+
+    Example:
+
+    >>> model = AlbertTextRegressor.from_pretrained("albert_base")  # doctest: +SKIP
+    >>> model.fit(x=(["a man sings"] * 2, ["a man is singing", "a cat sleeps"]), y=[4.8, 0.2])  # doctest: +SKIP
+    >>> model.predict((["a man sings"], ["someone sings"]))  # doctest: +SKIP
+    """
+
+    recipe_task = RECIPE_REGRESSION
+
+    def __init__(self, encoder, preprocessor, dropout: float = 0.1, pooling: str = "cls", compile: bool = True,
+                 length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
+        check_parts(encoder, preprocessor)
+        # === Layers ===
+        self.encoder = encoder
+        self.preprocessor = preprocessor
+        self.task_model = AlbertRegressor(encoder, dropout=dropout, pooling=pooling, name="regressor")
+        if pooling == "mean":
+            encoder.pooler.trainable = False
+
+        # === Functional Model ===
+        inputs = token_inputs()
+        outputs = self.task_model(inputs)["predictions"]
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.length_bucket = check_length_bucket(length_bucket)
+
+        # === Config ===
+        self.dropout = dropout
+        self.pooling = pooling
+        if compile:
+            self.compile()
+
+    @classmethod
+    def from_pretrained(cls, path, *, sequence_length: int = 128, pooling: Optional[str] = None,
+                        dropout: float = 0.1, compile: bool = True, config=None, tokenizer=None,
+                        lower_case: Optional[bool] = None, dtype=None, allow_vocab_mismatch: bool = False,
+                        name: str = "albert_text_regressor") -> "AlbertTextRegressor":
+        """A regressor on the pretrained encoder and tokenizer at `path`, with a new head
+        (arguments as `AlbertTextClassifier.from_pretrained`)."""
+        encoder, preprocessor, _ = load_pretrained_backbone(
+            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
+            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+        )
+        pooling = resolve_pooling(pooling, encoder, cls.recipe_task)
+        return cls(encoder, preprocessor, dropout=dropout, pooling=pooling, compile=compile, name=name)
+
+    def default_loss(self):
+        return keras.losses.MeanSquaredError()
+
+    def default_metrics(self):
+        return [keras.metrics.PearsonCorrelation(name="pearson")]
+
+    def _labels_array(self, y):
+        return np.asarray(y, dtype="float32")
+
+    def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, *,
+               pair: bool = False, check: bool = True, **kwargs):
+        """Writes the TF Serving SavedModel, as `albert-tf export` does for a regressor: `serving_default`
+        and `tokens` return `score`, `regress` is TF Serving's Regress API. Arguments as
+        `AlbertTextClassifier.export` (without `labels`)."""
+        from albert_tf.export.saved_model import export_saved_model
+
+        kwargs.setdefault("length_bucket", self.length_bucket)
+        return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
+                                  version, pair=pair, check=check, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dropout": self.dropout, "pooling": self.pooling})
+        return config
