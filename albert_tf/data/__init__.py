@@ -13,5 +13,7 @@ Pretraining data (SOP + n-gram masked LM, exact to google-research/albert create
   (`make_on_the_fly_dataset`).
 
 Fine-tuning data: `albert_tf.data.glue` (GLUE layouts, generic TSV/CSV/JSONL), `albert_tf.data.tagging`
-(CoNLL BIO, People's Daily), `albert_tf.data.squad` (SQuAD v1.1/v2.0), `albert_tf.data.race` (RACE).
+(CoNLL BIO, People's Daily); SQuAD v1.1/v2.0 and RACE are read in their task folders
+(`albert_tf.tasks.squad.data`, `albert_tf.tasks.multiple_choice.data`; `albert_tf.data.squad` and
+`albert_tf.data.race` forward to them).
 """

@@ -14,8 +14,11 @@ The models and their pieces:
 
 * `classification` -- sentence(-pair) classifier and regressor (GLUE-style);
 * `tagging` -- token classifier (NER, BIO tags);
-* `squad`, `squad_postprocessing` -- extractive QA, SQuAD v1.1 head and the original v2.0 head, n-best, EM/F1;
-* `multiple_choice` -- RACE-style softmax over choices;
+* `squad` -- extractive QA, one folder: the SQuAD v1.1 head and the original v2.0 head, the data,
+  n-best and EM/F1 (`squad.postprocessing`; `squad_postprocessing` forwards to it), the raw-text
+  model, the export and `SquadFamily`;
+* `multiple_choice` -- RACE-style softmax over choices, one folder: head, data, raw-text model,
+  export and `MultipleChoiceFamily`;
 * `presets` -- the original README's GLUE hyper-parameters;
 * `text_models` -- the raw-text Keras models on top of them (strings in, keras-hub style):
   `AlbertTextClassifier`, `AlbertTextRegressor`, `AlbertTextTagger`, `AlbertMultipleChoice`,

@@ -138,6 +138,12 @@ def packed_width(lengths: tf.Tensor, sequence_length: int, length_bucket: Option
     return tf.minimum(rounded, sequence_length)
 
 
+def pad_columns(dense: tf.Tensor, width, value) -> tf.Tensor:
+    """Pads `dense` [rows, w] on the right to at least `width` columns."""
+    missing = tf.maximum(width - tf.shape(dense)[1], 0)
+    return tf.pad(dense, [[0, 0], [0, missing]], constant_values=value)
+
+
 def _is_pair(inputs: Any) -> bool:
     # A tuple is a pair of segments; so is a list of tensors. A list of Python strings is a batch.
     if isinstance(inputs, tuple):
