@@ -113,7 +113,7 @@ def _token_specs(sequence_length: Optional[int]) -> Dict[str, tf.TensorSpec]:
 
 
 def string_spec(name: str) -> tf.TensorSpec:
-    """The spec of a `[batch]` string input called `name`."""
+    """The spec of a string input `[batch]` named `name` (a text signature's input)."""
     return tf.TensorSpec([None], tf.string, name=name)
 
 

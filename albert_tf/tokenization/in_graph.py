@@ -139,7 +139,8 @@ def packed_width(lengths: tf.Tensor, sequence_length: int, length_bucket: Option
 
 
 def pad_columns(dense: tf.Tensor, width, value) -> tf.Tensor:
-    """Pads `dense` [rows, w] on the right to at least `width` columns."""
+    """Pads `dense` [rows, w] on the right with `value` to at least `width` columns (the dense
+    outputs of the serving pipelines built on the layer: units, choices)."""
     missing = tf.maximum(width - tf.shape(dense)[1], 0)
     return tf.pad(dense, [[0, 0], [0, missing]], constant_values=value)
 

@@ -1,26 +1,35 @@
-"""Multiple choice (RACE): everything of the task in one folder.
+"""Multiple choice (RACE), all in this folder:
 
-* `head` -- the head on token ids (`MultipleChoiceModel`, one score per choice);
-* `data` -- reading the RACE files and the original conversion of each choice;
+* `head` -- the head on token ids, `MultipleChoiceModel` (one score per choice);
+* `data` -- the RACE files read into `RaceExample`s and the original conversion of each choice
+  (`convert_race_examples`, `make_race_dataset`);
 * `metrics` -- `race_accuracy`;
-* `evaluation` -- running a head: `predict_race`, `predict_race_examples` and the data of a
-  fine-tuning run (`prepare_race_task`);
-* `text_model` -- `AlbertMultipleChoice`, the raw-text Keras model;
-* `serving` -- the export (`MultipleChoiceServing`) and its in-graph packing (`MultipleChoiceGraph`);
-* `family` -- `MultipleChoiceFamily`, the task `race` of `albert-tf finetune`.
+* `evaluation` -- a head run on RACE data: `predict_race`, `predict_race_examples` and the data
+  of a fine-tuning run (`prepare_race_task`);
+* `text_model` -- the raw-text model `AlbertMultipleChoice`;
+* `serving` -- the serving module `MultipleChoiceServing`, registered with the export by `head`
+  (whatever builds a multiple-choice model has imported it), and the in-graph choice packing
+  `MultipleChoiceGraph`;
+* `family` -- `MultipleChoiceFamily`, what `albert-tf finetune` / `evaluate` / `predict` run for
+  `race`.
 
-The names of `head`, `metrics` and `evaluation` are importable from here (as from the former
-module `albert_tf.tasks.multiple_choice`); importing the package registers the serving class.
+The names of the former module `albert_tf.tasks.multiple_choice` are importable from here, with
+the folder's main classes. They are imported on first use, so that the family registry (and with
+it `albert-tf --help`) does not load TensorFlow.
 """
 
-from albert_tf.tasks.multiple_choice import serving  # noqa: F401  (registers the export kind multiple_choice)
-from albert_tf.tasks.multiple_choice.evaluation import (  # noqa: F401
-    RaceTaskData,
-    predict_race,
-    predict_race_examples,
-    prepare_race_task,
-)
-from albert_tf.tasks.multiple_choice.family import MultipleChoiceFamily  # noqa: F401
-from albert_tf.tasks.multiple_choice.head import MultipleChoiceModel  # noqa: F401
-from albert_tf.tasks.multiple_choice.metrics import race_accuracy  # noqa: F401
-from albert_tf.tasks.multiple_choice.text_model import AlbertMultipleChoice  # noqa: F401
+from albert_tf._lazy import lazy_attributes as _lazy_attributes
+
+_LAZY = {
+    "MultipleChoiceModel": "albert_tf.tasks.multiple_choice.head",
+    **{name: "albert_tf.tasks.multiple_choice.evaluation" for name in (
+        "RaceTaskData", "predict_race", "predict_race_examples", "prepare_race_task")},
+    "race_accuracy": "albert_tf.tasks.multiple_choice.metrics",
+    "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice.text_model",
+    "MultipleChoiceGraph": "albert_tf.tasks.multiple_choice.serving",
+    "MultipleChoiceServing": "albert_tf.tasks.multiple_choice.serving",
+    "MultipleChoiceFamily": "albert_tf.tasks.multiple_choice.family",
+}
+
+__all__ = sorted(_LAZY)
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())

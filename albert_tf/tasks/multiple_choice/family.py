@@ -8,12 +8,14 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from albert_tf.kinds import SPEC_MULTIPLE_CHOICE
 from albert_tf.tasks.errors import TaskError
-from albert_tf.tasks.family import Predictions, ReadingFamily, TrainingPlan, progress_callbacks_for, reading_data_errors, write_jsonl
-from albert_tf.tasks.multiple_choice.data import DEFAULT_MAX_QA_LENGTH, LEVELS, read_race_examples
-from albert_tf.tasks.multiple_choice.evaluation import predict_race_examples, prepare_race_task
-from albert_tf.tasks.multiple_choice.head import MultipleChoiceModel
-from albert_tf.tasks.multiple_choice.metrics import race_accuracy
-from albert_tf.tasks.resources import load_model
+from albert_tf.tasks.family import (
+    Predictions,
+    ReadingFamily,
+    TrainingPlan,
+    progress_callbacks_for,
+    reading_data_errors,
+    write_jsonl,
+)
 from albert_tf.tasks.spec import TaskSpec
 
 RACE_TASKS = ("race",)
@@ -39,6 +41,10 @@ class MultipleChoiceFamily(ReadingFamily):
     kinds = (SPEC_MULTIPLE_CHOICE,)
 
     def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
+        from albert_tf.tasks.multiple_choice.data import DEFAULT_MAX_QA_LENGTH
+        from albert_tf.tasks.multiple_choice.evaluation import prepare_race_task
+        from albert_tf.tasks.multiple_choice.head import MultipleChoiceModel
+
         s = settings
         train_path = race_split_path(s.data, "train")
         dev_path = race_split_path(s.data, "dev")
@@ -82,6 +88,8 @@ class MultipleChoiceFamily(ReadingFamily):
 
     def read_examples(self, spec: TaskSpec, path: str):
         """The `RaceExample`s of a split folder, file or glob, at the run's levels."""
+        from albert_tf.tasks.multiple_choice.data import LEVELS, read_race_examples
+
         with reading_data_errors():
             return read_race_examples(path, levels=tuple(spec.settings.get("levels", LEVELS)))
 
@@ -90,6 +98,8 @@ class MultipleChoiceFamily(ReadingFamily):
         """One record per RACE question: `id`, `question_index`, `prediction` (the option
         letter), `probabilities` and, when known, the gold `answer` (progress under `label` when
         it is slow; None: none)."""
+        from albert_tf.tasks.multiple_choice.evaluation import predict_race_examples
+
         if not examples:
             raise TaskError("there are no RACE questions to predict")
         with reading_data_errors():
@@ -101,6 +111,8 @@ class MultipleChoiceFamily(ReadingFamily):
     @staticmethod
     def scores(records: Sequence[Dict[str, Any]]) -> Dict[str, float]:
         """`accuracy` and `num_examples` of prediction records that all carry their `answer`."""
+        from albert_tf.tasks.multiple_choice.metrics import race_accuracy
+
         return {
             "accuracy": race_accuracy([r["prediction"] for r in records], [r["answer"] for r in records]),
             "num_examples": len(records),
@@ -108,6 +120,8 @@ class MultipleChoiceFamily(ReadingFamily):
 
     def evaluate_splits(self, model_dir, spec, tokenizer, data, splits, explicit, *, batch_size, max_examples, on_error,
                         predictions_dir):
+        from albert_tf.tasks.resources import load_model
+
         self.check_eval_options(spec, max_examples, on_error)
         # Read every split before the model is loaded, so that a bad file fails fast.
         sources = {}
@@ -127,6 +141,8 @@ class MultipleChoiceFamily(ReadingFamily):
         }
 
     def predict(self, model_dir, spec, tokenizer, *, texts, text_b, input, data, split, batch_size, output):
+        from albert_tf.tasks.resources import load_model
+
         self.check_predict_inputs(spec, texts, text_b, data)
         if output and output.lower().endswith(".tsv"):
             raise TaskError(f"for {spec.task}, --output is a .jsonl file")

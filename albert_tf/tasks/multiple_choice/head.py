@@ -15,6 +15,8 @@ from keras import ops
 from albert_tf.kinds import KIND_MULTIPLE_CHOICE
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks.base import ENCODER_INPUTS, AlbertTaskModel
+# Registers the serving class: a multiple-choice model exports once this module has built it.
+from albert_tf.tasks.multiple_choice import serving  # noqa: F401
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")

@@ -16,12 +16,7 @@ from albert_tf.tasks.family import (
     progress_callbacks_for,
     reading_data_errors,
 )
-from albert_tf.tasks.resources import load_model
 from albert_tf.tasks.spec import TaskSpec
-from albert_tf.tasks.squad import postprocessing as post
-from albert_tf.tasks.squad.data import DEFAULT_DOC_STRIDE, DEFAULT_MAX_QUERY_LENGTH
-from albert_tf.tasks.squad.evaluation import evaluate_squad, predict_squad_file, prepare_squad_task, write_squad_outputs
-from albert_tf.tasks.squad.head import build_squad_model
 
 SQUAD_TASKS = ("squad-v1", "squad-v2")
 # The official SQuAD file names, by task and split.
@@ -58,6 +53,11 @@ class SquadFamily(ReadingFamily):
     kinds = (SPEC_SQUAD,)
 
     def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
+        from albert_tf.tasks.squad import postprocessing as post
+        from albert_tf.tasks.squad.data import DEFAULT_DOC_STRIDE, DEFAULT_MAX_QUERY_LENGTH
+        from albert_tf.tasks.squad.evaluation import evaluate_squad, prepare_squad_task, write_squad_outputs
+        from albert_tf.tasks.squad.head import build_squad_model
+
         s = settings
         if tokenizer_type != "sentencepiece":
             raise TaskError(
@@ -135,6 +135,8 @@ class SquadFamily(ReadingFamily):
             `(metrics, outputs)` of `albert_tf.tasks.squad.evaluation.evaluate_squad`, the metrics as floats
             and with `num_examples`.
         """
+        from albert_tf.tasks.squad.evaluation import evaluate_squad, prepare_squad_task
+
         settings = spec.settings
         with reading_data_errors():
             data = prepare_squad_task(
@@ -159,6 +161,8 @@ class SquadFamily(ReadingFamily):
                      label: Optional[str] = "predicting") -> Dict[str, Any]:
         """`albert_tf.tasks.squad.evaluation.predict_squad_file` with the run's settings (and, for v2, its
         tuned no-answer threshold); progress under `label` when it is slow (None: none)."""
+        from albert_tf.tasks.squad.evaluation import predict_squad_file
+
         settings = spec.settings
         with reading_data_errors():
             return predict_squad_file(
@@ -170,6 +174,9 @@ class SquadFamily(ReadingFamily):
 
     def evaluate_splits(self, model_dir, spec, tokenizer, data, splits, explicit, *, batch_size, max_examples, on_error,
                         predictions_dir):
+        from albert_tf.tasks.resources import load_model
+        from albert_tf.tasks.squad.evaluation import write_squad_outputs
+
         self.check_eval_options(spec, max_examples, on_error)
         if os.path.isfile(data):
             # The file is the one split, whatever the named splits say.
@@ -186,6 +193,9 @@ class SquadFamily(ReadingFamily):
         return results
 
     def predict(self, model_dir, spec, tokenizer, *, texts, text_b, input, data, split, batch_size, output):
+        from albert_tf.tasks.resources import load_model
+        from albert_tf.tasks.squad.evaluation import write_squad_outputs
+
         self.check_predict_inputs(spec, texts, text_b, data)
         if output and output.lower().endswith((".json", ".jsonl", ".tsv")):
             raise TaskError(f"for {spec.task}, --output is a directory (it receives predictions.json, nbest_predictions.json, ...)")

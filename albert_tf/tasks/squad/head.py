@@ -31,6 +31,8 @@ from keras import ops
 from albert_tf.kinds import KIND_SQUAD_V1, KIND_SQUAD_V2
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks.base import AlbertTaskModel
+# Registers the serving classes: a model of these kinds exports once this module has built it.
+from albert_tf.tasks.squad import serving  # noqa: F401
 
 # The original's mask value for impossible positions (its logits are float32).
 _MASK_VALUE = 1e30
