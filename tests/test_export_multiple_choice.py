@@ -1,5 +1,5 @@
-"""Tests of the multiple-choice (RACE) export: `albert_tf.export.multiple_choice` (in-graph choice
-rows) against the Python conversion (`albert_tf.data.race`), the exported signatures, warmup,
+"""Tests of the multiple-choice (RACE) export: `albert_tf.tasks.multiple_choice.serving` (in-graph
+choice rows) against the Python conversion (`albert_tf.data.race`), the exported signatures, warmup,
 configs and op check, any number of choices, and the local server over REST and gRPC."""
 
 import json
@@ -17,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _serving_helpers as helpers  # noqa: E402
 
 from albert_tf.data import race  # noqa: E402
-from albert_tf.export import multiple_choice, saved_model, signatures, warmup  # noqa: E402
+from albert_tf.export import saved_model, signatures, warmup  # noqa: E402
 from albert_tf.tasks import families  # noqa: E402
+from albert_tf.tasks.multiple_choice import serving as multiple_choice  # noqa: E402
 from albert_tf.tasks.spec import TaskSpec  # noqa: E402
 
 MAX_QA = 6

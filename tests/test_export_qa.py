@@ -1,5 +1,5 @@
-"""Tests of the SQuAD (question answering) export: `albert_tf.export.qa` (in-graph windows, span
-decoding, character offsets) against the Python pipeline (`albert_tf.data.squad` features +
+"""Tests of the SQuAD (question answering) export: `albert_tf.tasks.squad.serving` (in-graph windows,
+span decoding, character offsets) against the Python pipeline (`albert_tf.data.squad` features +
 `albert_tf.tasks.squad_postprocessing`), the exported signatures, reload, the local server's REST
 API and `albert-tf export` of a `finetune --task squad-v2` directory."""
 
@@ -14,8 +14,9 @@ import tensorflow as tf
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from albert_tf.data import squad as squad_data  # noqa: E402
-from albert_tf.export import qa, saved_model, signatures  # noqa: E402
+from albert_tf.export import saved_model, signatures  # noqa: E402
 from albert_tf.tasks import squad_postprocessing as post  # noqa: E402
+from albert_tf.tasks.squad import serving as qa  # noqa: E402
 from albert_tf.tokenization import SentencePieceTokenizer  # noqa: E402
 from albert_tf.tokenization.in_graph import AlbertTokenizerLayer  # noqa: E402
 
@@ -180,7 +181,7 @@ def v1_export(layer, tmp_path_factory):
     # `SessionServable`, compared with the Python pipeline); the v2 CLI export runs the full check.
     # Fixed length: the Python reference ranks the n-best over all positions, padding included,
     # as the fixed-length export does (the length-aware v1 search ranks real positions only, see
-    # albert_tf.export.qa; this untrained model scores padding high enough for that to matter).
+    # albert_tf.tasks.squad.serving; this untrained model scores padding high enough for that to matter).
     result = saved_model.export_saved_model(model, layer, str(base), "qa", qa_settings=SETTINGS, check=False,
                                             length_bucket=None)
     return base, result, model

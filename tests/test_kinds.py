@@ -34,8 +34,8 @@ def test_the_old_homes_re_export_the_same_values():
     assert signatures.KINDS == kinds.KINDS == (
         "classifier", "regressor", "encoder", "pretrainer", "squad_v1", "squad_v2", "tagger", "multiple_choice")
     assert signatures.QA_KINDS == ("squad_v1", "squad_v2")
-    # A task's serving class registers when its head's module is imported; the raw-text models
-    # import every head.
+    # A task's serving class registers when its head is imported (the registry of the families
+    # imports no head, to stay light); the raw-text models import every task folder's head.
     import albert_tf.tasks.text_models  # noqa: F401
 
     assert set(signatures.SERVING_CLASSES) == set(kinds.KINDS)

@@ -695,7 +695,7 @@ def test_question_answerer_v2_fits_raw_strings_with_unanswerable_questions(layou
 
 @pytest.mark.slow
 def test_question_answerer_v2_round_trips_and_serves_what_predict_answers(layouts, tmp_path):
-    from albert_tf.export.qa import QaGraph
+    from albert_tf.tasks.squad.serving import QaGraph
     from albert_tf.export.saved_model import read_export_info
 
     keras.utils.set_random_seed(23)

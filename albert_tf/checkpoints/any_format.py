@@ -55,8 +55,8 @@ _SERIALIZABLE_MODULES = (
     "albert_tf.pretrainer",
     "albert_tf.tasks.classification.head",
     "albert_tf.tasks.tagging.head",
-    "albert_tf.tasks.squad",
-    "albert_tf.tasks.multiple_choice",
+    "albert_tf.tasks.squad.head",
+    "albert_tf.tasks.multiple_choice.head",
     "albert_tf.tasks.text_models",
 )
 PRETRAINING_RUN_CONFIG = "run_config.json"

@@ -5,10 +5,9 @@ v1/v2, tagging, multiple choice): its `model.keras`, tokenizer file and `task.js
 (same preprocessing and sequence length as training), the labels and whether inputs are pairs;
 for SQuAD the conversion and post-processing settings (`doc_stride`, `max_query_length`,
 `n_best_size`, `max_answer_length` and v2's tuned `null_score_diff_threshold`, 0 when none was
-stored), so that `serving_default` answers `question` + `context` (`albert_tf.export.qa`); for
-tagging the tags and `token_unit` (entities with character spans,
-`albert_tf.tasks.tagging.serving`); for multiple choice `max_qa_length` (`text`, `question`,
-`choices` in, `albert_tf.export.multiple_choice`).
+stored), so that `serving_default` answers `question` + `context` (`albert_tf.tasks.squad.serving`); for
+tagging the tags and `token_unit` (entities with character spans, `albert_tf.tasks.tagging.serving`);
+for multiple choice `max_qa_length` (`text`, `question`, `choices` in, `albert_tf.tasks.multiple_choice.serving`).
 `--init` takes a pretrained encoder (any checkpoint `albert_tf.checkpoints.any_format` reads) with
 `--config`, `--spm-model`/`--vocab-file` and `--sequence-length`, exported with the TF-Hub-style
 `tokens` signature; a tokenizer whose size is not the encoder's `vocab_size` is refused (a smaller

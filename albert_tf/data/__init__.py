@@ -12,8 +12,8 @@ Pretraining data (SOP + n-gram masked LM, exact to google-research/albert create
 * `albert_tf.data.on_the_fly` -- masking inside tf.data with fresh masks every epoch
   (`make_on_the_fly_dataset`).
 
-Fine-tuning data: `albert_tf.tasks.classification.data` (GLUE layouts, generic TSV/CSV/JSONL) and
-`albert_tf.tasks.tagging.data` (CoNLL BIO, People's Daily), each in its task's folder
-(`albert_tf.data.glue` and `albert_tf.data.tagging` re-export them), `albert_tf.data.squad`
-(SQuAD v1.1/v2.0), `albert_tf.data.race` (RACE).
+Fine-tuning data is read in each task's folder: `albert_tf.tasks.classification.data` (GLUE layouts,
+generic TSV/CSV/JSONL), `albert_tf.tasks.tagging.data` (CoNLL BIO, People's Daily),
+`albert_tf.tasks.squad.data` (SQuAD v1.1/v2.0) and `albert_tf.tasks.multiple_choice.data` (RACE);
+`albert_tf.data.glue`, `.tagging`, `.squad` and `.race` forward to them.
 """

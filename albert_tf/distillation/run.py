@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from albert_tf.distillation.settings import DISTILLABLE_KINDS, DistillError, DistillSettings, check_settings
 from albert_tf.tasks.errors import TaskError

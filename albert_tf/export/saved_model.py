@@ -194,10 +194,10 @@ def export_saved_model(
       pair: text signatures take `text` and `text_b` (sentence-pair tasks).
       qa_settings: SQuAD models: the conversion and post-processing settings (task.json's
         `settings`: `doc_stride`, `max_query_length`, `n_best_size`, `max_answer_length`,
-        `null_score_diff_threshold`); see `albert_tf.export.qa`.
+        `null_score_diff_threshold`); see `albert_tf.tasks.squad.serving`.
       task_settings: token classifiers: `token_unit` ("word" / "char", see
         `albert_tf.tasks.tagging.serving`); multiple-choice models: `max_qa_length` (see
-        `albert_tf.export.multiple_choice`).
+        `albert_tf.tasks.multiple_choice.serving`).
       extra_assets: more files to copy into `assets/` (e.g. `task.json`).
       check: run the compatibility check (ops + fresh-process reload); on by default, as TF
         Serving would otherwise be the first to find a broken export.

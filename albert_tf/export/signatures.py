@@ -19,8 +19,8 @@ when the folder is imported; the encoder's and the pretrainer's are here. It wra
   the same from token ids (the TF-Hub module's signature), and for a pretrainer also `sop`
   (`sop_logits`, `sop_probabilities`) and `mlm` (`mlm_logits` at `mlm_positions`, as the
   original hub module's `mlm` signature);
-* a `SquadV1Model` / `SquadV2Model` (extractive QA, `albert_tf.export.qa`; `SquadV1Serving` /
-  `SquadV2Serving`): `serving_default` takes `question` and `context` and returns
+* a `SquadV1Model` / `SquadV2Model` (extractive QA; `SquadV1Serving` / `SquadV2Serving` in
+  `albert_tf.tasks.squad.serving`): `serving_default` takes `question` and `context` and returns
   `answer_text`, `start_char`, `end_char` (character offsets into the context, end exclusive),
   `score`, `has_answer`, `num_windows` (doc-stride windows used) and for v2 `null_score`;
   `tokens` returns the head's outputs for token ids (v1: `start_logits`, `end_logits`; v2 also
@@ -33,7 +33,7 @@ when the folder is imported; the encoder's and the pretrainer's are here. It wra
   `entity_scores` (float), `num_entities` (int32 `[-1]`), and the tagged units `words`,
   `word_tags` (string `[-1, W]`), `num_words`; `tokens` returns per token `logits`,
   `probabilities` (`[-1, seq, tags]`), `tag_id` (int32) and `tag` (string);
-* a `MultipleChoiceModel` (RACE, `albert_tf.export.multiple_choice`; `MultipleChoiceServing`):
+* a `MultipleChoiceModel` (RACE; `MultipleChoiceServing` in `albert_tf.tasks.multiple_choice.serving`):
   `serving_default` takes `text` (the article / context) and `question` string `[-1]` and
   `choices` string `[-1, -1]` (any number of choices) and returns `logits`, `scores` (softmax
   over the choices) float `[-1, choices]` and `predicted_choice` int32 `[-1]`; `tokens` the same
@@ -127,7 +127,7 @@ class _Untracked:
         self.__dict__.update(values)
 
 
-def _find_resources(obj, depth: int = 3) -> list:
+def find_resources(obj, depth: int = 3) -> list:
     """The `TrackableResource`s (lookup tables) among `obj`'s attributes, `depth` levels down."""
     from tensorflow.python.trackable.resource import TrackableResource
 
@@ -201,7 +201,7 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
       pair: the text signatures take a second text `text_b` (sentence-pair tasks).
       qa_settings: SQuAD models: `doc_stride`, `max_query_length`, `n_best_size`,
         `max_answer_length`, `null_score_diff_threshold` (v2) — task.json's `settings`;
-        defaults `albert_tf.export.qa.DEFAULT_QA_SETTINGS`.
+        defaults `albert_tf.tasks.squad.serving.DEFAULT_QA_SETTINGS`.
       task_settings: token classifier: `token_unit` ("word" or "char", task.json's
         `token_unit`; default "word"); multiple choice: `max_qa_length` (task.json's
         `settings`; default 128, at most `sequence_length - 3`).
@@ -309,7 +309,7 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         # The captures' order can differ between processes; by name it does not, so the same
         # weights exported twice give the same checkpoint (and the Pusher sees no change).
         self.exported_variables = sorted(variables, key=lambda v: v.name)
-        self.tokenizer_resources = _find_resources(self.tokenizer) + self._extra_resources()
+        self.tokenizer_resources = find_resources(self.tokenizer) + self._extra_resources()
 
     # --- the model on token ids -----------------------------------------------------------------
 
@@ -501,111 +501,3 @@ class PretrainerServing(_EncoderOutputsServing):
         tf.debugging.assert_non_negative(mlm_positions, message="mlm_positions must be >= 0")
         logits = self.model.mlm_head(sequence, self.model.encoder.embeddings.word_embeddings, mlm_positions)
         return {"mlm_logits": tf.cast(logits, tf.float32)}
-
-
-class SquadServing(ServingModule):
-    """A SQuAD model: `question` + `context` to answers in the graph (`albert_tf.export.qa`).
-
-    `SquadV1Serving` and `SquadV2Serving` differ in `qa_version` (the post-processing) and in
-    v2's extra `p_mask` token input.
-    """
-
-    qa_version = "v1"
-
-    def _check_qa_settings(self, qa_settings):
-        from albert_tf.export import qa
-
-        if self.pair:
-            raise ValueError("a SQuAD model takes question and context, not pair=True")
-        settings = qa.qa_settings(qa_settings, self.qa_version)
-        self._objects.qa = qa.QaGraph(self.model, self.tokenizer, settings, length_bucket=self.length_bucket)
-        return settings
-
-    def text_input_mask(self, **inputs):
-        from albert_tf.export.qa import CONTEXT_KEY, QUESTION_KEY
-
-        features = self._objects.qa.features(inputs[QUESTION_KEY], inputs[CONTEXT_KEY])
-        return features["input_mask"], features["example"]
-
-    def _extra_resources(self):
-        # The offsets tokenizer of the QA graph holds its own SentencePiece model resource.
-        return _find_resources(self._objects.qa._sp_offsets)
-
-    def _token_outputs(self, features):
-        outputs = self.model(features, training=False)
-        return {k: (tf.cast(v, tf.float32) if v.dtype.is_floating else tf.cast(v, tf.int32))
-                for k, v in outputs.items() if k != "unique_ids"}
-
-    def _text_function(self):
-        from albert_tf.export.qa import CONTEXT_KEY, QUESTION_KEY
-
-        return tf.function(
-            lambda question, context: self._objects.qa(question, context),
-            input_signature=[string_spec(QUESTION_KEY), string_spec(CONTEXT_KEY)],
-        )
-
-
-@register_serving
-class SquadV1Serving(SquadServing):
-    """A `SquadV1Model`: `tokens` returns `start_logits` and `end_logits`."""
-
-    kind = KIND_SQUAD_V1
-    qa_version = "v1"
-
-
-@register_serving
-class SquadV2Serving(SquadServing):
-    """A `SquadV2Model`: `tokens` also takes `p_mask` and returns the beam and `cls_logits`."""
-
-    kind = KIND_SQUAD_V2
-    qa_version = "v2"
-    token_keys = TOKEN_KEYS + ("p_mask",)
-
-    def _tokens_function(self):
-        return tf.function(
-            lambda input_ids, input_mask, segment_ids, p_mask: self._from_tokens(
-                {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids, "p_mask": p_mask}
-            ),
-            input_signature=self._token_input_signature()
-            + [tf.TensorSpec([None, self.static_length], tf.int32, name="p_mask")],
-        )
-
-
-@register_serving
-class MultipleChoiceServing(ServingModule):
-    """A `MultipleChoiceModel`: one score per choice (`albert_tf.export.multiple_choice`)."""
-
-    kind = KIND_MULTIPLE_CHOICE
-
-    def _check_task_settings(self, task_settings):
-        from albert_tf.export import multiple_choice
-
-        self._reject_pair()
-        settings = multiple_choice.multiple_choice_settings(task_settings, self.sequence_length)
-        self._objects.task = multiple_choice.MultipleChoiceGraph(self.model, self.tokenizer, settings,
-                                                                 length_bucket=self.length_bucket)
-        return settings
-
-    def text_input_mask(self, **inputs):
-        from albert_tf.export.multiple_choice import CHOICES_KEY, QUESTION_KEY
-
-        mask = self._objects.task.features(inputs[TEXT_KEY], inputs[QUESTION_KEY], inputs[CHOICES_KEY])["input_mask"]
-        shape = tf.shape(mask)
-        rows = tf.repeat(tf.range(shape[0]), shape[1])
-        return tf.reshape(mask, [-1, shape[2]]), rows
-
-    def _token_outputs(self, features):
-        return self._objects.task.scores(features)
-
-    def _text_function(self):
-        from albert_tf.export.multiple_choice import CHOICES_KEY, QUESTION_KEY
-
-        return tf.function(
-            lambda text, question, choices: self._objects.task(text, question, choices),
-            input_signature=[string_spec(TEXT_KEY), string_spec(QUESTION_KEY),
-                             tf.TensorSpec([None, None], tf.string, name=CHOICES_KEY)],
-        )
-
-    def _token_input_signature(self):
-        # One row of token ids per choice: [batch, choices, sequence].
-        return [tf.TensorSpec([None, None, self.static_length], tf.int32, name=k) for k in TOKEN_KEYS]

@@ -222,7 +222,7 @@ def predict_qa(
     """Answers of an exported SQuAD model (`serving_default` with `question` and `context`).
 
     Returns `{output_name: array}`: `answer_text` (bytes), `start_char`, `end_char`, `score`,
-    `has_answer`, `num_windows` (and `null_score` for v2); see `albert_tf.export.qa`.
+    `has_answer`, `num_windows` (and `null_score` for v2); see `albert_tf.tasks.squad.serving`.
     """
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")

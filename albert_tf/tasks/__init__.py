@@ -15,11 +15,16 @@ The task layer:
 
 The models and their pieces:
 
-* `classification/` -- sentence(-pair) classification and regression (GLUE-style), one folder:
-  its head, data, raw-text models, serving module, family and metrics;
-* `tagging/` -- token classification (NER, BIO tags), laid out the same way;
-* `squad`, `squad_postprocessing` -- extractive QA, SQuAD v1.1 head and the original v2.0 head, n-best, EM/F1;
-* `multiple_choice` -- RACE-style softmax over choices;
+* `classification/`, `tagging/`, `squad/`, `multiple_choice/` -- one folder per task family, each
+  laid out the same way: `head.py` (the head on token ids), `data.py` (reading and encoding),
+  `text_model.py` (the raw-text Keras model), `serving.py` (its TF Serving signatures, registered
+  with `albert_tf.export`), `family.py` (how `albert-tf finetune`, `evaluate` and `predict` run
+  it) and its metrics (`metrics.py`; SQuAD's n-best and EM/F1 in `postprocessing.py`,
+  `squad_postprocessing` forwards to it; SQuAD and RACE keep prediction and scoring in
+  `evaluation.py`);
+* `family` -- the task template (`TaskFamily`); `text_task` -- the raw-text template
+  (`AlbertTextTask`); `base` -- the head template (`AlbertTaskModel`); `pretrained` -- what
+  `from_pretrained` reads;
 * `presets` -- the original README's GLUE hyper-parameters;
 * `text_models` -- the raw-text Keras models on top of them (strings in, keras-hub style):
   `AlbertTextClassifier`, `AlbertTextRegressor`, `AlbertTextTagger`, `AlbertMultipleChoice`,
@@ -36,14 +41,14 @@ _LAZY = {
     "AlbertTextClassifier": "albert_tf.tasks.classification.text_model",
     "AlbertTextRegressor": "albert_tf.tasks.classification.text_model",
     "AlbertTextTagger": "albert_tf.tasks.tagging.text_model",
-    "AlbertMultipleChoice": "albert_tf.tasks.text_models",
-    "AlbertQuestionAnswerer": "albert_tf.tasks.text_models",
+    "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice.text_model",
+    "AlbertQuestionAnswerer": "albert_tf.tasks.squad.text_model",
     "TaskError": "albert_tf.tasks.errors",
-    "TaskFamily": "albert_tf.tasks.families",
+    "TaskFamily": "albert_tf.tasks.family",
     "ClassificationFamily": "albert_tf.tasks.classification.family",
     "TaggingFamily": "albert_tf.tasks.tagging.family",
-    "SquadFamily": "albert_tf.tasks.families",
-    "MultipleChoiceFamily": "albert_tf.tasks.families",
+    "SquadFamily": "albert_tf.tasks.squad.family",
+    "MultipleChoiceFamily": "albert_tf.tasks.multiple_choice.family",
     "TASKS": "albert_tf.tasks.families",
     "task_family": "albert_tf.tasks.families",
     "FinetuneSettings": "albert_tf.tasks.runner",

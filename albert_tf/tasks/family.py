@@ -63,8 +63,8 @@ def write_jsonl(path: str, records: Sequence[Dict[str, Any]]) -> None:
 def reading_data_errors():
     """Turns the SQuAD / RACE readers' errors (malformed or missing files, bad lengths) into
     `TaskError`s; their messages name the file."""
-    from albert_tf.data.race import RaceDataError
-    from albert_tf.data.squad import SquadDataError
+    from albert_tf.tasks.multiple_choice.data import RaceDataError
+    from albert_tf.tasks.squad.data import SquadDataError
 
     try:
         yield

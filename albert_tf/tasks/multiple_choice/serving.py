@@ -1,9 +1,14 @@
-"""Multiple choice (RACE models) served from raw text: one score per choice, all in the graph.
+"""Serving multiple choice (RACE models) from raw text: one score per choice, all in the graph.
+
+`MultipleChoiceServing` is the export of a `MultipleChoiceModel` (export kind `multiple_choice`,
+registered with `albert_tf.export.signatures.register_serving`): `serving_default` takes `text`,
+`question` and `choices` and answers through `MultipleChoiceGraph`; `tokens` takes token ids
+`[batch, choices, seq]`.
 
 `MultipleChoiceGraph` turns `text` (the article / context, string `[batch]`), `question`
 (string `[batch]`, "" when there is none) and `choices` (string `[batch, num_choices]`) into the
 model's choice scores with TF and tensorflow-text ops only, reproducing the RACE conversion of
-`albert_tf.data.race` (the original `race_utils.py`) for `RaceExample(article=text,
+`albert_tf.tasks.multiple_choice.data` (the original `race_utils.py`) for `RaceExample(article=text,
 question=question, options=choices)`:
 
 1. the question and every choice are preprocessed (SentencePiece vocabularies: the tokenizer's
@@ -28,12 +33,14 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from albert_tf.tokenization.in_graph import check_length_bucket, pad_columns, packed_width, sanitize_utf8
+from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, register_serving, string_spec
+from albert_tf.kinds import KIND_MULTIPLE_CHOICE
+from albert_tf.tasks.multiple_choice.data import DEFAULT_MAX_QA_LENGTH
+from albert_tf.tokenization.in_graph import check_length_bucket, packed_width, pad_columns, sanitize_utf8
 
 TEXT_KEY = "text"
 QUESTION_KEY = "question"
 CHOICES_KEY = "choices"
-DEFAULT_MAX_QA_LENGTH = 128  # albert_tf.data.race.DEFAULT_MAX_QA_LENGTH
 
 
 def multiple_choice_settings(settings: Optional[Dict[str, Any]], sequence_length: int) -> Dict[str, Any]:
@@ -161,3 +168,36 @@ class MultipleChoiceGraph:
 
     def __call__(self, text: tf.Tensor, question: tf.Tensor, choices: tf.Tensor) -> Dict[str, tf.Tensor]:
         return self.scores(self.features(text, question, choices))
+
+
+@register_serving
+class MultipleChoiceServing(ServingModule):
+    """A `MultipleChoiceModel`: one score per choice (`MultipleChoiceGraph`)."""
+
+    kind = KIND_MULTIPLE_CHOICE
+
+    def _check_task_settings(self, task_settings):
+        self._reject_pair()
+        settings = multiple_choice_settings(task_settings, self.sequence_length)
+        self._objects.task = MultipleChoiceGraph(self.model, self.tokenizer, settings, length_bucket=self.length_bucket)
+        return settings
+
+    def text_input_mask(self, **inputs):
+        mask = self._objects.task.features(inputs[TEXT_KEY], inputs[QUESTION_KEY], inputs[CHOICES_KEY])["input_mask"]
+        shape = tf.shape(mask)
+        rows = tf.repeat(tf.range(shape[0]), shape[1])
+        return tf.reshape(mask, [-1, shape[2]]), rows
+
+    def _token_outputs(self, features):
+        return self._objects.task.scores(features)
+
+    def _text_function(self):
+        return tf.function(
+            lambda text, question, choices: self._objects.task(text, question, choices),
+            input_signature=[string_spec(TEXT_KEY), string_spec(QUESTION_KEY),
+                             tf.TensorSpec([None, None], tf.string, name=CHOICES_KEY)],
+        )
+
+    def _token_input_signature(self):
+        # One row of token ids per choice: [batch, choices, sequence].
+        return [tf.TensorSpec([None, None, self.static_length], tf.int32, name=k) for k in TOKEN_KEYS]

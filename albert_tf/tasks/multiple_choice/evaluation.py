@@ -1,15 +1,10 @@
-"""Multiple choice (RACE): one score per choice from the pooled output, softmax over the choices.
-
-`MultipleChoiceModel` is google-research/albert `race_utils.create_model`: the `[batch, choices,
-seq]` inputs are run through the encoder as `[batch * choices, seq]`, the pooled output gets
-dropout (0.1) and a dense layer of 1 unit, and the scores are reshaped to `[batch, choices]`; the
-loss is the cross-entropy of the softmax over the choices and the metric the accuracy. The number
-of choices is read from the inputs (4 for RACE).
+"""Running a multiple-choice head: its answers and the data of a fine-tuning run.
 
 `prepare_race_task` reads and converts the RACE files of a run for
 `albert_tf.training.finetuning.run_finetuning` (whose default `eval_fn`, `model.evaluate`, gives
-the dev `accuracy`); `predict_race` gives the choice probabilities and indices, and
-`predict_race_examples` one record (option letter, probabilities) per question.
+the dev `accuracy`); `predict_race` gives the choice probabilities and indices of a
+`MultipleChoiceModel` (`albert_tf.tasks.multiple_choice.head`), and `predict_race_examples` one
+record (option letter, probabilities) per question.
 """
 
 from __future__ import annotations
@@ -18,80 +13,10 @@ import dataclasses
 import os
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-import keras
 import numpy as np
-from keras import ops
 
-from albert_tf.kinds import KIND_MULTIPLE_CHOICE
-from albert_tf.modeling import AlbertEncoder
-from albert_tf.tasks.base import ENCODER_INPUTS, AlbertTaskModel
-
-
-@keras.saving.register_keras_serializable(package="albert_tf")
-class MultipleChoiceModel(AlbertTaskModel):
-    """ALBERT for multiple choice: pooled output -> dropout -> dense 1 per choice -> softmax.
-
-    Inputs: `input_ids`, `input_mask`, `segment_ids` [batch, choices, seq]; for training `labels`
-    [batch] (the index of the right choice). Output: `logits` [batch, choices] float32.
-
-    Args:
-        encoder: The `AlbertEncoder`.
-        dropout: Dropout on the pooled output (0.1 as the original).
-
-    Example:
-
-    >>> import numpy as np
-    >>> from albert_tf import AlbertConfig, AlbertEncoder
-    >>> encoder = AlbertEncoder.from_albert_config(AlbertConfig(
-    ...     vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=1,
-    ...     num_attention_heads=2, intermediate_size=32))
-    >>> model = MultipleChoiceModel(encoder)
-    >>> out = model({"input_ids": np.ones((2, 4, 6), "int32"), "input_mask": np.ones((2, 4, 6), "int32"),
-    ...              "segment_ids": np.zeros((2, 4, 6), "int32")})
-    >>> tuple(out["logits"].shape)
-    (2, 4)
-    """
-
-    export_kind = KIND_MULTIPLE_CHOICE
-
-    pooled_output_only = True
-
-    def __init__(self, encoder: AlbertEncoder, dropout: float = 0.1, **kwargs):
-        super().__init__(encoder, dropout=dropout, **kwargs)
-        self.accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
-
-    def build_head(self) -> keras.layers.Layer:
-        # Original variables: output_weights [1, H], output_bias [1].
-        return keras.layers.Dense(
-            1,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=self.encoder.initializer_range),
-            dtype=self.encoder.embeddings.dtype_policy,
-            name="choice_score",
-        )
-
-    def call(self, inputs, training=None):
-        shape = ops.shape(inputs["input_ids"])
-        if len(inputs["input_ids"].shape) != 3:
-            raise ValueError(
-                f"multiple-choice inputs must be [batch, choices, seq], got shape {tuple(inputs['input_ids'].shape)}"
-            )
-        flat = dict(inputs)
-        for name in ENCODER_INPUTS:
-            flat[name] = ops.reshape(inputs[name], (-1, shape[2]))
-        flat["num_choices"] = shape[1]
-        return super().call(flat, training=training)
-
-    def call_head(self, encoder_outputs, inputs, training=None):
-        pooled = self.head_dropout(encoder_outputs["pooled_output"], training=training)
-        scores = ops.cast(self.head(pooled), "float32")
-        return {"logits": ops.reshape(scores, (-1, inputs["num_choices"]))}
-
-    def compute_task_loss(self, inputs, outputs):
-        labels = ops.reshape(inputs["labels"], (-1,))
-        return ops.mean(ops.sparse_categorical_crossentropy(labels, outputs["logits"], from_logits=True))
-
-    def update_task_metrics(self, inputs, outputs):
-        self.accuracy.update_state(ops.reshape(inputs["labels"], (-1,)), outputs["logits"])
+from albert_tf.tasks.base import ENCODER_INPUTS
+from albert_tf.tasks.multiple_choice.head import MultipleChoiceModel
 
 
 def predict_race(model: MultipleChoiceModel, dataset, *, batch_size: int = 8, callbacks=None) -> Dict[str, np.ndarray]:
@@ -99,7 +24,7 @@ def predict_race(model: MultipleChoiceModel, dataset, *, batch_size: int = 8, ca
 
     Args:
         model: The fine-tuned `MultipleChoiceModel`.
-        dataset: From `albert_tf.data.race.make_race_dataset` (batched or not; labels ignored).
+        dataset: From `albert_tf.tasks.multiple_choice.data.make_race_dataset` (batched or not; labels ignored).
         batch_size: Batch size when `dataset` is unbatched.
         callbacks: Keras callbacks for `model.predict` (progress).
     """
@@ -128,7 +53,7 @@ def predict_race_examples(
     """One record per example: `id`, `question_index`, `prediction` (the option letter),
     `probabilities` (one per option) and, when the example has one, the gold `answer`
     (`callbacks` go to `model.predict`)."""
-    from albert_tf.data import race
+    from albert_tf.tasks.multiple_choice import data as race
 
     features = race.convert_race_examples(examples, tokenizer, max_seq_length=max_seq_length, max_qa_length=max_qa_length)
     predicted = predict_race(model, race.make_race_dataset(features, require_labels=False), batch_size=batch_size, callbacks=callbacks)
@@ -144,20 +69,6 @@ def predict_race_examples(
             record["answer"] = chr(ord("A") + example.label)
         records.append(record)
     return records
-
-
-def race_accuracy(predictions: Sequence[int], labels: Sequence[int]) -> float:
-    """The fraction of predictions equal to the labels.
-
-    Raises:
-        ValueError: different lengths, or no labels.
-    """
-    predictions, labels = np.asarray(predictions).reshape(-1), np.asarray(labels).reshape(-1)
-    if predictions.shape != labels.shape:
-        raise ValueError(f"{predictions.size} predictions for {labels.size} labels")
-    if labels.size == 0:
-        raise ValueError("no labels to score")
-    return float(np.mean(predictions == labels))
 
 
 @dataclasses.dataclass
@@ -197,9 +108,9 @@ def prepare_race_task(
         levels: RACE levels read from split folders.
 
     Raises:
-        See `albert_tf.data.race.read_race_examples` and `convert_race_examples`.
+        See `albert_tf.tasks.multiple_choice.data.read_race_examples` and `convert_race_examples`.
     """
-    from albert_tf.data import race
+    from albert_tf.tasks.multiple_choice import data as race
 
     if train_path is None and eval_path is None:
         raise ValueError("give a train_path, an eval_path or both")

@@ -1,9 +1,14 @@
-"""Extractive question answering (SQuAD v1 / v2 models) served from raw text, all in the graph.
+"""Serving extractive question answering (SQuAD v1 / v2 models) from raw text, all in the graph.
+
+`SquadV1Serving` and `SquadV2Serving` are the exports of a `SquadV1Model` / `SquadV2Model`
+(export kinds `squad_v1` / `squad_v2`, registered with
+`albert_tf.export.signatures.register_serving`): `serving_default` takes `question` and
+`context` and answers through `QaGraph`; `tokens` returns the head's outputs for token ids.
 
 `QaGraph` turns `question` and `context` string tensors `[batch]` into answers with TF and
-tensorflow-text ops only, reproducing the fine-tuning pipeline of `albert_tf.data.squad` (the
-original `squad_lib_sp` conversion) and the n-best post-processing of
-`albert_tf.tasks.squad_postprocessing`:
+tensorflow-text ops only, reproducing the fine-tuning pipeline of `albert_tf.tasks.squad.data`
+(the original `squad_lib_sp` conversion) and the n-best post-processing of
+`albert_tf.tasks.squad.postprocessing`:
 
 1. the question: the tokenizer layer's preprocessing and ids (`preprocess_text`,
    SentencePiece, the digit-comma rule), cut to `max_query_length` pieces;
@@ -57,8 +62,10 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, find_resources, register_serving, string_spec
+from albert_tf.kinds import KIND_SQUAD_V1, KIND_SQUAD_V2
 from albert_tf.tokenization import _unicode
-from albert_tf.tokenization.in_graph import check_length_bucket, lower_utf8, packed_width, sanitize_utf8
+from albert_tf.tokenization.in_graph import check_length_bucket, lower_utf8, packed_width, pad_columns, sanitize_utf8
 from albert_tf.tokenization.text import SPIECE_UNDERLINE
 
 QUESTION_KEY = "question"
@@ -161,8 +168,8 @@ class QaGraph:
         starts, ends = starts.with_row_splits_dtype(tf.int64), ends.with_row_splits_dtype(tf.int64)
         width = tf.cast(tf.maximum(tf.reduce_max(fast.row_lengths()), tf.reduce_max(slow.row_lengths())), tf.int32)
         width = tf.maximum(width, 1)
-        dense_fast = _pad_to(fast.to_tensor(-1), width, -1)
-        dense_slow = _pad_to(slow.to_tensor(-1), width, -1)
+        dense_fast = pad_columns(fast.to_tensor(-1), width, -1)
+        dense_slow = pad_columns(slow.to_tensor(-1), width, -1)
         same = tf.reduce_all(tf.equal(dense_fast, dense_slow), axis=1)
         # Where the kernels segment a row differently (ties), the ids stay those of training and
         # the offsets come from the pieces' texts laid end to end ("▁" one space byte; the first
@@ -249,7 +256,7 @@ class QaGraph:
         batch = tf.shape(context)[0]
         q_ids = tf.cast(self.tokenizer.tokenize(question), tf.int32)
         q_len = tf.minimum(tf.cast(q_ids.row_lengths(), tf.int32), settings["max_query_length"])
-        q_dense = _pad_to(q_ids.to_tensor(0), settings["max_query_length"], 0)[:, : settings["max_query_length"]]
+        q_dense = pad_columns(q_ids.to_tensor(0), settings["max_query_length"], 0)[:, : settings["max_query_length"]]
 
         normalized, byte_to_char = self._normalize_chars(context)
         c_ids, c_start, c_end = self._context_pieces(normalized)
@@ -276,7 +283,7 @@ class QaGraph:
         from_q = tf.gather(q_rows, tf.broadcast_to(q_index, tf.shape(position + doc_offset)), batch_dims=1)
         c_dense = c_ids.to_tensor(0)
         c_width = tf.maximum(tf.shape(c_dense)[1], 1)
-        c_dense = _pad_to(c_dense, c_width, 0)
+        c_dense = pad_columns(c_dense, c_width, 0)
         doc_index = w_start[:, None] + position - doc_offset  # piece index in the context
         doc_index_c = tf.clip_by_value(doc_index, 0, c_width - 1)
         from_c = tf.gather(tf.gather(c_dense, example), doc_index_c, batch_dims=1)
@@ -392,8 +399,8 @@ class QaGraph:
         piece_end = tf.where(found, tf.gather(w_end, pick), 0)
 
         first_char, last_char = features["first_char"], features["last_char"]
-        first_dense = _pad_to(first_char.to_tensor(0), 1, 0)
-        last_dense = _pad_to(last_char.to_tensor(0), 1, 0)
+        first_dense = pad_columns(first_char.to_tensor(0), 1, 0)
+        last_dense = pad_columns(last_char.to_tensor(0), 1, 0)
         begin = tf.gather(first_dense, piece_start[:, None], batch_dims=1)[:, 0]
         finish = tf.gather(last_dense, piece_end[:, None], batch_dims=1)[:, 0] + 1
         result: Dict[str, tf.Tensor] = {}
@@ -437,7 +444,63 @@ def _leading(strings: tf.Tensor, space_class: str) -> tf.Tensor:
     return tf.strings.substr(strings, tf.zeros_like(kept), kept)
 
 
-def _pad_to(dense: tf.Tensor, width, value) -> tf.Tensor:
-    """Pads `dense` [rows, w] on the right to at least `width` columns."""
-    missing = tf.maximum(width - tf.shape(dense)[1], 0)
-    return tf.pad(dense, [[0, 0], [0, missing]], constant_values=value)
+class SquadServing(ServingModule):
+    """A SQuAD model: `question` + `context` to answers in the graph (`QaGraph`).
+
+    `SquadV1Serving` and `SquadV2Serving` differ in `qa_version` (the post-processing) and in
+    v2's extra `p_mask` token input.
+    """
+
+    qa_version = "v1"
+
+    def _check_qa_settings(self, settings):
+        if self.pair:
+            raise ValueError("a SQuAD model takes question and context, not pair=True")
+        settings = qa_settings(settings, self.qa_version)
+        self._objects.qa = QaGraph(self.model, self.tokenizer, settings, length_bucket=self.length_bucket)
+        return settings
+
+    def text_input_mask(self, **inputs):
+        features = self._objects.qa.features(inputs[QUESTION_KEY], inputs[CONTEXT_KEY])
+        return features["input_mask"], features["example"]
+
+    def _extra_resources(self):
+        # The offsets tokenizer of the QA graph holds its own SentencePiece model resource.
+        return find_resources(self._objects.qa._sp_offsets)
+
+    def _token_outputs(self, features):
+        outputs = self.model(features, training=False)
+        return {k: (tf.cast(v, tf.float32) if v.dtype.is_floating else tf.cast(v, tf.int32))
+                for k, v in outputs.items() if k != "unique_ids"}
+
+    def _text_function(self):
+        return tf.function(
+            lambda question, context: self._objects.qa(question, context),
+            input_signature=[string_spec(QUESTION_KEY), string_spec(CONTEXT_KEY)],
+        )
+
+
+@register_serving
+class SquadV1Serving(SquadServing):
+    """A `SquadV1Model`: `tokens` returns `start_logits` and `end_logits`."""
+
+    kind = KIND_SQUAD_V1
+    qa_version = "v1"
+
+
+@register_serving
+class SquadV2Serving(SquadServing):
+    """A `SquadV2Model`: `tokens` also takes `p_mask` and returns the beam and `cls_logits`."""
+
+    kind = KIND_SQUAD_V2
+    qa_version = "v2"
+    token_keys = TOKEN_KEYS + ("p_mask",)
+
+    def _tokens_function(self):
+        return tf.function(
+            lambda input_ids, input_mask, segment_ids, p_mask: self._from_tokens(
+                {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids, "p_mask": p_mask}
+            ),
+            input_signature=self._token_input_signature()
+            + [tf.TensorSpec([None, self.static_length], tf.int32, name="p_mask")],
+        )
