@@ -46,6 +46,9 @@ def string_tensor(texts, what: str = "texts") -> tf.Tensor:
         raise ValueError(f"{what} must be a batch of texts (a list of str), not one str: wrap it in a list")
     if not isinstance(texts, tf.Tensor):
         array = np.asarray(texts)
+        if array.size == 0:
+            # An empty list is float64 to NumPy: say what is wrong, not that it is not strings.
+            raise ValueError(f"{what} must be a non-empty batch of texts, got an empty one")
         if array.dtype.kind not in "USO" or (
             array.dtype.kind == "O" and not all(isinstance(t, (str, bytes)) for t in array.reshape(-1))
         ):
@@ -205,9 +208,14 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
                 features = self._texts_to_tensors(x)
             labels = None if y is None else self._labels_array(y)
             weights = None if sample_weight is None else np.asarray(sample_weight, dtype="float32")
+            count = int(tf.nest.flatten(features)[0].shape[0])
+            # Checked here: `from_tensor_slices` would only say "Dimensions 2 and 1 are not compatible".
+            for name, values in (("labels", labels), ("sample weights", weights)):
+                if values is not None and (values.ndim == 0 or len(values) != count):
+                    given = "a scalar" if values.ndim == 0 else f"{len(values)} {name}"
+                    raise ValueError(f"{given} for {count} inputs: give one per input")
             data = keras.utils.pack_x_y_sample_weight(features, labels, weights)
             dataset = tf.data.Dataset.from_tensor_slices(data)
-            count = int(tf.nest.flatten(features)[0].shape[0])
             if shuffle:
                 dataset = dataset.shuffle(count, reshuffle_each_iteration=True)
             dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
