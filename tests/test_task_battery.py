@@ -244,9 +244,14 @@ def _multiple_choice_case():
 
 
 def _answers(out):
-    return [{"text": text, "start": int(start), "end": int(end), "score": float(score)}
-            for text, start, end, score in zip(_decoded(out["answer_text"]), out["start_char"], out["end_char"],
-                                               out["score"])]
+    return [{"text": text, "start": int(start), "end": int(end), "score": float(score), "has_answer": int(has)}
+            for text, start, end, score, has in zip(_decoded(out["answer_text"]), out["start_char"], out["end_char"],
+                                                    out["score"], out["has_answer"])]
+
+
+def _with_has_answer(answers):
+    """`predict`'s answers with the export's `has_answer`: 1 where there is an answer."""
+    return [dict(answer, has_answer=int(answer["text"] != "")) for answer in answers]
 
 
 def _question_answerer_case(version):
@@ -275,6 +280,7 @@ def _question_answerer_case(version):
         sequence_length=QA_SEQ, x=x, y=y, probe=probe,
         serving_inputs=lambda pair: {"question": tf.constant(pair[0]), "context": tf.constant(pair[1])},
         served_answers=_answers,
+        predicted_answers=_with_has_answer,
         export_kind=kinds.KIND_SQUAD_V1 if version == "v1" else kinds.KIND_SQUAD_V2,
         signatures=TEXT_SIGNATURES,
         bad_inputs=bad_inputs,
