@@ -1,0 +1,222 @@
+"""The per-task test battery, written once: every raw-text task model passes the same checks.
+
+In the spirit of keras-hub's `run_task_test`: a `TaskCase` says how to build one family's model,
+a tiny learnable set of raw strings and labels, the probe inputs to answer, how the served
+answers read as `predict`'s, and what bad inputs look like; the checks below take a trained
+case (`train`) and apply to each family alike (tests/test_task_battery.py lists the families):
+
+1. `check_fit_lowers_the_loss`: `fit` on raw strings learns (the training loss falls);
+2. `check_keras_round_trip`: `model.save(x.keras)` + `keras.saving.load_model` answer identically;
+3. `check_export`: `model.export` writes a SavedModel of the family's kind with `serving_default`;
+4. `check_served_answers_equal_predict`: the SavedModel loaded in-process serves what `predict`
+   answers (floats within 1e-5, labels, entity and answer spans equal);
+5. `check_bad_input`: each bad input raises one exception whose one-line message names the problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.export.saved_model import read_export_info
+from albert_tf.modeling import AlbertEncoder
+from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+# Served answers against `predict`'s: the SavedModel runs other kernels than Keras' traced graph.
+SERVED_TOLERANCE = 1e-5
+# The last epoch's training loss must be at most this fraction of the first's.
+LEARNED_LOSS_RATIO = 0.6
+# The recipe's optimizer at this rate learns each tiny set in a few dozen updates (at the tiny
+# recipe's 1e-3 it would take hundreds).
+LEARNING_RATE = 5e-3
+
+
+# Compared by identity (`eq=False`): equal bad inputs of two families stay two test parameters,
+# which pytest must not group together across the families' module-scoped models.
+@dataclasses.dataclass(frozen=True, eq=False)
+class BadInput:
+    """An input a model must refuse before it runs: `predict(x)`, or `evaluate(x, y)` with labels
+    (`evaluate` reads its inputs as `fit` does, without changing the shared model).
+
+    Attributes:
+        what: The problem, in words (the test id).
+        x, y: The input (and labels).
+        error: The exception's type.
+        match: A regular expression its message must match.
+    """
+
+    what: str
+    x: Any
+    error: type
+    match: str
+    y: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskCase:
+    """One family's model, data and answers, as the battery needs them.
+
+    Attributes:
+        name: The family's name (the test ids and the served model's name).
+        build: `(encoder, preprocessor) -> model`: a fresh compiled raw-text task model.
+        sequence_length: The tokenizer layer's sequence length.
+        x, y: The tiny learnable training set: raw strings (as `fit` takes them) and labels.
+        probe: Raw inputs that `predict`, the reloaded model and the SavedModel answer.
+        serving_inputs: `probe -> serving_default`'s keyword arguments.
+        served_answers: `serving_default`'s outputs (NumPy) -> the answers to compare.
+        predicted_answers: `predict`'s output -> the answers to compare (default: as it is).
+        export_kind: The kind `export.json` records (`albert_tf.kinds`).
+        signatures: The export's signature keys.
+        bad_inputs: Inputs that must raise one clear error.
+        export_kwargs: More `model.export` arguments (e.g. `pair=True`).
+        epochs, batch_size: The training run.
+    """
+
+    name: str
+    build: Callable[[AlbertEncoder, AlbertTokenizerLayer], keras.Model]
+    sequence_length: int
+    x: Any
+    y: Any
+    probe: Any
+    serving_inputs: Callable[[Any], Dict[str, tf.Tensor]]
+    served_answers: Callable[[Dict[str, np.ndarray]], Any]
+    export_kind: str
+    signatures: Sequence[str]
+    bad_inputs: Sequence[BadInput]
+    predicted_answers: Callable[[Any], Any] = lambda predicted: predicted
+    export_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    epochs: int = 6
+    batch_size: int = 8
+
+
+@dataclasses.dataclass
+class TrainedTask:
+    """A case's model after `fit`, the training history and `predict`'s answers to the probe
+    (from a predict function traced afresh, as a reloaded model's is)."""
+
+    case: TaskCase
+    model: keras.Model
+    history: keras.callbacks.History
+    predicted: Any
+
+
+@dataclasses.dataclass
+class ExportedTask:
+    """A trained case's export: the `ExportResult` and its `serving_default` loaded in-process."""
+
+    trained: TrainedTask
+    result: Any
+    serving_default: Callable
+
+
+def train(case: TaskCase, config, spm_model: str, seed: int = 0) -> TrainedTask:
+    """Builds the case's model on a fresh encoder of `config` and the SentencePiece model, and fits it.
+
+    Seeding clears TF's eager kernel cache: call it before the graphs of the case are built, not
+    between them (the battery's fixtures train one family at a time)."""
+    keras.utils.set_random_seed(seed)
+    encoder = AlbertEncoder.from_albert_config(config)
+    preprocessor = AlbertTokenizerLayer.from_sentencepiece(spm_model, sequence_length=case.sequence_length)
+    model = case.build(encoder, preprocessor)
+    model.optimizer.learning_rate = LEARNING_RATE
+    history = model.fit(case.x, case.y, batch_size=case.batch_size, epochs=case.epochs, verbose=0)
+    return TrainedTask(case, model, history, model.predict(case.probe, verbose=0))
+
+
+def export(trained: TrainedTask, export_base: Path) -> ExportedTask:
+    """`model.export` without the fresh-process compatibility check, and its `serving_default`."""
+    result = trained.model.export(export_base, model_name=trained.case.name, check=False, **trained.case.export_kwargs)
+    serving_default = tf.saved_model.load(result.path).signatures["serving_default"]
+    return ExportedTask(trained, result, serving_default)
+
+
+def assert_same_answers(got, want, tolerance: float = 0.0, where: str = "answers") -> None:
+    """Answers equal, nested alike (dicts, lists, arrays): floats within `tolerance` (relative and
+    absolute), everything else (labels, ids, spans, texts) exactly."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), (where, got, want)
+        for key in want:
+            assert_same_answers(got[key], want[key], tolerance, f"{where}[{key!r}]")
+    elif isinstance(want, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want), (where, got, want)
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same_answers(g, w, tolerance, f"{where}[{i}]")
+    elif isinstance(want, (float, np.floating)) or (isinstance(want, np.ndarray) and want.dtype.kind == "f"):
+        np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance, err_msg=where)
+    elif isinstance(want, np.ndarray):
+        np.testing.assert_array_equal(got, want, err_msg=where)
+    else:
+        assert got == want, (where, got, want)
+
+
+# --- the checks ------------------------------------------------------------------------------------
+
+
+def check_fit_lowers_the_loss(trained: TrainedTask) -> None:
+    """`fit` on raw strings ran every epoch with finite losses, and learned: the loss fell."""
+    losses = trained.history.history["loss"]
+    assert len(losses) == trained.case.epochs and np.isfinite(losses).all(), losses
+    assert losses[-1] <= LEARNED_LOSS_RATIO * losses[0], losses
+
+
+def check_keras_round_trip(trained: TrainedTask, tmp_path: Path) -> None:
+    """A `.keras` file reloads as the same class and config with the same answers, bit for bit."""
+    model = trained.model
+    path = tmp_path / f"{trained.case.name}.keras"
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    assert type(reloaded) is type(model)
+    assert reloaded.get_config() == model.get_config()
+    # The optimizer comes back with its state: training would go on from where it was.
+    assert int(reloaded.optimizer.iterations) == int(model.optimizer.iterations) > 0
+    assert_same_answers(reloaded.predict(trained.case.probe, verbose=0), trained.predicted)
+
+
+def check_export(exported: ExportedTask) -> None:
+    """The export is version 1 of a SavedModel of the family's kind, with the family's signatures,
+    `serving_default` among them."""
+    result, case = exported.result, exported.trained.case
+    assert Path(result.path).parts[-2:] == (case.name, "1") and Path(result.path, "saved_model.pb").is_file()
+    assert "serving_default" in case.signatures and set(result.signatures) == set(case.signatures)
+    assert read_export_info(result.path)["kind"] == case.export_kind
+    assert callable(exported.serving_default)
+
+
+def check_served_answers_equal_predict(exported: ExportedTask) -> None:
+    """`serving_default` on the probe's raw strings answers what `predict` does."""
+    case = exported.trained.case
+    outputs = exported.serving_default(**case.serving_inputs(case.probe))
+    served = case.served_answers({key: value.numpy() for key, value in outputs.items()})
+    assert_same_answers(served, case.predicted_answers(exported.trained.predicted), SERVED_TOLERANCE)
+
+
+def check_bad_input(trained: TrainedTask, bad: BadInput) -> None:
+    """The bad input raises one exception (none chained to it) of the expected type, with a
+    one-line message that names the problem."""
+    error = _raised(trained.model, bad)
+    assert error is not None, f"{bad.what}: nothing raised"
+    message = str(error)
+    assert type(error) is bad.error, f"{bad.what}: {type(error).__name__} instead of {bad.error.__name__}: {message}"
+    assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__), (
+        f"{bad.what}: raised while handling {error.__context__!r}"
+    )
+    assert message and "\n" not in message, f"{bad.what}: {message!r}"
+    assert re.search(bad.match, message), f"{bad.what}: {message!r} does not match {bad.match!r}"
+
+
+def _raised(model, bad: BadInput) -> Optional[BaseException]:
+    try:
+        if bad.y is None:
+            model.predict(bad.x, verbose=0)
+        else:
+            model.evaluate(bad.x, bad.y, verbose=0)
+    except Exception as error:  # noqa: BLE001 - the check inspects whatever was raised
+        return error
+    return None
+
