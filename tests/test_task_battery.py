@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _task_battery as battery  # noqa: E402
 
 from albert_tf import kinds  # noqa: E402
+from albert_tf.tasks.tagging.metrics import entity_record  # noqa: E402
 from albert_tf.tasks.text_models import (  # noqa: E402
     AlbertMultipleChoice,
     AlbertQuestionAnswerer,
@@ -179,10 +180,12 @@ def _regressor_case():
 
 
 def _entities(out):
-    return [[{"label": label, "start": int(start), "end": int(end), "text": text}
-             for label, start, end, text in zip(_decoded(labels[:n]), starts[:n], ends[:n], _decoded(texts[:n]))]
-            for labels, starts, ends, texts, n in zip(out["entity_labels"], out["entity_starts"], out["entity_ends"],
-                                                      out["entity_texts"], out["num_entities"])]
+    """The served entities as `predict`'s records (`albert_tf.tasks.tagging.metrics.entity_record`)."""
+    return [[entity_record(label, start, end, text, score)
+             for label, start, end, text, score in zip(_decoded(labels[:n]), starts[:n], ends[:n], _decoded(texts[:n]),
+                                                       scores[:n])]
+            for labels, starts, ends, texts, scores, n in zip(out["entity_labels"], out["entity_starts"], out["entity_ends"],
+                                                              out["entity_texts"], out["entity_scores"], out["num_entities"])]
 
 
 def _tagger_case():
