@@ -1,4 +1,5 @@
-"""Shared test set-up: the `slow` marker and session fixtures (a tiny config, encoder and tokenizer).
+"""Shared test set-up: the `slow` marker and session fixtures (a tiny config, encoder and tokenizer,
+one tiny pipeline run).
 
 `pytest -m "not slow"` is the fast loop; CI runs everything. A test is slow when it is marked
 `@pytest.mark.slow`, lives in one of `SLOW_MODULES` (end-to-end and benchmark-script tests), or
@@ -98,3 +99,12 @@ def tiny_encoder(tiny_config):
     encoder({"input_ids": ids, "input_mask": ids, "segment_ids": keras.ops.zeros_like(ids)})
     return encoder
 
+
+
+@pytest.fixture(scope="session")
+def shared_pipeline_run(tmp_path_factory):
+    """The tiny pipeline run once for the session, version 1 pushed (`_pipeline_helpers.run_shared_pipeline`):
+    read it; copy what a test would change."""
+    from _pipeline_helpers import run_shared_pipeline
+
+    return run_shared_pipeline(tmp_path_factory.mktemp("shared_pipeline"))
