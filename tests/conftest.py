@@ -2,9 +2,10 @@
 one tiny pipeline run).
 
 `pytest -m "not slow"` is the fast loop; CI runs everything. A test is slow when it is marked
-`@pytest.mark.slow`, lives in one of `SLOW_MODULES` (end-to-end and benchmark-script tests), or
-starts another Python process (its source mentions `subprocess` or `sys.executable`): those pay
-TensorFlow's import again and usually train something.
+`@pytest.mark.slow`, lives in one of `SLOW_MODULES` (end-to-end and benchmark-script tests),
+starts another Python process (its source mentions `subprocess` or `sys.executable`: it pays
+TensorFlow's import again and usually trains something), or reads the shared pipeline run (the
+first such test runs the whole pipeline).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
         function = getattr(item, "function", None)
-        if module in SLOW_MODULES or (function is not None and _starts_a_process(function)):
+        if (module in SLOW_MODULES or "shared_pipeline_run" in getattr(item, "fixturenames", ())
+                or (function is not None and _starts_a_process(function))):
             item.add_marker(pytest.mark.slow)
 
 
