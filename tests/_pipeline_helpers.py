@@ -1,6 +1,12 @@
-"""Tiny pipeline inputs written by the pipeline tests: a task table and a corpus, tiny settings."""
+"""Tiny pipeline inputs written by the pipeline tests (a task table, a corpus, tiny settings) and
+the one tiny pipeline run that the end-to-end, warm-start and distillation tests share."""
 
+import contextlib
+import os
 import random
+import shutil
+import sys
+from typing import NamedTuple
 
 from kfp import dsl
 
@@ -56,6 +62,12 @@ def write_keyword_task(task, rng, counts, random_labels=False):
     return task
 
 
+def write_span(directory, seed):
+    """A span of the keyword task, drawn with its own seed. Its eval split is large enough (300
+    rows) that the drift check sees two clean spans as the same."""
+    write_keyword_task(directory, random.Random(seed), (("train", 240), ("dev", 300)))
+
+
 def tiny_settings(root, **overrides) -> PipelineSettings:
     corpus, task = tiny_inputs(root) if not (root / "corpus").exists() else (str(root / "corpus" / "*.txt"), str(root / "task"))
     values = dict(
@@ -68,6 +80,66 @@ def tiny_settings(root, **overrides) -> PipelineSettings:
     )
     values.update(overrides)
     return PipelineSettings(**values)
+
+
+class SharedRun(NamedTuple):
+    """The shared run: its settings, its `LocalRun`, its pipeline root and what it wrote on stderr."""
+
+    settings: PipelineSettings
+    run: object
+    pipeline_root: str
+    stderr: str
+
+
+@contextlib.contextmanager
+def stderr_into(path):
+    """Sends this process's stderr (file descriptor 2, which the steps' subprocesses inherit, and
+    `sys.stderr`) into the file `path` for the block."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "a", encoding="utf-8") as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            with contextlib.redirect_stderr(f):
+                yield
+        finally:
+            f.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def run_shared_pipeline(root) -> SharedRun:
+    """The tiny pipeline run once on span 1 of the keyword task (`root/task-{SPAN}`), from scratch
+    to a pushed version 1 under `root/serving`. Its tests read it and never change it for good: a
+    test that needs another serving base or a second span copies what it needs (see
+    `fresh_serving_base` for one that reuses the run's cached steps)."""
+    from pipelines.albert_pipeline import run_local
+
+    _, task = tiny_inputs(root)
+    shutil.rmtree(task)
+    write_span(root / "task-1", seed=1)
+    settings = tiny_settings(root, task_data=str(root / "task-{SPAN}"))
+    pipeline_root = str(root / "runs")
+    stderr = root / "stderr.txt"
+    with stderr_into(stderr):
+        run = run_local(settings, pipeline_root)
+    return SharedRun(settings, run, pipeline_root, stderr.read_text(encoding="utf-8"))
+
+
+@contextlib.contextmanager
+def fresh_serving_base(settings: PipelineSettings):
+    """An empty serving base and statistics store at the shared run's paths for the block; the
+    shared run's are put back afterwards. The paths are pipeline parameters of the cached steps:
+    a run with them (and the same data) takes those steps from the shared run's cache."""
+    kept = [(path, path + ".kept") for path in (os.path.abspath(settings.serving_base), settings.statistics_store_path())]
+    for path, aside in kept:
+        os.rename(path, aside)
+    try:
+        yield
+    finally:
+        for path, aside in kept:
+            shutil.rmtree(path, ignore_errors=True)
+            os.rename(aside, path)
 
 
 # A two-step pipeline (the second never cached) for what kfp.local prints; a second or two a step. Defined here:

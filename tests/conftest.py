@@ -1,9 +1,11 @@
-"""Shared test set-up: the `slow` marker and session fixtures (a tiny config, encoder and tokenizer).
+"""Shared test set-up: the `slow` marker and session fixtures (a tiny config, encoder and tokenizer,
+one tiny pipeline run).
 
 `pytest -m "not slow"` is the fast loop; CI runs everything. A test is slow when it is marked
-`@pytest.mark.slow`, lives in one of `SLOW_MODULES` (end-to-end and benchmark-script tests), or
-starts another Python process (its source mentions `subprocess` or `sys.executable`): those pay
-TensorFlow's import again and usually train something.
+`@pytest.mark.slow`, lives in one of `SLOW_MODULES` (end-to-end and benchmark-script tests),
+starts another Python process (its source mentions `subprocess` or `sys.executable`: it pays
+TensorFlow's import again and usually trains something), or reads the shared pipeline run (the
+first such test runs the whole pipeline).
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
         function = getattr(item, "function", None)
-        if module in SLOW_MODULES or (function is not None and _starts_a_process(function)):
+        if (module in SLOW_MODULES or "shared_pipeline_run" in getattr(item, "fixturenames", ())
+                or (function is not None and _starts_a_process(function))):
             item.add_marker(pytest.mark.slow)
 
 
@@ -98,3 +101,12 @@ def tiny_encoder(tiny_config):
     encoder({"input_ids": ids, "input_mask": ids, "segment_ids": keras.ops.zeros_like(ids)})
     return encoder
 
+
+
+@pytest.fixture(scope="session")
+def shared_pipeline_run(tmp_path_factory):
+    """The tiny pipeline run once for the session, version 1 pushed (`_pipeline_helpers.run_shared_pipeline`):
+    read it; copy what a test would change."""
+    from _pipeline_helpers import run_shared_pipeline
+
+    return run_shared_pipeline(tmp_path_factory.mktemp("shared_pipeline"))

@@ -110,34 +110,21 @@ def test_pretrain_with_the_defaults_fits_and_the_paper_recipe_is_refused(work):
     assert not (work / "paper").exists()
 
 
-def test_finetune_from_the_pipelines_pretrained_model(work):
+def test_finetune_from_the_pipelines_pretrained_model(work, shared_pipeline_run):
     """The pipeline's Pretrainer output alone (no tokenizer or config flags) starts a fine-tune,
     and every model directory written so far loads with `from_pretrained`."""
-    from _pipeline_helpers import tiny_settings
-
     from albert_tf import AlbertTextClassifier
-    from albert_tf.pipeline_steps import example_gen, trainer, transform, vocab_gen
-    from albert_tf.pipeline_steps.staging import read_summary
     from albert_tf.tasks.text_models import PretrainedNotFoundError
 
-    root = work / "pipeline"
-    root.mkdir()
-    s = tiny_settings(root)
-    example_gen.run_example_gen(s.corpus, s.task_data, str(root / "c"), str(root / "e"), eval_fraction=s.eval_fraction)
-    vocab_gen.run_vocab_gen(str(root / "c"), str(root / "e"), str(root / "v"), vocab_size=s.vocab_size, seed=s.seed)
-    transform.run_transform(str(root / "c"), str(root / "e"), str(root / "v"), str(root / "t"),
-                            max_seq_length=s.max_seq_length, max_predictions_per_seq=s.max_predictions_per_seq,
-                            dupe_factor=s.dupe_factor, seed=s.seed)
-    trainer.run_pretrainer(str(root / "t"), str(root / "v"), str(root / "pretrained_model"),
-                           s.albert_config(read_summary(str(root / "v"))["vocab_size"]), steps=2, batch_size=8,
-                           learning_rate=s.pretrain_learning_rate, warmup_steps=1, seed=s.seed)
-    assert json.loads((root / "pretrained_model" / "run_config.json").read_text())["tokenizer"] is not None
+    pretrained = shared_pipeline_run.run.artifacts["pretrained_model"]
+    assert json.loads((Path(pretrained) / "run_config.json").read_text())["tokenizer"] is not None
 
-    works(albert_tf(work, "finetune", "--task", "classification", "--data", s.task_data, "--text-column", "text",
-                    "--label-column", "label", "--init", root / "pretrained_model", "--model-dir", "from-pipeline",
+    task = shared_pipeline_run.settings.task_data.replace("{SPAN}", "1")
+    works(albert_tf(work, "finetune", "--task", "classification", "--data", task, "--text-column", "text",
+                    "--label-column", "label", "--init", pretrained, "--model-dir", "from-pipeline",
                     "--num-epochs", 8, "--batch-size", 16, "--learning-rate", 0.005,
                     "--max-seq-length", 24))
-    for path in (root / "pretrained_model", work / "from-pipeline", work / "pretrained", work / "rt" / "model"):
+    for path in (pretrained, work / "from-pipeline", work / "pretrained", work / "rt" / "model"):
         model = AlbertTextClassifier.from_pretrained(str(path), num_classes=2, sequence_length=24)
         assert model.predict(["a moving film"], verbose=0).shape == (1, 2)
     with pytest.raises(PretrainedNotFoundError, match="albert_tf ships no weights") as raised:

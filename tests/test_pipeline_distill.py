@@ -1,5 +1,6 @@
 """The pipeline's optional Distiller: its settings, the Evaluator's teacher gate, the compiled
-pipeline with and without it, and (slow) a run on the shipped sample that pushes a student."""
+pipeline with and without it, and (slow) a run that pushes a student: the session's shared tiny
+run with the Distiller added, its data and training steps taken from that run's cache."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _pipeline_helpers import tiny_settings  # noqa: E402
+from _pipeline_helpers import fresh_serving_base, tiny_settings  # noqa: E402
 
 
 def test_distill_settings_are_checked_and_off_by_default(tmp_path):
@@ -60,26 +61,28 @@ def test_compiled_pipeline_has_the_distiller_only_when_asked(tmp_path):
 
 
 @pytest.mark.slow
-def test_pipeline_on_the_shipped_sample_pushes_a_student(tmp_path):
-    from albert_tf.pipeline_steps.settings import PipelineSettings
+def test_pipeline_with_the_distiller_pushes_a_student(shared_pipeline_run):
     from albert_tf.pipeline_steps.staging import read_summary
     from pipelines.albert_pipeline import run_local
 
-    settings = PipelineSettings(
-        serving_base=str(tmp_path / "serving"), model_name="student", pretrain_steps=2, pretrain_warmup_steps=1,
-        finetune_epochs=2.0, eval_threshold=0.0,
+    settings = dataclasses.replace(
+        shared_pipeline_run.settings,
         distill={"enabled": True, "student": "shared:1", "epochs": 1.0, "alpha": 0.5, "teacher_margin": 0.05},
     )
-    run = run_local(settings, str(tmp_path / "runs"))
-    student = run.artifacts["distilled_model"]
-    summary = read_summary(student)
-    assert summary["distill"]["student"] == "shared:1"
-    assert read_summary(os.path.join(student, "model", "..")) == summary
-    assert run.evaluation["teacher"]["path"].startswith(run.artifacts["trained_model"])
-    assert any(c["name"] == "within the margin of the teacher" for c in run.evaluation["checks"])
-    assert run.evaluation["blessed"], run.evaluation["reason"]
-    assert run.push["pushed"] and run.push["version"] == 1
-    pushed = os.path.join(settings.serving_base, "student", "1")
-    with open(os.path.join(pushed, "saved_model.pb"), "rb") as f, \
-            open(os.path.join(student, summary["candidate"], "saved_model.pb"), "rb") as g:
-        assert f.read() == g.read()
+    # The student is the first version of an empty serving base (the shared run's is put back).
+    with fresh_serving_base(settings):
+        run = run_local(settings, shared_pipeline_run.pipeline_root)
+        student = run.artifacts["distilled_model"]
+        summary = read_summary(student)
+        assert summary["distill"]["student"] == "shared:1"
+        assert read_summary(os.path.join(student, "model", "..")) == summary
+        # The Trainer's model came from the cache: the teacher is the shared run's.
+        assert run.artifacts["trained_model"] == shared_pipeline_run.run.artifacts["trained_model"]
+        assert run.evaluation["teacher"]["path"].startswith(run.artifacts["trained_model"])
+        assert any(c["name"] == "within the margin of the teacher" for c in run.evaluation["checks"])
+        assert run.evaluation["blessed"], run.evaluation["reason"]
+        assert run.push["pushed"] and run.push["version"] == 1
+        pushed = os.path.join(settings.serving_base, settings.model_name, "1")
+        with open(os.path.join(pushed, "saved_model.pb"), "rb") as f, \
+                open(os.path.join(student, summary["candidate"], "saved_model.pb"), "rb") as g:
+            assert f.read() == g.read()

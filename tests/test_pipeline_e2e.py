@@ -26,15 +26,13 @@ def versions(serving_base, name="tiny"):
     return sorted(os.listdir(os.path.join(serving_base, name)))
 
 
-def test_pipeline_end_to_end(tmp_path, capfd):
+def test_pipeline_end_to_end(shared_pipeline_run):
     from albert_tf import AlbertTextClassifier
     from pipelines.albert_pipeline import run_local
 
-    root = tmp_path / "runs"
-    settings = tiny_settings(tmp_path)
-    first = run_local(settings, str(root))
+    settings, first, root = shared_pipeline_run.settings, shared_pipeline_run.run, shared_pipeline_run.pipeline_root
     # The main job's stderr (its steps' included) holds no warning the user cannot act on.
-    assert unexpected_stderr(capfd.readouterr().err) == []
+    assert unexpected_stderr(shared_pipeline_run.stderr) == []
     with open(first.log_file, encoding="utf-8") as log:
         assert "\x1b" not in log.read()  # the file log holds no terminal colour codes
     a = first.artifacts
@@ -46,7 +44,7 @@ def test_pipeline_end_to_end(tmp_path, capfd):
     assert os.path.isfile(os.path.join(a["example_splits"], "Split-eval", "examples.tfrecord"))
     assert os.path.isfile(os.path.join(a["vocabulary"], "spm.model"))
     assert glob.glob(os.path.join(a["transformed"], "pretraining", "records", "*.tfrecord"))
-    assert read_summary(a["transformed"])["finetuning"]["counts"] == {"train": 240, "eval": 60}
+    assert read_summary(a["transformed"])["finetuning"]["counts"] == {"train": 240, "eval": 300}
     assert os.path.isfile(os.path.join(a["pretrained_model"], "encoder.keras"))
     assert os.path.isfile(os.path.join(a["pretrained_model"], "tf1", "model.ckpt.index"))
     trained = a["trained_model"]
@@ -72,7 +70,7 @@ def test_pipeline_end_to_end(tmp_path, capfd):
 
     # Unchanged inputs: the data and training steps come from the cache; a candidate that must
     # beat the pushed model by a margin it cannot reach is not blessed and not pushed.
-    second = run_local(dataclasses.replace(settings, eval_tolerance=-1.0), str(root))
+    second = run_local(dataclasses.replace(settings, eval_tolerance=-1.0), root)
     for step in ("corpus_splits", "vocabulary", "transformed", "pretrained_model", "trained_model"):
         assert second.artifacts[step] == a[step]
     assert not second.evaluation["blessed"] and "worse than the pushed model" in second.evaluation["reason"]
@@ -80,13 +78,20 @@ def test_pipeline_end_to_end(tmp_path, capfd):
     assert not second.push["pushed"] and "Evaluator" in second.push["reason"]
     assert versions(base) == ["1"]
 
-    # An infra validation that fails stops the run before the Pusher.
+    # An infra validation that fails stops the run before the Pusher. (The shared run's warmup
+    # requests are put back afterwards.)
     warmup = os.path.join(trained, "serving", "tiny", "1", "assets.extra", "tf_serving_warmup_requests")
-    with open(warmup, "wb") as f:
-        f.write(b"not a TFRecord")
-    with pytest.raises(RuntimeError, match="infra-validator"):
-        run_local(settings, str(root))
-    latest_run = max(glob.glob(str(root / "albert-tf-pipeline-*")), key=os.path.getmtime)
+    with open(warmup, "rb") as f:
+        requests = f.read()
+    try:
+        with open(warmup, "wb") as f:
+            f.write(b"not a TFRecord")
+        with pytest.raises(RuntimeError, match="infra-validator"):
+            run_local(settings, root)
+    finally:
+        with open(warmup, "wb") as f:
+            f.write(requests)
+    latest_run = max(glob.glob(os.path.join(root, "albert-tf-pipeline-*")), key=os.path.getmtime)
     assert not os.path.exists(os.path.join(latest_run, "pusher"))
     assert versions(base) == ["1"]
 
@@ -97,7 +102,8 @@ def test_a_model_that_learned_nothing_is_refused_and_the_cli_says_why(tmp_path, 
     from albert_tf.cli import main
 
     tiny_inputs(tmp_path, random_labels=True)
-    settings = tiny_settings(tmp_path)
+    # Two epochs: there is nothing to learn however long it trains.
+    settings = tiny_settings(tmp_path, finetune_epochs=2.0)
     config = tmp_path / "settings.json"
     config.write_text(json.dumps(settings.to_dict()), encoding="utf-8")
     code = main(["pipeline", "run", "--config", str(config), "--pipeline-root", str(tmp_path / "runs")])

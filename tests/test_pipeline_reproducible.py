@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,11 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from albert_tf.pipeline_steps import example_gen, transform, vocab_gen
+from albert_tf.pipeline_steps import transform
 from albert_tf.pipeline_steps.staging import read_summary
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _pipeline_helpers import tiny_settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,21 +36,6 @@ def record_files(directory):
     return {name: Path(directory, name).read_bytes() for name in sorted(os.listdir(directory)) if name.endswith(".tfrecord")}
 
 
-def data_steps(root, settings, name="transformed", **transform_args):
-    """ExampleGen and VocabGen once (reused), then a Transform into `root/name`."""
-    if not (root / "vocab").exists():
-        example_gen.run_example_gen(settings.corpus, settings.task_data, str(root / "corpus_splits"), str(root / "example_splits"),
-                                    eval_fraction=settings.eval_fraction)
-        vocab_gen.run_vocab_gen(str(root / "corpus_splits"), str(root / "example_splits"), str(root / "vocab"),
-                                vocab_size=settings.vocab_size, seed=settings.seed)
-    transform.run_transform(
-        str(root / "corpus_splits"), str(root / "example_splits"), str(root / "vocab"), str(root / name),
-        max_seq_length=settings.max_seq_length, max_predictions_per_seq=settings.max_predictions_per_seq,
-        dupe_factor=settings.dupe_factor, seed=settings.seed, **transform_args,
-    )
-    return root / name
-
-
 def test_canonical_record_order_ignores_the_writers_order_and_sharding(tmp_path):
     records = [f"record {i}".encode() * (1 + i % 7) for i in range(300)]
     one, three = tmp_path / "one", tmp_path / "three"
@@ -72,14 +55,15 @@ def test_canonical_record_order_ignores_the_writers_order_and_sharding(tmp_path)
     assert len(b) > 1
 
 
-def test_transform_output_does_not_depend_on_the_runners_record_order(tmp_path, monkeypatch):
+def test_transform_output_does_not_depend_on_the_runners_record_order(shared_pipeline_run, tmp_path, monkeypatch):
     """Beam promises the set of records, not their order; the local runner's order changed from
-    run to run. A second Transform whose runner writes the records reversed, in two shards, must
-    still give the same files (the Pretrainer reads them in file order)."""
+    run to run. A second Transform (of the shared run's splits and vocabulary) whose runner writes
+    the records reversed, in two shards, must still give the run's files (the Pretrainer reads
+    them in file order)."""
     from albert_tf.data import beam_pipeline
 
-    settings = tiny_settings(tmp_path)
-    first = data_steps(tmp_path, settings, "first")
+    settings, artifacts = shared_pipeline_run.settings, shared_pipeline_run.run.artifacts
+    first = Path(artifacts["transformed"])
     real = beam_pipeline.make_pretraining_data
 
     def another_runners_order(*args, **kwargs):
@@ -92,7 +76,12 @@ def test_transform_output_does_not_depend_on_the_runners_record_order(tmp_path, 
         return run
 
     monkeypatch.setattr(beam_pipeline, "make_pretraining_data", another_runners_order)
-    second = data_steps(tmp_path, settings, "second")
+    second = tmp_path / "second"
+    transform.run_transform(
+        artifacts["corpus_splits"], artifacts["example_splits"], artifacts["vocabulary"], str(second),
+        max_seq_length=settings.max_seq_length, max_predictions_per_seq=settings.max_predictions_per_seq,
+        dupe_factor=settings.dupe_factor, seed=settings.seed,
+    )
     records_dir = Path(transform.RECORDS_DIR)
     assert record_files(first / records_dir) == record_files(second / records_dir)
     assert read_summary(str(first))["pretraining"]["counters"]["instances"] == len(read_records(transform.pretraining_files(str(first))))
@@ -106,13 +95,13 @@ from albert_tf.pipeline_steps import trainer
 from albert_tf.pipeline_steps.settings import PipelineSettings
 from albert_tf.pipeline_steps.staging import read_summary
 
-root, out = sys.argv[1], sys.argv[2]
-s = PipelineSettings.from_json(sys.argv[3])
-config = s.albert_config(read_summary(f"{root}/vocab")["vocab_size"])
-trainer.run_pretrainer(f"{root}/transformed", f"{root}/vocab", f"{out}/pretrained", config, steps=s.pretrain_steps,
+transformed, vocab, out = sys.argv[1], sys.argv[2], sys.argv[3]
+s = PipelineSettings.from_json(sys.argv[4])
+config = s.albert_config(read_summary(vocab)["vocab_size"])
+trainer.run_pretrainer(transformed, vocab, f"{out}/pretrained", config, steps=s.pretrain_steps,
                        batch_size=s.pretrain_batch_size, learning_rate=s.pretrain_learning_rate,
                        warmup_steps=s.pretrain_warmup_steps, seed=s.seed, deterministic=s.deterministic)
-trainer.run_trainer(f"{root}/transformed", f"{root}/vocab", f"{out}/pretrained", f"{out}/trained", config,
+trainer.run_trainer(transformed, vocab, f"{out}/pretrained", f"{out}/trained", config,
                     model_name=s.model_name, epochs=s.finetune_epochs, batch_size=s.finetune_batch_size,
                     learning_rate=s.finetune_learning_rate, seed=s.seed, pooling=s.finetune_pooling,
                     bias_correction=s.finetune_bias_correction, warmup_fraction=s.finetune_warmup_fraction,
@@ -134,15 +123,16 @@ def saved_model_state(path):
     return variables, serve(text=texts)["probabilities"].numpy()
 
 
-def test_training_steps_give_the_same_model_twice(tmp_path):
+def test_training_steps_give_the_same_model_twice(shared_pipeline_run, tmp_path):
     """The Pretrainer and Trainer, each run twice in fresh processes (as kfp.local runs them) on the
-    same Transform output and seed, write the same weights."""
-    settings = tiny_settings(tmp_path, finetune_epochs=2.0)
-    data_steps(tmp_path, settings)
+    same Transform output (the shared run's) and seed, write the same weights."""
+    settings = dataclasses.replace(shared_pipeline_run.settings, finetune_epochs=2.0)
+    artifacts = shared_pipeline_run.run.artifacts
     runs = []
     for name in ("a", "b"):
         out = tmp_path / name
-        done = subprocess.run([sys.executable, "-c", TRAIN_TWICE, str(tmp_path), str(out), settings.to_json()],
+        done = subprocess.run([sys.executable, "-c", TRAIN_TWICE, artifacts["transformed"], artifacts["vocabulary"], str(out),
+                               settings.to_json()],
                               cwd=REPO, capture_output=True, text=True)
         if done.returncode:
             pytest.fail(f"training run {name} failed:\n{done.stderr[-3000:]}")

@@ -1,43 +1,51 @@
-"""The continuous-training loop, end to end: a first span trains from scratch and is pushed; a
-second span arrives, passes data validation, and warm-starts from the pushed model (its
-vocabulary, its encoder through the Pretrainer, its classifier head in the Trainer); the
-Evaluator compares the candidate with that model and the Pusher publishes the next version.
-Every pushed version loads with `from_pretrained`."""
+"""The continuous-training loop, end to end: a first span trains from scratch and is pushed (the
+session's shared pipeline run); a second span arrives, passes data validation, and warm-starts
+from the pushed model (its vocabulary, its encoder through the Pretrainer, its classifier head in
+the Trainer); the Evaluator compares the candidate with that model and the Pusher publishes the
+next version. Every pushed version loads with `from_pretrained`."""
 
+import dataclasses
 import json
 import os
-import random
 import shutil
 
 import pytest
 
-from _pipeline_helpers import tiny_inputs, tiny_settings, write_keyword_task
+from _pipeline_helpers import write_span
 
 pytestmark = pytest.mark.slow
 
 
-def write_span(directory, seed):
-    """A span of the keyword task, drawn with its own seed. Its eval split is large enough (300
-    rows) that the drift check sees two clean spans as the same."""
-    write_keyword_task(directory, random.Random(seed), (("train", 240), ("dev", 300)))
+def test_with_nothing_pushed_a_warm_start_trains_from_scratch(shared_pipeline_run, tmp_path):
+    from albert_tf.pipeline_steps.staging import read_summary
+    from albert_tf.pipeline_steps.vocab_gen import run_vocab_gen
+
+    settings, artifacts = shared_pipeline_run.settings, shared_pipeline_run.run.artifacts
+    summary = run_vocab_gen(artifacts["corpus_splits"], artifacts["example_splits"], str(tmp_path / "vocabulary"),
+                            vocab_size=settings.vocab_size, seed=settings.seed, warm_start=True,
+                            serving_base=str(tmp_path / "serving"), model_name=settings.model_name)
+    assert summary["warm_start"] is None
+    assert read_summary(str(tmp_path / "vocabulary"))["warm_start"] is None
+    assert os.path.isfile(tmp_path / "vocabulary" / "spm.model")
 
 
-def test_a_new_span_warm_starts_from_the_pushed_model(tmp_path, capsys):
+def test_a_new_span_warm_starts_from_the_pushed_model(shared_pipeline_run, tmp_path, capsys):
     from albert_tf import AlbertTextClassifier
     from albert_tf.cli import main
     from albert_tf.pipeline_steps.staging import read_summary
-    from pipelines.albert_pipeline import run_local
 
-    _, task = tiny_inputs(tmp_path)
-    shutil.rmtree(task)
-    write_span(tmp_path / "span-1", seed=1)
-    settings = tiny_settings(tmp_path, task_data=str(tmp_path / "span-{SPAN}"), warm_start=True)
-    first = run_local(settings, str(tmp_path / "runs"))
-    assert read_summary(first.artifacts["vocabulary"])["warm_start"] is None  # nothing pushed yet
-    assert first.push["pushed"] and first.push["version"] == 1
+    # Span 1 and its pushed version 1 are the shared run's; this test's copy of its serving base
+    # and statistics store (span 1's statistics, the drift baseline) gets version 2.
+    shared = shared_pipeline_run.settings
+    assert shared_pipeline_run.run.push["pushed"] and shared_pipeline_run.run.push["version"] == 1
+    shutil.copytree(shared.serving_base, tmp_path / "serving", symlinks=True)
+    shutil.copytree(shared.statistics_store_path(), tmp_path / "data_validation")
+    shutil.copytree(shared.task_data.replace("{SPAN}", "1"), tmp_path / "span-1")
+    write_span(tmp_path / "span-2", seed=2)
+    settings = dataclasses.replace(shared, task_data=str(tmp_path / "span-{SPAN}"), serving_base=str(tmp_path / "serving"),
+                                   warm_start=True)
     v1 = os.path.join(settings.serving_base, "tiny", "1")
 
-    write_span(tmp_path / "span-2", seed=2)
     # The CLI's run: one line says where it started from.
     config = tmp_path / "settings.json"
     config.write_text(json.dumps(settings.to_dict()), encoding="utf-8")
