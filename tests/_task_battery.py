@@ -3,7 +3,7 @@
 In the spirit of keras-hub's `run_task_test`: a `TaskCase` says how to build one family's model,
 a tiny learnable set of raw strings and labels, the probe inputs to answer, how the served
 answers read as `predict`'s, and what bad inputs look like; the checks below take a trained
-case (`train`) and apply to each family alike (tests/test_task_battery.py lists the families):
+case (`train`) and apply to each family alike (tests/tasks/test_task_battery.py lists the families):
 
 1. `check_fit_lowers_the_loss`: `fit` on raw strings learns (the training loss falls);
 2. `check_keras_round_trip`: `model.save(x.keras)` + `keras.saving.load_model` answer identically;

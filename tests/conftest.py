@@ -18,8 +18,10 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+# The helper modules (`_cli_helpers`, ...) live here, beside the test folders that import them.
+for path in (REPO, TESTS):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 # A 64-piece SentencePiece model (unigram, lower-cased, trained with seed 0 on the sentences of
 # `TINY_SPM_CORPUS`), committed so that tests need not train one.
