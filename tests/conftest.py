@@ -25,13 +25,13 @@ for path in (REPO, TESTS):
 
 # A 64-piece SentencePiece model (unigram, lower-cased, trained with seed 0 on the sentences of
 # `TINY_SPM_CORPUS`), committed so that tests need not train one.
-TINY_SPM_MODEL = TESTS / "data" / "tiny_spm.model"
-TINY_SPM_CORPUS = TESTS / "data" / "tiny_spm_corpus.txt"
-# Two more, made by tests/data/make_test_models.py: `squad_spm.model` (114 pieces of the SQuAD / RACE
+TINY_SPM_MODEL = TESTS / "fixtures" / "tiny_spm.model"
+TINY_SPM_CORPUS = TESTS / "fixtures" / "tiny_spm_corpus.txt"
+# Two more, made by tests/fixtures/make_test_models.py: `squad_spm.model` (114 pieces of the SQuAD / RACE
 # test sentences, so their answers are whole pieces) and `numbers_spm.model` (90 pieces with
 # digit-comma pieces such as "0,", for the tokenizers' digit-comma rule).
-SQUAD_SPM_MODEL = TESTS / "data" / "squad_spm.model"
-NUMBERS_SPM_MODEL = TESTS / "data" / "numbers_spm.model"
+SQUAD_SPM_MODEL = TESTS / "fixtures" / "squad_spm.model"
+NUMBERS_SPM_MODEL = TESTS / "fixtures" / "numbers_spm.model"
 
 SLOW_MODULES = {
     "test_pipeline_e2e",
@@ -71,7 +71,7 @@ def tiny_spm_model() -> str:
 
 @pytest.fixture(scope="session")
 def squad_spm_model() -> str:
-    """Path of the committed SentencePiece model of the SQuAD / RACE test sentences (tests/data/squad_spm_corpus.txt)."""
+    """Path of the committed SentencePiece model of the SQuAD / RACE test sentences (tests/fixtures/squad_spm_corpus.txt)."""
     return str(SQUAD_SPM_MODEL)
 
 

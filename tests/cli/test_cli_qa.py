@@ -54,7 +54,7 @@ def squad_json(with_unanswerable):
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory, squad_spm_model):
     root = tmp_path_factory.mktemp("qa_assets")
-    # The committed model of the SQuAD / RACE test texts (tests/data/squad_spm.model), as sp.model.
+    # The committed model of the SQuAD / RACE test texts (tests/fixtures/squad_spm.model), as sp.model.
     spm = root / "sp.model"
     spm.write_bytes(open(squad_spm_model, "rb").read())
     # The tokenizer's size: `finetune` refuses a tokenizer that does not fit the model.

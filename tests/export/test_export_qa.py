@@ -41,7 +41,7 @@ JSON_DTYPES = {tf.float32.as_datatype_enum, tf.int32.as_datatype_enum, tf.string
 
 @pytest.fixture(scope="module")
 def spm(squad_spm_model):
-    """The committed model of the SQuAD / RACE test texts, CORPUS among them (tests/data/squad_spm.model)."""
+    """The committed model of the SQuAD / RACE test texts, CORPUS among them (tests/fixtures/squad_spm.model)."""
     return squad_spm_model
 
 

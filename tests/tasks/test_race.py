@@ -37,7 +37,7 @@ HIGH = {
 
 @pytest.fixture(scope="module")
 def tokenizer(squad_spm_model):
-    """The committed model of the SQuAD / RACE test texts (tests/data/squad_spm_corpus.txt)."""
+    """The committed model of the SQuAD / RACE test texts (tests/fixtures/squad_spm_corpus.txt)."""
     return SentencePieceTokenizer(squad_spm_model)
 
 

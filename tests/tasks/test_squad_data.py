@@ -49,7 +49,7 @@ def squad_file(tmp_path, name, qas, context=CONTEXT, version="1.1"):
 
 @pytest.fixture(scope="module")
 def tokenizer(squad_spm_model):
-    """The committed model of the SQuAD / RACE test texts (tests/data/squad_spm_corpus.txt)."""
+    """The committed model of the SQuAD / RACE test texts (tests/fixtures/squad_spm_corpus.txt)."""
     return SentencePieceTokenizer(squad_spm_model)
 
 

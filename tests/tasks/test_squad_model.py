@@ -39,7 +39,7 @@ SEQ = 48
 @pytest.fixture(scope="module")
 def task(tmp_path_factory, squad_spm_model):
     directory = tmp_path_factory.mktemp("squad")
-    tokenizer = SentencePieceTokenizer(squad_spm_model)  # tests/data/squad_spm.model, of these texts
+    tokenizer = SentencePieceTokenizer(squad_spm_model)  # tests/fixtures/squad_spm.model, of these texts
     qas = []
     for qid, question, answer in QUESTIONS:
         if answer is None:

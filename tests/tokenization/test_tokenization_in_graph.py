@@ -70,7 +70,7 @@ def _batched_ids(layer, texts, batch_size=64):
 
 @pytest.fixture(scope="module")
 def tiny_model(numbers_spm_model):
-    """The committed 90-piece model of number-laden lines, with digit-comma pieces (tests/data/make_test_models.py)."""
+    """The committed 90-piece model of number-laden lines, with digit-comma pieces (tests/fixtures/make_test_models.py)."""
     return numbers_spm_model
 
 

@@ -53,7 +53,7 @@ def _lines(pattern):
 
 @pytest.fixture(scope="module")
 def tiny_model(numbers_spm_model):
-    """The committed 90-piece model of number-laden lines, with digit-comma pieces (tests/data/make_test_models.py)."""
+    """The committed 90-piece model of number-laden lines, with digit-comma pieces (tests/fixtures/make_test_models.py)."""
     return numbers_spm_model
 
 
