@@ -222,14 +222,14 @@ def run_one(task: Task, prepared, config, *, init, recipe, seed: int, work: Path
     steps = recipe.num_train_steps(n)
     started = time.time()
     with tempfile.TemporaryDirectory(dir=work) as tmp:
-        config = FinetuningRunConfig(
+        run_config = FinetuningRunConfig(
             num_train_steps=steps, warmup_steps=recipe.warmup_steps(steps), learning_rate=recipe.learning_rate,
             model_dir=os.path.join(tmp, "run"), best_metric=metric, batch_size=recipe.batch_size, shuffle_buffer=n,
             seed=seed, weight_decay=recipe.weight_decay, bias_correction=recipe.bias_correction, collapse_metric=metric,
             tensorboard=False, verbose=0, eval_every_n_steps=max(1, steps // 3),
         )
         result = run_finetuning(
-            build, tf.data.Dataset.from_tensor_slices(train), dev_data, config, eval_fn=eval_fn, constant_baseline=constant,
+            build, tf.data.Dataset.from_tensor_slices(train), dev_data, run_config, eval_fn=eval_fn, constant_baseline=constant,
         )
     best = result.best_metrics
     return {

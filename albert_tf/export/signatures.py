@@ -307,8 +307,11 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
                     seen.add(id(v))
                     variables.append(v)
         # The captures' order can differ between processes; by name it does not, so the same
-        # weights exported twice give the same checkpoint (and the Pusher sees no change).
-        self.exported_variables = sorted(variables, key=lambda v: v.name)
+        # weights exported twice give the same checkpoint (and the Pusher sees no change). Names
+        # repeat (a SQuAD v2 head has five `squad_v2_model/bias:0`): the Keras paths of the weights
+        # settle the ties.
+        paths = {id(weight.value): weight.path for weight in self.model.weights}
+        self.exported_variables = sorted(variables, key=lambda v: (v.name, paths.get(id(v), "")))
         self.tokenizer_resources = find_resources(self.tokenizer) + self._extra_resources()
 
     # --- the model on token ids -----------------------------------------------------------------

@@ -47,3 +47,20 @@ def test_two_processes_export_identical_bytes(tmp_path, tiny_spm_model):
     for name in COMPARED:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
     assert fingerprint(str(first)) == fingerprint(str(second))
+
+
+def test_variables_with_the_same_name_are_saved_in_the_order_of_their_paths(tiny_encoder, tiny_spm_model):
+    # A SQuAD v2 head has several variables named `bias`: ordered by name alone, they kept the
+    # captures' order, which differs between processes.
+    from albert_tf.export.signatures import ServingModule
+    from albert_tf.tasks.squad.head import SquadV2Model
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    model = SquadV2Model(tiny_encoder)
+    module = ServingModule(model, AlbertTokenizerLayer.from_sentencepiece(tiny_spm_model, sequence_length=32),
+                           qa_settings={"max_query_length": 8, "doc_stride": 8})
+    paths = {id(weight.value): weight.path for weight in model.weights}
+    keys = [(v.name, paths[id(v)]) for v in module.exported_variables]
+    names = [name for name, _ in keys]
+    assert len(set(names)) < len(names), "no repeated names: the test would check nothing"
+    assert keys == sorted(keys)
