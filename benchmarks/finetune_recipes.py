@@ -77,7 +77,7 @@ def _bucket(text: str) -> int:
 
 
 def load_rt(data: Path, max_train: int, max_dev: int):
-    from albert_tf.data.glue import read_table
+    from albert_tf.tasks.classification.data import read_table
 
     folder = data / "en" / "rotten_tomatoes"
     train = read_table(str(folder / "train.tsv"), text_column="text", label_column="label")[:max_train]
@@ -87,7 +87,7 @@ def load_rt(data: Path, max_train: int, max_dev: int):
 
 def load_zh_sentiment(data: Path, max_train: int, max_dev: int):
     """The reviews split by a hash of the text: buckets 0-7 train, 8 dev (as the Chinese benchmark)."""
-    from albert_tf.data.glue import TextExample
+    from albert_tf.tasks.classification.data import TextExample
 
     splits = {"train": [], "dev": []}
     for label, name in (("1", "sentiment_pos.txt"), ("0", "sentiment_neg.txt")):
@@ -105,7 +105,7 @@ def load_zh_sentiment(data: Path, max_train: int, max_dev: int):
 
 
 def load_ner(data: Path, max_train: int, max_dev: int, seq_length: int):
-    from albert_tf.data.tagging import read_peoples_daily, split_long_sentences
+    from albert_tf.tasks.tagging.data import read_peoples_daily, split_long_sentences
 
     sentences = split_long_sentences(read_peoples_daily(str(data / "zh" / "peoples_daily_199801_pos_tagged.txt")), seq_length - 2)
     train = [s for s in sentences if _bucket("".join(s.tokens)) < 8][:max_train]
@@ -153,7 +153,7 @@ class Task:
 
 def encoded(task: Task, tokenizer, seq_length: int):
     if task.kind == "classification":
-        from albert_tf.data.glue import LabelVocab
+        from albert_tf.tasks.classification.data import LabelVocab
         from albert_tf.evaluation import majority_class_baseline
         from albert_tf.tasks.classification import encode_examples
 
@@ -162,7 +162,7 @@ def encoded(task: Task, tokenizer, seq_length: int):
         dev = encode_examples(task.dev, tokenizer, seq_length=seq_length, label_vocab=labels)
         constant = majority_class_baseline(dev["labels"], ["accuracy", "mcc"], label_names=labels.labels)
         return train, dev, constant, None
-    from albert_tf.data.tagging import TagVocab
+    from albert_tf.tasks.tagging.data import TagVocab
     from albert_tf.evaluation import majority_tag_baseline
     from albert_tf.tasks.tagging import encode_sentences
 

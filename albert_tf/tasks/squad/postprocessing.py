@@ -258,7 +258,7 @@ def _dataset_articles(dataset) -> List[Dict[str, Any]]:
     if not isinstance(dataset, list) or not all(
         isinstance(a, Mapping) and isinstance(a.get("paragraphs"), list) for a in dataset
     ):
-        raise ValueError("dataset must be a SQuAD 'data' list (see albert_tf.data.squad.load_squad_json)")
+        raise ValueError("dataset must be a SQuAD 'data' list (see albert_tf.tasks.squad.data.load_squad_json)")
     return dataset
 
 
