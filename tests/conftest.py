@@ -11,6 +11,7 @@ first such test runs the whole pipeline).
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from pathlib import Path
 
@@ -22,6 +23,18 @@ REPO = TESTS.parent
 for path in (REPO, TESTS):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist workers share the cores: each gets its share of TensorFlow's op threads (set
+    # before TensorFlow loads; the processes tests start inherit it), where each would otherwise
+    # start a thread per core and they would preempt one another.
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, _cores() // _workers)))
 
 # A 64-piece SentencePiece model (unigram, lower-cased, trained with seed 0 on the sentences of
 # `TINY_SPM_CORPUS`), committed so that tests need not train one.
@@ -40,6 +53,10 @@ SLOW_MODULES = {
     "test_benchmark_scripts_recipes",
 }
 _PROCESS_WORDS = ("subprocess", "sys.executable")
+# `-n auto` (`pytest_xdist_auto_num_workers`): the memory a worker may need, and a cap (past it the
+# shared pipeline run, which one worker makes, is the longest path).
+WORKER_MEMORY_GIB = 4
+MAX_WORKERS = 8
 
 
 def pytest_configure(config):
@@ -58,9 +75,25 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
         function = getattr(item, "function", None)
-        if (module in SLOW_MODULES or "shared_pipeline_run" in getattr(item, "fixturenames", ())
-                or (function is not None and _starts_a_process(function))):
+        shares_the_run = "shared_pipeline_run" in getattr(item, "fixturenames", ())
+        if module in SLOW_MODULES or shares_the_run or (function is not None and _starts_a_process(function)):
             item.add_marker(pytest.mark.slow)
+        if shares_the_run:
+            # `--dist loadgroup` (pytest-xdist) sends them to one worker: the run is made once.
+            item.add_marker(pytest.mark.xdist_group("shared_pipeline_run"))
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core, as many as the memory holds (a worker that trains and
+    exports the tiny models peaks near 3 GiB)."""
+    cores = _cores()
+    try:
+        import psutil
+
+        memory_workers = int(psutil.virtual_memory().available // (WORKER_MEMORY_GIB * 2**30))
+    except ImportError:
+        memory_workers = cores
+    return max(1, min(cores, memory_workers, MAX_WORKERS))
 
 
 @pytest.fixture(scope="session")
@@ -112,3 +145,4 @@ def shared_pipeline_run(tmp_path_factory):
     from _pipeline_helpers import run_shared_pipeline
 
     return run_shared_pipeline(tmp_path_factory.mktemp("shared_pipeline"))
+
