@@ -28,7 +28,9 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 from _quiet import unexpected_stderr  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# Its tests build on one another's files and one reads the shared pipeline run: all on that run's
+# pytest-xdist worker (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared_pipeline_run")]
 
 REPO = TESTS.parent
 SAMPLE = REPO / "albert_tf" / "resources" / "sample"

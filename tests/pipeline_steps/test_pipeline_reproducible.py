@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -88,7 +87,9 @@ def test_transform_output_does_not_depend_on_the_runners_record_order(shared_pip
     assert json.loads((second / records_dir / "metadata.json").read_text())["files"] == sorted(record_files(first / records_dir))
 
 
-TRAIN_TWICE = r'''
+# What the pipeline's Pretrainer and Trainer components call (pipelines/components.py), with the
+# run's settings, in a fresh process.
+TRAIN_AGAIN = r'''
 import json, sys
 
 from albert_tf.pipeline_steps import trainer
@@ -100,12 +101,13 @@ s = PipelineSettings.from_json(sys.argv[4])
 config = s.albert_config(read_summary(vocab)["vocab_size"])
 trainer.run_pretrainer(transformed, vocab, f"{out}/pretrained", config, steps=s.pretrain_steps,
                        batch_size=s.pretrain_batch_size, learning_rate=s.pretrain_learning_rate,
-                       warmup_steps=s.pretrain_warmup_steps, seed=s.seed, deterministic=s.deterministic)
+                       warmup_steps=s.pretrain_warmup_steps, strategy=s.strategy, precision=s.precision, seed=s.seed,
+                       deterministic=s.deterministic)
 trainer.run_trainer(transformed, vocab, f"{out}/pretrained", f"{out}/trained", config,
                     model_name=s.model_name, epochs=s.finetune_epochs, batch_size=s.finetune_batch_size,
-                    learning_rate=s.finetune_learning_rate, seed=s.seed, pooling=s.finetune_pooling,
+                    learning_rate=s.finetune_learning_rate, pooling=s.finetune_pooling,
                     bias_correction=s.finetune_bias_correction, warmup_fraction=s.finetune_warmup_fraction,
-                    deterministic=s.deterministic)
+                    strategy=s.strategy, precision=s.precision, seed=s.seed, deterministic=s.deterministic)
 '''
 
 
@@ -124,24 +126,22 @@ def saved_model_state(path):
 
 
 def test_training_steps_give_the_same_model_twice(shared_pipeline_run, tmp_path):
-    """The Pretrainer and Trainer, each run twice in fresh processes (as kfp.local runs them) on the
-    same Transform output (the shared run's) and seed, write the same weights."""
-    settings = dataclasses.replace(shared_pipeline_run.settings, finetune_epochs=2.0)
-    artifacts = shared_pipeline_run.run.artifacts
-    runs = []
-    for name in ("a", "b"):
-        out = tmp_path / name
-        done = subprocess.run([sys.executable, "-c", TRAIN_TWICE, artifacts["transformed"], artifacts["vocabulary"], str(out),
-                               settings.to_json()],
-                              cwd=REPO, capture_output=True, text=True)
-        if done.returncode:
-            pytest.fail(f"training run {name} failed:\n{done.stderr[-3000:]}")
-        runs.append(out)
-    a, b = runs
-    checkpoint = Path("pretrained", "tf1", "model.ckpt.data-00000-of-00001")
-    assert (a / checkpoint).read_bytes() == (b / checkpoint).read_bytes()
-    assert read_summary(str(a / "trained"))["best_dev_metrics"] == read_summary(str(b / "trained"))["best_dev_metrics"]
-    candidate = Path("trained", "serving", settings.model_name, "1")
-    (variables_a, probabilities_a), (variables_b, probabilities_b) = (saved_model_state(str(r / candidate)) for r in runs)
+    """The Pretrainer and Trainer, run again in a fresh process on the shared run's Transform
+    output with its settings (its seed), write the weights that run's steps wrote."""
+    settings, artifacts = shared_pipeline_run.settings, shared_pipeline_run.run.artifacts
+    again = tmp_path / "again"
+    done = subprocess.run([sys.executable, "-c", TRAIN_AGAIN, artifacts["transformed"], artifacts["vocabulary"],
+                           str(again), settings.to_json()], cwd=REPO, capture_output=True, text=True)
+    if done.returncode:
+        pytest.fail(f"the training steps failed:\n{done.stderr[-3000:]}")
+    runs = [(Path(artifacts["pretrained_model"]), Path(artifacts["trained_model"])),
+            (again / "pretrained", again / "trained")]
+    (pretrained_a, trained_a), (pretrained_b, trained_b) = runs
+    checkpoint = Path("tf1", "model.ckpt.data-00000-of-00001")
+    assert (pretrained_a / checkpoint).read_bytes() == (pretrained_b / checkpoint).read_bytes()
+    assert read_summary(str(trained_a))["best_dev_metrics"] == read_summary(str(trained_b))["best_dev_metrics"]
+    candidate = Path("serving", settings.model_name, "1")
+    (variables_a, probabilities_a), (variables_b, probabilities_b) = (
+        saved_model_state(str(trained / candidate)) for _, trained in runs)
     assert variables_a == variables_b
     np.testing.assert_array_equal(probabilities_a, probabilities_b)
