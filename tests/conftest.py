@@ -56,9 +56,13 @@ _PROCESS_WORDS = ("subprocess", "sys.executable")
 # `-n auto` (`pytest_xdist_auto_num_workers`): the memory a worker may need, and a cap (past it the
 # shared pipeline run, which one worker makes, is the longest path).
 WORKER_MEMORY_GIB = 4
-# The `xdist_group` of the tests that read the shared pipeline run (and of modules that must run
-# beside them, as tests/test_first_hour.py, whose tests build on one another's files).
-SHARED_RUN_GROUP = "shared_pipeline_run"
+# The modules whose tests read the shared pipeline run, and those that must run beside them
+# (tests/test_first_hour.py: its tests build on one another's files): one worker's work under -n.
+SHARED_RUN_MODULES = {
+    "test_pipeline_e2e", "test_pipeline_warm_start", "test_pipeline_distill", "test_pipeline_reproducible",
+    "test_first_hour",
+}
+SHARED_RUN_GROUP = "shared pipeline run"
 MAX_WORKERS = 8
 
 
@@ -74,27 +78,35 @@ def _starts_a_process(function) -> bool:
     return any(word in source for word in _PROCESS_WORDS)
 
 
-# Before pytest-xdist's own hook, which reads the `xdist_group` marks this one adds.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    grouped = []
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
         function = getattr(item, "function", None)
         shares_the_run = "shared_pipeline_run" in getattr(item, "fixturenames", ())
         if module in SLOW_MODULES or shares_the_run or (function is not None and _starts_a_process(function)):
             item.add_marker(pytest.mark.slow)
-        if shares_the_run and item.get_closest_marker("xdist_group") is None:
-            # `--dist loadgroup` (pytest-xdist) sends them to one worker: the run is made once.
-            item.add_marker(pytest.mark.xdist_group(SHARED_RUN_GROUP))
-        mark = item.get_closest_marker("xdist_group")
-        if mark is not None and mark.args and mark.args[0] == SHARED_RUN_GROUP:
-            grouped.append(item)
-    if os.environ.get("PYTEST_XDIST_WORKER") and grouped:
-        # The group is the longest piece of work: first, so that the other workers share out the
-        # rest while one makes the run, rather than all waiting for it at the end.
-        first = set(map(id, grouped))
-        items[:] = grouped + [item for item in items if id(item) not in first]
+        if shares_the_run and module not in SHARED_RUN_MODULES:
+            raise pytest.UsageError(f"{item.nodeid} reads the shared pipeline run: add {module} to SHARED_RUN_MODULES "
+                                    f"in tests/conftest.py (its worker makes the run)")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`-n` with the default `--dist load`: each test is its own unit of work, but the modules of
+    `SHARED_RUN_MODULES` are one unit, so one worker makes the shared run and runs everything that
+    reads it (the run's tests rename its serving base for a while: they must not overlap). The
+    largest unit goes out first (`loadscopereorder`), while the other workers share out the rest.
+
+    (pytest-xdist's own `--dist loadgroup` renames the tests' node ids, which pytest 9.2 ignores.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedRunScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+            return SHARED_RUN_GROUP if module in SHARED_RUN_MODULES else nodeid
+
+    return SharedRunScheduling(config, log)
 
 
 def pytest_xdist_auto_num_workers(config):

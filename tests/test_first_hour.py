@@ -28,9 +28,7 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 from _quiet import unexpected_stderr  # noqa: E402
 
-# Its tests build on one another's files and one reads the shared pipeline run: all on that run's
-# pytest-xdist worker (tests/conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("shared_pipeline_run")]
+pytestmark = pytest.mark.slow
 
 REPO = TESTS.parent
 SAMPLE = REPO / "albert_tf" / "resources" / "sample"

@@ -497,10 +497,15 @@ class PretrainerServing(_EncoderOutputsServing):
         return {"sop_logits": logits, "sop_probabilities": tf.nn.softmax(logits, axis=-1)}
 
     def _mlm(self, input_ids, input_mask, segment_ids, mlm_positions):
+        # Out-of-range positions would read garbage silently on some devices: reject them, before
+        # the gather of the head can fail with its own message.
+        checks = [
+            tf.debugging.assert_less(mlm_positions, tf.shape(input_ids)[1], message="mlm_positions must be < sequence length"),
+            tf.debugging.assert_non_negative(mlm_positions, message="mlm_positions must be >= 0"),
+        ]
+        with tf.control_dependencies([check for check in checks if check is not None]):
+            mlm_positions = tf.identity(mlm_positions)
         features = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
         sequence = self.model.encoder(features, training=False)["sequence_output"]
-        # Out-of-range positions would read garbage silently on some devices: reject them.
-        tf.debugging.assert_less(mlm_positions, tf.shape(input_ids)[1], message="mlm_positions must be < sequence length")
-        tf.debugging.assert_non_negative(mlm_positions, message="mlm_positions must be >= 0")
         logits = self.model.mlm_head(sequence, self.model.encoder.embeddings.word_embeddings, mlm_positions)
         return {"mlm_logits": tf.cast(logits, tf.float32)}

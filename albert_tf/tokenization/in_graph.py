@@ -660,9 +660,12 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         ids_a = self.tokenize(text_a)
         ids_b = None
         if text_b is not None:
-            tf.debugging.assert_equal(
+            check = tf.debugging.assert_equal(
                 tf.shape(text_a), tf.shape(text_b), message="text_a and text_b must have the same batch size"
             )
+            # Before the packing, whose own shape errors would otherwise be what a caller reads.
+            with tf.control_dependencies([check] if check is not None else []):
+                text_b = tf.identity(text_b)
             ids_b = self.tokenize(text_b)
         outputs = self.pack(ids_a, ids_b, length_bucket=length_bucket)
         if scalar:

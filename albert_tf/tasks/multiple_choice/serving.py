@@ -115,11 +115,18 @@ class MultipleChoiceGraph:
         layer, seq = self.tokenizer, self.seq
         text = tf.reshape(text, [-1])
         question = tf.reshape(question, [-1])
-        for name, other in (("question", question), ("choices", choices)):
+        checks = [
             tf.debugging.assert_equal(
                 tf.shape(text)[0], tf.shape(other)[0], message=f"text and {name} must have the same batch size"
             )
-        tf.debugging.assert_positive(tf.shape(choices)[1], message="choices must have at least one choice per row")
+            for name, other in (("question", question), ("choices", choices))
+        ]
+        checks.append(tf.debugging.assert_positive(tf.shape(choices)[1],
+                                                   message="choices must have at least one choice per row"))
+        # Before the rest: a bad request must report its check, not whichever shape error of the
+        # graph's other ops happens to run first.
+        with tf.control_dependencies([check for check in checks if check is not None]):
+            text, question, choices = tf.identity(text), tf.identity(question), tf.identity(choices)
         num_choices = tf.shape(choices)[1]
         batch = tf.shape(text)[0]
         example = tf.repeat(tf.range(batch), num_choices)  # [B * C]
