@@ -10,7 +10,10 @@ case (`train`) and apply to each family alike (tests/tasks/test_task_battery.py 
 3. `check_export`: `model.export` writes a SavedModel of the family's kind with `serving_default`;
 4. `check_served_answers_equal_predict`: the SavedModel loaded in-process serves what `predict`
    answers (floats within 1e-5, labels, entity and answer spans equal);
-5. `check_bad_input`: each bad input raises one exception whose one-line message names the problem.
+5. `check_bad_input`: each bad input raises one exception whose one-line message names the problem;
+6. `check_finetune_runs_the_driver`: `model.finetune` on raw strings trains through
+   `run_finetuning`, the driver of `albert-tf finetune`, learns, and writes a model directory
+   whose `model.keras` answers as the model does.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.export.saved_model import read_export_info
+from albert_tf.training.finetuning import read_run_info
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
@@ -32,6 +36,8 @@ from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 SERVED_TOLERANCE = 1e-5
 # The last epoch's training loss must be at most this fraction of the first's.
 LEARNED_LOSS_RATIO = 0.6
+# `finetune`'s best dev loss must be at most this fraction of its first evaluation's.
+FINETUNED_LOSS_RATIO = 0.8
 # The recipe's optimizer at this rate learns each tiny set in a few dozen updates (at the tiny
 # recipe's 1e-3 it would take hundreds).
 LEARNING_RATE = 5e-3
@@ -115,15 +121,20 @@ class ExportedTask:
     serving_default: Callable
 
 
-def train(case: TaskCase, config, spm_model: str, seed: int = 0) -> TrainedTask:
-    """Builds the case's model on a fresh encoder of `config` and the SentencePiece model, and fits it.
+def build(case: TaskCase, config, spm_model: str, seed: int = 0) -> keras.Model:
+    """The case's model on a fresh encoder of `config` and the SentencePiece model.
 
     Seeding clears TF's eager kernel cache: call it before the graphs of the case are built, not
     between them (the battery's fixtures train one family at a time)."""
     keras.utils.set_random_seed(seed)
     encoder = AlbertEncoder.from_albert_config(config)
     preprocessor = AlbertTokenizerLayer.from_sentencepiece(spm_model, sequence_length=case.sequence_length)
-    model = case.build(encoder, preprocessor)
+    return case.build(encoder, preprocessor)
+
+
+def train(case: TaskCase, config, spm_model: str, seed: int = 0) -> TrainedTask:
+    """Builds the case's model (`build`) and fits it."""
+    model = build(case, config, spm_model, seed)
     model.optimizer.learning_rate = LEARNING_RATE
     history = model.fit(case.x, case.y, batch_size=case.batch_size, epochs=case.epochs, verbose=0)
     return TrainedTask(case, model, history, model.predict(case.probe, verbose=0))
@@ -208,6 +219,26 @@ def check_bad_input(trained: TrainedTask, bad: BadInput) -> None:
     )
     assert message and "\n" not in message, f"{bad.what}: {message!r}"
     assert re.search(bad.match, message), f"{bad.what}: {message!r} does not match {bad.match!r}"
+
+
+def check_finetune_runs_the_driver(case: TaskCase, config, spm_model: str, model_dir: Path) -> None:
+    """`finetune` on the case's raw strings (dev: the same strings) runs the resolved schedule in
+    `run_finetuning`, learns (the best dev loss is at most `FINETUNED_LOSS_RATIO` of the first
+    evaluation's), keeps the best weights and writes them as a `.keras` model that answers alike."""
+    model = build(case, config, spm_model)
+    result = model.finetune(case.x, case.y, validation_data=(case.x, case.y), model_dir=str(model_dir), seed=0,
+                            learning_rate=LEARNING_RATE, batch_size=case.batch_size, num_epochs=case.epochs,
+                            warmup_proportion=0.0, verbose=0)
+    info = read_run_info(str(model_dir))
+    assert result.final_step == info["num_train_steps"] > 0
+    assert info["learning_rate"] == LEARNING_RATE and info["bias_correction"]
+    losses = [record["eval_loss"] for record in result.history]
+    # The first evaluation comes after a pass of training: the loss has fallen some way already.
+    assert len(losses) == case.epochs and min(losses) <= FINETUNED_LOSS_RATIO * losses[0], losses
+    assert model.best_metric in result.best_metrics and not result.collapsed
+    reloaded = keras.saving.load_model(model_dir / "model.keras")
+    assert type(reloaded) is type(model)
+    assert_same_answers(reloaded.predict(case.probe, verbose=0), model.predict(case.probe, verbose=0))
 
 
 def _raised(model, bad: BadInput) -> Optional[BaseException]:

@@ -125,16 +125,17 @@ def distill(settings: DistillSettings) -> DistillOutcome:
     teacher_metrics = family.evaluate_examples(teacher, spec, tokenizer, dev_examples, eval_batch_size, None)
     print(f"teacher dev (seq {seq_length}): {_metrics_line(teacher_metrics)}", flush=True)
 
-    from albert_tf.training.recipes import recommended_recipe
+    from albert_tf.tasks.hyperparameters import resolve_hyperparameters
 
-    recipe = recommended_recipe(plan.config, family.recipe_kind)
-    learning_rate = s.learning_rate if s.learning_rate is not None else recipe.learning_rate
+    hyper = resolve_hyperparameters(
+        family, plan.config, use_preset=False, learning_rate=s.learning_rate, batch_size=s.batch_size,
+        num_train_steps=s.num_train_steps or None, num_epochs=s.num_epochs, warmup_proportion=s.warmup_proportion,
+    )
+    steps, warmup = hyper.schedule(transfer.size)
+    learning_rate = hyper.learning_rate
+    # The student keeps the teacher's head: its dropout and pooling, unless given.
     dropout = s.dropout if s.dropout is not None else float(getattr(teacher, "dropout", 0.1))
     pooling = s.pooling or getattr(teacher, "pooling", None)
-    from albert_tf.training.finetuning import steps_for_epochs
-
-    steps = s.num_train_steps or steps_for_epochs(transfer.size, s.num_epochs, s.batch_size)
-    warmup = int(steps * s.warmup_proportion)
     record = {
         "settings": {k: (os.path.abspath(v) if k in ("teacher", "data", "unlabeled") and v else v) for k, v in s.to_dict().items()},
         "student": plan.source,
@@ -146,7 +147,7 @@ def distill(settings: DistillSettings) -> DistillOutcome:
     }
     result, student = _train(s, plan, family, spec, teacher, tokenizer, transfer, eval_data, eval_fn, constant, record,
                              steps=steps, warmup=warmup, learning_rate=learning_rate, dropout=dropout, pooling=pooling,
-                             bias_correction=recipe.bias_correction, splits=splits, dev_split=dev_split,
+                             bias_correction=hyper.bias_correction, splits=splits, dev_split=dev_split,
                              dev_examples=dev_examples, eval_batch_size=eval_batch_size)
     best = spec.best_metric
     print(f"student best dev {best} at step {result.best_step}: {_metrics_line(result.best_metrics)}")

@@ -1,7 +1,8 @@
 """Fine-tuning hyper-parameters: `resolve_hyperparameters`, the one place their defaults are decided.
 
-`albert-tf finetune` (`albert_tf.tasks.runner.finetune`), the pipeline's Trainer, its TFX module
-and `PipelineSettings` all resolve here, in this order, each layer over the one before:
+`albert-tf finetune` (`albert_tf.tasks.runner.finetune`), the pipeline's Trainer, its TFX module,
+`PipelineSettings`, `albert-tf distill` and the raw-text models' `compile("auto")` all resolve
+here, in this order, each layer over the one before:
 
 1. the task's preset (`TaskFamily.preset()`: the original release's GLUE, SQuAD and RACE values),
    else `GENERIC_DEFAULTS`;
@@ -127,6 +128,7 @@ def resolve_hyperparameters(
     family,
     model_config,
     *,
+    use_preset: bool = True,
     learning_rate: Optional[float] = None,
     batch_size: Optional[int] = None,
     eval_batch_size: Optional[int] = None,
@@ -146,14 +148,22 @@ def resolve_hyperparameters(
     given).
 
     Args:
-        family: The task's `albert_tf.tasks.family.TaskFamily` (its `preset()` and `recipe_kind`).
+        family: The task's `albert_tf.tasks.family.TaskFamily` (its `preset()` and `recipe_kind`),
+            or a recipe kind (`albert_tf.kinds.RECIPE_*`) for a model that has no task preset
+            (the raw-text models).
         model_config: The encoder's `AlbertConfig` (anything with `hidden_size`).
+        use_preset: False skips layer 1 (the generic defaults stand in for it). Distillation
+            does: the presets are the paper's values for fine-tuning a pretrained encoder of
+            base size and up, a student learns from soft labels at the rate for its own size.
         learning_rate, ...: The user's values, as `FinetuneSettings` names them.
     """
     from albert_tf.training.recipes import recommended_recipe  # TensorFlow: see `schedule`
 
-    preset = family.preset()
-    recipe = recommended_recipe(model_config, family.recipe_kind)
+    if isinstance(family, str):
+        preset, recipe_kind = None, family
+    else:
+        preset, recipe_kind = (family.preset() if use_preset else None), family.recipe_kind
+    recipe = recommended_recipe(model_config, recipe_kind)
 
     # 1. The task's preset, else the generic defaults.
     if preset is not None:
@@ -168,7 +178,7 @@ def resolve_hyperparameters(
     # 2. The recipe for the model's size.
     if preset is None or recipe.size_class != "base":
         rate = recipe.learning_rate
-    if family.recipe_kind == RECIPE_TAGGING:
+    if recipe_kind == RECIPE_TAGGING:
         # Entity tags are sparse: a small tagger finds entities only after the recipe's longer run.
         steps, epochs, preset_warmup = None, recipe.epochs, None
 

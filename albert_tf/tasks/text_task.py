@@ -62,6 +62,14 @@ def string_tensor(texts, what: str = "texts") -> tf.Tensor:
     return tensor
 
 
+def _is_encoded(x) -> bool:
+    """Whether `x` is a dataset of batches `make_dataset` made: token features (a dict), not text."""
+    if not isinstance(x, tf.data.Dataset):
+        return False
+    spec = x.element_spec
+    return isinstance(spec[0] if isinstance(spec, tuple) else spec, dict)
+
+
 def _is_string(value) -> bool:
     return isinstance(value, (tf.Tensor, tf.TensorSpec)) and value.dtype == tf.string
 
@@ -108,19 +116,27 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     def recipe(self):
         """The `FinetuningRecipe` for this model's size (`recommended_recipe`): learning rate,
         batch size, epochs and pooling that learn at this size."""
-        from albert_tf.training.recipes import recommended_recipe
+        return self.hyperparameters().recipe
 
-        return recommended_recipe(self.encoder.to_albert_config(), self.recipe_task)
+    def hyperparameters(self, **user):
+        """The fine-tuning hyper-parameters for this model, resolved as `albert-tf finetune`
+        resolves them (`albert_tf.tasks.hyperparameters.resolve_hyperparameters`): the recipe for
+        the model's size (a raw-text model has no task preset), then `user`'s values."""
+        from albert_tf.tasks.hyperparameters import resolve_hyperparameters
 
-    def recommended_optimizer(self):
-        """A fresh bias-corrected `AdamWeightDecayOptimizer` at the recipe's learning rate (constant)."""
+        return resolve_hyperparameters(self.recipe_task, self.encoder.to_albert_config(), **user)
+
+    def recommended_optimizer(self, **user):
+        """A fresh `AdamWeightDecayOptimizer` (constant rate) with the resolved hyper-parameters:
+        bias-corrected at the recipe's learning rate for the model's size, unless `user` (e.g.
+        `learning_rate=`, `bias_correction=`) says otherwise."""
         from albert_tf.training.optimizers import AdamWeightDecayOptimizer
 
-        recipe = self.recipe
+        hyper = self.hyperparameters(**user)
         return AdamWeightDecayOptimizer(
-            learning_rate=recipe.learning_rate,
-            weight_decay_rate=recipe.weight_decay,
-            bias_correction=recipe.bias_correction,
+            learning_rate=hyper.learning_rate,
+            weight_decay_rate=hyper.recipe.weight_decay,
+            bias_correction=hyper.bias_correction,
             global_clipnorm=1.0,
         )
 
@@ -235,11 +251,77 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         """
         if validation_split:
             raise ValueError("validation_split is not supported for raw text; pass validation_data=(texts, labels)")
+        if _is_encoded(x):
+            return super().fit(x, epochs=epochs, validation_data=validation_data, shuffle=False, **kwargs)
         dataset = self.make_dataset(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle)
-        if validation_data is not None:
+        if validation_data is not None and not _is_encoded(validation_data):
             validation_data = self._validation_dataset(validation_data, batch_size)
         # Array inputs were shuffled in `make_dataset`; Keras must not try again on the dataset.
         return super().fit(dataset, epochs=epochs, validation_data=validation_data, shuffle=False, **kwargs)
+
+    def finetune(self, x, y=None, *, validation_data, model_dir: str, best_metric: Optional[str] = None,
+                 constant_baseline="auto", seed: Optional[int] = None, overwrite: bool = False,
+                 verbose="auto", callbacks=None, **hyperparameters):
+        """Fine-tunes on raw text with the driver of `albert-tf finetune` and the pipeline's Trainer
+        (`albert_tf.training.finetuning.run_finetuning`), where `fit` is plain Keras.
+
+        The run has the hyper-parameters `albert-tf finetune` would resolve (`hyperparameters`):
+        the recipe's learning rate with linear warmup and decay, bias-corrected AdamW, its batch
+        size and 3 epochs (taggers: the recipe's 10); it evaluates `validation_data` after every
+        pass, keeps the best weights by `best_metric`, warns when they are no better than the
+        best constant answer, and writes `model_dir` as the command does (`model.keras`,
+        `finetuning.json`, checkpoints to resume from); an interrupted run resumes.
+
+        Args:
+            x, y: The training inputs and labels, as `fit` takes them.
+            validation_data: The dev data, as `fit` takes it.
+            model_dir: The output directory.
+            best_metric: The dev metric that selects the kept weights (default: the task's
+                `best_metric`).
+            constant_baseline: The best constant answer on the dev data (a
+                `albert_tf.evaluation.baselines.ConstantBaseline`), None for no collapse check;
+                "auto": the majority class for a classifier given arrays, else None.
+            seed: Seeds the shuffling and the dropout.
+            overwrite: Replace an existing, non-empty `model_dir`.
+            verbose: As `FinetuningRunConfig.verbose`.
+            callbacks: Extra Keras callbacks.
+            **hyperparameters: The user's values (`albert_tf.tasks.hyperparameters.USER_VALUES`:
+                `learning_rate`, `batch_size`, `num_epochs`, `num_train_steps`, ...).
+
+        Returns:
+            The `FinetuningResult`; this model holds the best weights.
+        """
+        from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
+
+        hyper = self.hyperparameters(**hyperparameters)
+        if seed is not None:
+            keras.utils.set_random_seed(seed)  # before the datasets: their shuffling draws from it
+        train = self.make_dataset(x, y, batch_size=hyper.batch_size, shuffle=True)
+        dev = self._validation_dataset(validation_data, hyper.eval_batch_size)
+        num_train = int(train.reduce(np.int64(0), lambda n, *batch: n + tf.cast(
+            tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)))
+        num_train_steps, warmup_steps = hyper.schedule(num_train)
+        if isinstance(constant_baseline, str) and constant_baseline == "auto":
+            constant_baseline = self.constant_baseline(validation_data)
+        best_metric = best_metric or self.best_metric
+        config = FinetuningRunConfig(
+            num_train_steps=num_train_steps, warmup_steps=warmup_steps, learning_rate=hyper.learning_rate,
+            model_dir=model_dir, best_metric=best_metric, batch_size=None,
+            gradient_accumulation_steps=hyper.gradient_accumulation_steps,
+            # Tokenizing runs in `tf.data`, the graph sees token ids: XLA compiles it as any head.
+            seed=seed, metadata={"model": type(self).__name__}, overwrite=overwrite, verbose=verbose,
+            bias_correction=hyper.bias_correction, weight_decay=hyper.recipe.weight_decay,
+            collapse_metric=best_metric if constant_baseline is not None else None,
+        )
+        return run_finetuning(self, train, dev, config, callbacks=callbacks, constant_baseline=constant_baseline)
+
+    # The dev metric `finetune` keeps the best weights by (a name `evaluate` returns).
+    best_metric = "loss"
+
+    def constant_baseline(self, validation_data):
+        """The best constant answer on `validation_data` for `finetune`'s collapse check, or None
+        where the task has none that `evaluate`'s metrics can be compared with."""
+        return None
 
     def _validation_dataset(self, data, batch_size):
         if isinstance(data, tf.data.Dataset):
@@ -250,6 +332,8 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
 
     def evaluate(self, x=None, y=None, batch_size=None, *, sample_weight=None, **kwargs):
         """`keras.Model.evaluate` on raw text (the loss and the task's metrics)."""
+        if _is_encoded(x):
+            return super().evaluate(x, **kwargs)
         return super().evaluate(self.make_dataset(x, y, sample_weight, batch_size=batch_size), **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
@@ -285,9 +369,9 @@ def token_inputs() -> Dict[str, keras.KerasTensor]:
 
 
 def resolve_pooling(pooling: Optional[str], encoder: AlbertEncoder, task: str) -> str:
-    from albert_tf.training.recipes import recommended_recipe
+    from albert_tf.tasks.hyperparameters import resolve_hyperparameters
 
-    return pooling if pooling is not None else recommended_recipe(encoder.to_albert_config(), task).pooling
+    return resolve_hyperparameters(task, encoder.to_albert_config(), pooling=pooling).pooling
 
 
 def python_tokenizer(preprocessor: AlbertTokenizerLayer):

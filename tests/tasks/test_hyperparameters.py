@@ -89,6 +89,20 @@ def test_the_length_and_the_warmup_in_order():
     assert raised.value.cli_message == "--warmup-steps (5) exceeds the number of training steps (2)"
 
 
+def test_a_recipe_kind_or_no_preset_resolves_the_recipe_alone():
+    from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_TAGGING
+
+    # The raw-text models name a recipe kind: no preset, so the classification task's values.
+    for config in (TINY, BASE):
+        assert resolve_hyperparameters(RECIPE_CLASSIFICATION, config) == resolve("classification", config)
+    assert resolve_hyperparameters(RECIPE_TAGGING, TINY).num_epochs == 10
+    # Distillation skips the preset: a base-size student on SST-2 takes the recipe's rate, not the paper's 1e-5.
+    assert resolve("sst-2", BASE).learning_rate == 1e-5
+    student = resolve_hyperparameters(task_family("sst-2"), BASE, use_preset=False)
+    assert student.preset is None and student.learning_rate == 2e-5
+    assert student.batch_size == GENERIC_DEFAULTS["batch_size"] and tuple(student.schedule(640)) == (60, 6)
+
+
 def test_generic_defaults_live_here_and_keep_their_old_homes():
     from albert_tf.tasks import families, family
 

@@ -327,3 +327,10 @@ def test_served_answers_equal_predict(exported):
 @pytest.mark.parametrize("trained, bad", BAD_INPUTS, indirect=["trained"], scope="module")
 def test_bad_input_is_one_clear_error(trained, bad):
     battery.check_bad_input(trained, bad)
+
+
+# The template's datasets (the classifier), the tagger's and SQuAD v2's (several outputs): the other
+# families read their data as the classifier does.
+@pytest.mark.parametrize("name", ["classifier", "tagger", "squad_v2"])
+def test_finetune_runs_the_cli_driver(name, tiny_config, tiny_spm_model, tmp_path):
+    battery.check_finetune_runs_the_driver(CASES[name], tiny_config, tiny_spm_model, tmp_path / "run")

@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_REGRESSION
 from albert_tf.tasks.classification.head import AlbertClassifier, AlbertRegressor
@@ -110,6 +111,16 @@ class AlbertTextClassifier(AlbertTextTask):
 
     def default_metrics(self):
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    best_metric = "accuracy"
+
+    def constant_baseline(self, validation_data):
+        """Always the dev data's most frequent class (given as arrays; None for a dataset)."""
+        from albert_tf.evaluation.baselines import majority_class_baseline
+
+        if isinstance(validation_data, tf.data.Dataset):
+            return None
+        return majority_class_baseline(self._labels_array(validation_data[1]), ("accuracy",))
 
     def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, *,
                labels: Optional[Sequence[str]] = None, pair: bool = False, check: bool = True, **kwargs):
@@ -211,6 +222,8 @@ class AlbertTextRegressor(AlbertTextTask):
 
     def default_metrics(self):
         return [keras.metrics.PearsonCorrelation(name="pearson")]
+
+    best_metric = "pearson"
 
     def _labels_array(self, y):
         return np.asarray(y, dtype="float32")

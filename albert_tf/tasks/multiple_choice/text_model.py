@@ -117,6 +117,8 @@ class AlbertMultipleChoice(AlbertTextTask):
     def default_metrics(self):
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
+    best_metric = "accuracy"
+
     def _texts_to_tensors(self, x):
         if not isinstance(x, (tuple, list)) or len(x) != 2:
             raise ValueError("multiple choice takes a pair (contexts, choices)")

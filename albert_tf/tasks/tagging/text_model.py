@@ -159,6 +159,8 @@ class AlbertTextTagger(AlbertTextTask):
     def default_metrics(self):
         return [MaskedTokenAccuracy(name="token_accuracy")]
 
+    best_metric = "token_accuracy"
+
     # --- text <-> units <-> pieces -------------------------------------------------------------------
 
     def _unit_tags(self, units, labels, index: int) -> List[str]:
