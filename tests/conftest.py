@@ -1,11 +1,13 @@
-"""Shared test set-up: the `slow` marker and session fixtures (a tiny config, encoder and tokenizer,
-one tiny pipeline run).
+"""Shared test set-up: the `slow` marker, pytest-xdist's scheduling and session fixtures (a tiny
+config, encoder and tokenizer, one tiny pipeline run).
 
-`pytest -m "not slow"` is the fast loop; CI runs everything. A test is slow when it is marked
-`@pytest.mark.slow`, lives in one of `SLOW_MODULES` (end-to-end and benchmark-script tests),
-starts another Python process (its source mentions `subprocess` or `sys.executable`: it pays
-TensorFlow's import again and usually trains something), or reads the shared pipeline run (the
-first such test runs the whole pipeline).
+`pytest -n auto -m "not slow"` is the fast loop (about a minute and a half on 2 cores); CI runs
+everything. A test is slow when it is marked `@pytest.mark.slow` (it trains a model to see it
+learn, exports and serves a SavedModel, or reads a fixture that does: more than about 2 s on one
+core), lives in one of `SLOW_MODULES` (end-to-end and benchmark-script tests), starts another
+Python process (its source mentions `subprocess` or `sys.executable`: it pays TensorFlow's import
+again and usually trains something), or reads the shared pipeline run (the first such test runs
+the whole pipeline).
 """
 
 from __future__ import annotations

@@ -140,6 +140,7 @@ def test_pretrainer_gradients_same_with_and_without_fused_ops():
                                    err_msg=variable.path)
 
 
+@pytest.mark.slow
 def test_fused_ops_are_only_in_the_training_graph():
     model, batch = _tiny_pretrainer(), _batch()
     specs = {k: tf.TensorSpec([None, v.shape[1]], tf.as_dtype(v.dtype)) for k, v in batch.items()}

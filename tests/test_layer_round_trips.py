@@ -331,6 +331,7 @@ SLOW_CASES = {name for name in LAYER_CASES if name.startswith(("albert_tf>Albert
 @pytest.mark.parametrize(
     "name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_CASES else name for name in sorted(LAYER_CASES)]
 )
+@pytest.mark.slow
 def test_layer_round_trip(name, tiny_config, tiny_spm_model, tmp_path):
     keras.utils.set_random_seed(0)
     obj, args = LAYER_CASES[name](tiny_config, tiny_spm_model)

@@ -108,6 +108,7 @@ def test_get_config_round_trip_and_keras_file(tmp_path):
     np.testing.assert_array_equal(restored(batch)["sequence_output"], encoder(batch)["sequence_output"])
 
 
+@pytest.mark.slow
 def test_xla_matches_eager():
     encoder = AlbertEncoder.from_albert_config(TINY)
     batch = make_batch()
@@ -196,6 +197,7 @@ def test_pooled_output_path_skips_the_last_blocks_work():
     assert fast == [3] + [30] * (TINY.num_hidden_layers * TINY.inner_group_num - 1)
 
 
+@pytest.mark.slow
 def test_shared_weights_are_cast_once_per_inference_graph():
     encoder = AlbertEncoder.from_albert_config(TINY, dtype="mixed_bfloat16")
     specs = {k: tf.TensorSpec([None, 10], tf.int32) for k in ("input_ids", "input_mask", "segment_ids")}
@@ -217,6 +219,7 @@ def test_shared_weights_are_cast_once_per_inference_graph():
                                atol=1e-2)
 
 
+@pytest.mark.slow
 def test_weight_cast_cache_does_not_keep_graphs_alive():
     import gc
     import weakref

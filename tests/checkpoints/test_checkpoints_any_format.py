@@ -43,6 +43,7 @@ def fresh(config=CONFIG):
     return AlbertEncoder.from_albert_config(config)
 
 
+@pytest.mark.slow
 def test_keras_files_and_run_directories(tmp_path):
     source = source_encoder()
     source.save(tmp_path / "encoder.keras")

@@ -221,6 +221,7 @@ def test_matches_tf_models_official(case):
 # --- XLA and mixed precision ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_xla_matches_eager():
     config = make_config(num_hidden_layers=4, num_hidden_groups=2, inner_group_num=2)
     encoder, _ = encoder_with_weights(config, seed=5)

@@ -89,6 +89,7 @@ def test_finetune_refuses_a_tokenizer_of_another_size(assets, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_allow_vocab_mismatch_accepts_a_smaller_tokenizer(assets, tmp_path, capsys):
     out = tmp_path / "allowed"
     status, error = cli(finetune_args(assets, assets / "tsv", out, "--config", assets / "bigger.json", "--allow-vocab-mismatch"))
@@ -97,6 +98,7 @@ def test_allow_vocab_mismatch_accepts_a_smaller_tokenizer(assets, tmp_path, caps
     assert json.loads((out / "albert_config.json").read_text())["vocab_size"] == TOKENS + 16
 
 
+@pytest.mark.slow
 def test_export_init_refuses_a_tokenizer_of_another_size(assets, trained, tmp_path):
     base = ["export", "--init", trained, "--export-base", tmp_path / "base", "--model-name", "m", "--vocab-file"]
     status, error = cli(base + [assets / "small_vocab.txt"])
@@ -175,6 +177,7 @@ def test_detect_file_format(tmp_path):
     assert detect_file_format(tmp_path / "c") == "csv"
 
 
+@pytest.mark.slow
 def test_evaluate_and_predict_read_each_file_in_its_own_format(assets, trained, tmp_path, capsys):
     """task.json says JSONL (as the pipeline's does) and the data are TSV, and the reverse."""
     for recorded, data, suffix in (("jsonl", assets / "tsv", ".tsv"), ("tsv", assets / "jsonl", ".jsonl")):

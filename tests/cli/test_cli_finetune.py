@@ -26,6 +26,7 @@ def assets(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_classification_then_glue_from_the_finetuned_model(assets, tmp_path, capsys):
     out = tmp_path / "sentiment_model"
     status, error = cli([
@@ -78,6 +79,7 @@ def test_classification_then_glue_from_the_finetuned_model(assets, tmp_path, cap
     assert status == 2 and "sentence-pair task" in error
 
 
+@pytest.mark.slow
 def test_a_run_that_learns_nothing_is_reported_loudly(assets, tmp_path, capsys):
     """No learning (a negligible learning rate): the run completes, prints the constant answer
     beside its result and warns that the model collapsed; finetuning.json records the verdict."""
@@ -95,6 +97,7 @@ def test_a_run_that_learns_nothing_is_reported_loudly(assets, tmp_path, capsys):
     assert json.loads((out / "finetuning.json").read_text())["collapse"]["collapsed"] is True
 
 
+@pytest.mark.slow
 def test_conll_tagging(assets, tmp_path, capsys):
     data = tmp_path / "conll"
     data.mkdir()
@@ -147,6 +150,7 @@ def test_user_errors_leave_nothing_behind(assets, tmp_path):
     assert status == 2 and "not a completed fine-tuning directory" in error
 
 
+@pytest.mark.slow
 def test_epochs_and_progress_as_printed(assets, tmp_path, capsys, monkeypatch):
     """`--num-epochs 2` on 40 examples at batch 16 (2 full batches an epoch) is 4 steps in two
     intervals, printed one plain line each with the evaluation after it; the best step reported
@@ -179,6 +183,7 @@ def test_epochs_and_progress_as_printed(assets, tmp_path, capsys, monkeypatch):
     assert status == 0 and len(captured.out.splitlines()) == 16 and "predicting: 2/2 batches" in captured.err
 
 
+@pytest.mark.slow
 def test_init_from_a_pretraining_run_finds_its_tokenizer(assets, tmp_path):
     """`--init RUN/tf1/model.ckpt` of a pretraining output: the tokenizer and its casing come from
     the run's `tokenizer.json` (`albert_tf.training.pretraining.find_tokenizer`), no --vocab-file."""

@@ -109,6 +109,7 @@ def pretrained(sample_data, tmp_path_factory):
     return proc, work / "run"
 
 
+@pytest.mark.slow
 def test_a_data_directory_gives_lengths_vocabulary_and_tokenizer_to_a_tiny_run(pretrained, sample_data):
     from albert_tf.training.pretraining import find_tokenizer
 
@@ -133,6 +134,7 @@ def test_a_data_directory_gives_lengths_vocabulary_and_tokenizer_to_a_tiny_run(p
     assert find_tokenizer(str(data)) is None
 
 
+@pytest.mark.slow
 def test_the_library_run_writes_what_the_command_writes(pretrained, sample_data, tmp_path, capsys):
     """`pretrain(PretrainSettings(...))` from Python is the command's run: the same files, run
     settings, metrics and weights, and the same progress lines, with settings as Python arguments."""
@@ -194,6 +196,7 @@ def test_the_settings_defaults_are_the_flags_defaults():
     assert pretrain.MASKING_MODES == MASKING_MODES
 
 
+@pytest.mark.slow
 def test_each_log_line_is_printed_once_and_cuda_probing_logs_no_error(pretrained):
     proc, _ = pretrained
     assert proc.returncode == 0, proc.stderr
@@ -205,6 +208,7 @@ def test_each_log_line_is_printed_once_and_cuda_probing_logs_no_error(pretrained
 
 
 @pytest.mark.parametrize("damage", ["truncated to 60 %", "64 bytes corrupted"])
+@pytest.mark.slow
 def test_damaged_records_are_one_error_line_and_leave_no_model_dir(damage, sample_data, tmp_path):
     data, _ = sample_data
     copy = tmp_path / "data"
@@ -233,6 +237,7 @@ def test_damaged_records_are_one_error_line_and_leave_no_model_dir(damage, sampl
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_damaged_records_leave_an_existing_run_exactly_as_it_was(pretrained, sample_data, tmp_path):
     proc, run = pretrained
     assert proc.returncode == 0, proc.stderr
@@ -346,6 +351,7 @@ def test_a_wrong_sequence_length_leaves_no_model_folder(records, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_damage_found_while_training_names_the_file_and_removes_the_new_model_dir(records, tmp_path):
     directory, config = records
     shard = directory / "part-1.tfrecord"

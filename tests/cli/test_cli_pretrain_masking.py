@@ -71,6 +71,7 @@ def _losses(run):
     return [(line["step"], line["loss"], line["mlm_loss"]) for line in lines]
 
 
+@pytest.mark.slow
 def test_a_resumed_on_the_fly_run_trains_on_the_masks_of_an_uninterrupted_one(data, tmp_path, capsys):
     directory, spm, instances = data
     steps = 8  # 64 records: the run goes through two epochs and into a third
@@ -175,6 +176,7 @@ def test_masking_flag_errors_are_one_line_and_write_nothing(data, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_the_sample_run_masks_on_the_fly(tmp_path, capsys):
     assert _pretrain(["--masking", "on-the-fly", "--model-dir", tmp_path / "sample", "--steps", 2,
                       "--batch-size", 8, "--checkpoint-every", 2, "--log-every", 0, "--verbose", 0]) == 0

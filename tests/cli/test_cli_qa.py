@@ -89,6 +89,7 @@ def squad_v1_model(assets, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_squad_v1_finetune_evaluate_predict(assets, squad_v1_model, tmp_path, capsys):
     out = squad_v1_model
     for name in ("COMPLETE", "model.keras", "albert_config.json", "sp.model", "task.json", "eval_results.json",
@@ -137,6 +138,7 @@ def test_squad_v1_finetune_evaluate_predict(assets, squad_v1_model, tmp_path, ca
     assert status == 2 and "missing.json" in error and "does not exist" in error
 
 
+@pytest.mark.slow
 def test_squad_v2_stores_the_tuned_threshold(assets, tmp_path, capsys):
     out = tmp_path / "v2"
     assert finetune(assets, "squad-v2", assets["root"] / "squad_v2", out, *SQUAD_LENGTHS, "--n-best-size", 5) == (0, "")
@@ -171,6 +173,7 @@ def test_squad_v2_stores_the_tuned_threshold(assets, tmp_path, capsys):
     assert predictions == json.loads((out / "predictions_dev" / "predictions.json").read_text())
 
 
+@pytest.mark.slow
 def test_race_finetune_evaluate_predict(assets, tmp_path, capsys):
     out = tmp_path / "race"
     race = assets["root"] / "RACE"
@@ -207,6 +210,7 @@ def test_race_finetune_evaluate_predict(assets, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["prediction"] == test_records[2]["prediction"]
 
 
+@pytest.mark.slow
 def test_bad_input_names_the_file(assets, squad_v1_model, tmp_path):
     out = tmp_path / "never"
     squad = tmp_path / "squad"

@@ -105,6 +105,7 @@ def _run(code, *args, cwd):
     )
 
 
+@pytest.mark.slow
 def test_a_failing_run_prints_one_line(corpus, tmp_path, tiny_spm_model):
     argv = ["make-pretraining-data", "--input", str(corpus), "--output-dir", str(tmp_path / "out"),
             "--spm-model", tiny_spm_model, "--dupe-factor", "1", "--max-seq-length", "64"]  # fmt: skip

@@ -88,6 +88,7 @@ def direct(corpus):
     return B.make_pretraining_data(str(texts), str(root / "direct"), config)
 
 
+@pytest.mark.slow
 def test_dask_writes_the_direct_runners_records_and_counts(corpus, cluster, direct):
     texts, config, root = corpus
     sharded = B.PipelineConfig(**{**config.__dict__, "num_shards": 2})
@@ -105,6 +106,7 @@ def test_dask_writes_the_direct_runners_records_and_counts(corpus, cluster, dire
     assert sorted(os.listdir(root)) == ["dask", "direct", "sp.model", "sp.vocab", "texts"]  # no temporary directory left
 
 
+@pytest.mark.slow
 def test_the_scheduler_address_as_a_pipeline_option(corpus, cluster, direct):
     # The form a pipeline passes on: its runner name and its Beam arguments.
     texts, config, root = corpus
@@ -144,6 +146,7 @@ class _BrokenTokenizer:
         raise RuntimeError("tokenizer bug")
 
 
+@pytest.mark.slow
 def test_a_failing_dask_run_names_the_file_and_leaves_nothing(corpus, cluster, tmp_path, caplog):
     import functools
     import logging
@@ -175,6 +178,7 @@ def _cli(argv):
     return cli.run(parser.parse_args(argv))
 
 
+@pytest.mark.slow
 def test_cli_starts_and_stops_its_own_cluster(corpus, direct, tmp_path, capsys):
     texts, config, root = corpus
     before = {p.pid for p in psutil.Process().children(recursive=True)}

@@ -233,6 +233,7 @@ def test_control_characters_are_cleaned_and_counted(setup, tmp_path):
     assert _records(summary.files) == _in_memory_records([stray], config) == _in_memory_records([clean], config)
 
 
+@pytest.mark.slow
 def test_on_error_skip_leaves_unreadable_files_out(setup, tmp_path):
     files, _, config, _ = setup
     corpus = tmp_path / "corpus"
@@ -408,6 +409,7 @@ GOLDEN = {
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
+@pytest.mark.slow
 def test_records_equal_the_golden_records(name, tmp_path):
     import hashlib
 

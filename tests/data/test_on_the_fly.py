@@ -100,6 +100,7 @@ def _sequential_reference(ids, input_mask, boundary, draws, config, thresholds):
 
 
 @pytest.mark.parametrize("jit_compile", [True, False])
+@pytest.mark.slow
 def test_vectorized_masking_equals_the_sequential_walk(corpus, config, jit_compile):
     records = tf.data.TFRecordDataset(corpus["masked"].files).take(64).batch(64)
     keys = O.record_keys(0, tf.range(64))
@@ -152,6 +153,7 @@ def _in_instance_order(files, path):
     return [str(path)]
 
 
+@pytest.mark.slow
 def test_unmasked_and_masked_records_get_the_same_masks(corpus, config):
     """`--masked-lm-prob 0` records are the masked ones' instances without masks; either is masked alike."""
     masked_files = _in_instance_order(corpus["masked"].files, corpus["dir"] / "masked_in_order.tfrecord")
@@ -168,6 +170,7 @@ def test_unmasked_and_masked_records_get_the_same_masks(corpus, config):
         np.testing.assert_array_equal(from_masked[k], from_unmasked[k], err_msg=k)
 
 
+@pytest.mark.slow
 def test_fresh_masks_per_epoch_and_reproducible(corpus, config):
     files = corpus["unmasked"].files
     make = functools.partial(O.make_on_the_fly_dataset, files, 32, config, seed=9, is_training=False)
@@ -194,6 +197,7 @@ def test_fresh_masks_per_epoch_and_reproducible(corpus, config):
     np.testing.assert_array_equal(rows[0][3], rows[0][0])  # the same key, the same numbers
 
 
+@pytest.mark.slow
 def test_a_resumed_dataset_sees_the_masks_of_an_uninterrupted_one(corpus, config):
     """What `run_pretraining` does on resume: a fresh dataset, skipping the batches trained on."""
     files = corpus["unmasked"].files
@@ -284,6 +288,7 @@ def _offline_ngram_counts(rows, config, spm):
     return counts
 
 
+@pytest.mark.slow
 def test_statistics_match_the_offline_path(corpus, config):
     offline_rows = _parsed(corpus["masked"].files)
     fly = O.make_on_the_fly_dataset(

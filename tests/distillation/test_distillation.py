@@ -105,6 +105,7 @@ def _settings(root, name, **overrides):
     return DistillSettings(**values)
 
 
+@pytest.mark.slow
 def test_shared_student_with_all_the_teachers_layers_is_the_teacher(workspace):
     from albert_tf.distillation.run import _read_teacher
     from albert_tf.distillation.student import build_student, resolve_student
@@ -124,6 +125,7 @@ def test_shared_student_with_all_the_teachers_layers_is_the_teacher(workspace):
     assert not np.allclose(shorter.predict(features, verbose=0)["logits"], teacher.predict(features, verbose=0)["logits"])
 
 
+@pytest.mark.slow
 def test_student_learns_from_soft_labels_and_its_directory_works_unchanged(workspace, capsys):
     from albert_tf.distillation import distill
     from albert_tf.tasks.inference import evaluate_model_dir, predict_model_dir
@@ -153,6 +155,7 @@ def test_student_learns_from_soft_labels_and_its_directory_works_unchanged(works
 
 
 @pytest.mark.parametrize("transfer", ["hidden", "attention"])
+@pytest.mark.slow
 def test_transfer_losses_train_a_narrower_student(workspace, transfer):
     from albert_tf.distillation import distill
 
@@ -194,6 +197,7 @@ def test_tagging_and_regression_teachers(tmp_path):
     assert "pearson" in regressed.student_metrics and regressed.constant_baseline is not None
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line(workspace, tmp_path):
     base = ["distill", "--data", workspace / "data", "--model-dir", tmp_path / "out"]
     teacher = ["--teacher", workspace / "teacher"]

@@ -33,6 +33,7 @@ class _Scale(tf.Module):
         return {"y": x + self.weight}
 
 
+@pytest.mark.slow
 def test_exported_classifier_passes_and_lists_text_ops(tmp_path_factory):
     base = helpers.export_base(tmp_path_factory)  # exported with check=True: the reload passed
     report = compatibility.check_ops(str(base / "cls" / "1"))
@@ -74,6 +75,7 @@ def test_unknown_op_is_flagged(tmp_path):
     assert any("MyCustomOp" in p and "neither TensorFlow 2.20 nor tensorflow-text" in p for p in report.problems)
 
 
+@pytest.mark.slow
 def test_fresh_process_reload_detects_a_mismatch(tmp_path):
     module = _Scale()
     path = _save(module, tmp_path / "m", {"serving_default": module.scale.get_concrete_function(), "shift": module.shift.get_concrete_function()})

@@ -31,6 +31,7 @@ def servable(base):
     loaded.close()
 
 
+@pytest.mark.slow
 def test_layout_assets_and_no_leftovers(base):
     assert sorted(os.listdir(base / "cls")) == ["1"]  # no temporary export directory left
     version = base / "cls" / "1"
@@ -44,6 +45,7 @@ def test_layout_assets_and_no_leftovers(base):
     assert saved_model.list_exports(str(base)) == ["cls/1", "reg/1"]
 
 
+@pytest.mark.slow
 def test_signatures_are_dense_json_mappable_with_serving_method_names(servable):
     defs = servable.signature_defs
     assert set(defs) == {"serving_default", "tokens", "classify"}
@@ -60,6 +62,7 @@ def test_signatures_are_dense_json_mappable_with_serving_method_names(servable):
             assert info.tensor_shape.dim[0].size == -1, (key, name)
 
 
+@pytest.mark.slow
 def test_in_graph_tokenization_matches_python_tokenizer(servable, tmp_path_factory):
     from albert_tf.tokenization import SentencePieceTokenizer
 
@@ -79,6 +82,7 @@ def test_in_graph_tokenization_matches_python_tokenizer(servable, tmp_path_facto
     np.testing.assert_allclose(classified["scores"], from_text["probabilities"][:2], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_warmup_file_has_one_request_per_signature_and_per_length_bucket(base):
     logs = warmup.read_warmup_file(str(base / "cls" / "1"))
     kinds = [(log.WhichOneof("log_type"), getattr(log, log.WhichOneof("log_type")).request.model_spec.signature_name) for log in logs]
@@ -90,6 +94,7 @@ def test_warmup_file_has_one_request_per_signature_and_per_length_bucket(base):
     assert reg == {"regress": "regress_log", "serving_default": "predict_log", "tokens": "predict_log"}
 
 
+@pytest.mark.slow
 def test_serving_configs(base):
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
@@ -108,6 +113,7 @@ def test_serving_configs(base):
         serving_config.read_batching_parameters(str(bad))
 
 
+@pytest.mark.slow
 def test_existing_version_and_bad_names_are_refused(base, tmp_path_factory):
     layer = helpers.tokenizer_layer(helpers.spm_file(tmp_path_factory))
     model = helpers.tiny_classifier()
@@ -136,6 +142,7 @@ def test_crash_during_export_leaves_no_version(tmp_path, tmp_path_factory, monke
     assert real_save is not crashing_save
 
 
+@pytest.mark.slow
 def test_pretrainer_export_has_hub_signatures(tmp_path, tmp_path_factory):
     from albert_tf.pretrainer import AlbertPretrainer
 
@@ -215,6 +222,7 @@ def test_export_cli_errors(tmp_path):
         export_cli.run(args)
 
 
+@pytest.mark.slow
 def test_export_cli_from_finetuned_model_dir(tmp_path, tmp_path_factory, capsys):
     import argparse
     import json
@@ -278,6 +286,7 @@ def test_encoder_module_has_text_and_tokens_signatures(tmp_path_factory):
         signatures.ServingModule(object(), helpers.tokenizer_layer(helpers.spm_file(tmp_path_factory)))
 
 
+@pytest.mark.slow
 def test_the_graph_refuses_ids_outside_the_table(base):
     """What real TF Serving runs is the graph: a negative id must not wrap to the table's end."""
     loaded = tf.saved_model.load(str(base / "cls" / "1"))

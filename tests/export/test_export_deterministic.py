@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from albert_tf.pipeline_steps.pusher import fingerprint
 
 EXPORT = """
@@ -49,6 +51,7 @@ def test_two_processes_export_identical_bytes(tmp_path, tiny_spm_model):
     assert fingerprint(str(first)) == fingerprint(str(second))
 
 
+@pytest.mark.slow
 def test_variables_with_the_same_name_are_saved_in_the_order_of_their_paths(tiny_encoder, tiny_spm_model):
     # A SQuAD v2 head has several variables named `bias`: ordered by name alone, they kept the
     # captures' order, which differs between processes.

@@ -178,6 +178,7 @@ def exported(tmp_path_factory, model, spm, layer):
     return base, result, loaded
 
 
+@pytest.mark.slow
 def test_export_layout_signatures_warmup_and_ops(exported):
     from albert_tf.export import compatibility
     from albert_tf.model_server.servable import SessionServable
@@ -227,6 +228,7 @@ def _rest(server, body, model="race"):
         return e.code, json.loads(e.read())
 
 
+@pytest.mark.slow
 def test_local_server_rest_and_grpc_answer_as_the_in_process_model(exported, layer):
     import grpc
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc

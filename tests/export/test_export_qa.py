@@ -187,6 +187,7 @@ def v1_export(layer, tmp_path_factory):
     return base, result, model
 
 
+@pytest.mark.slow
 def test_export_signatures_reload_and_answers(spm, layer, v1_export):
     from albert_tf.model_server.servable import SessionServable
 
@@ -225,6 +226,7 @@ def test_export_signatures_reload_and_answers(spm, layer, v1_export):
     assert sorted(log.predict_log.request.model_spec.signature_name for log in logs) == ["serving_default", "tokens"]
 
 
+@pytest.mark.slow
 def test_local_server_rest_and_client_answers(v1_export):
     import urllib.request
 
@@ -269,6 +271,7 @@ def _cli(module_name, argv):
     return module.run(parser.parse_args([str(a) for a in argv]))
 
 
+@pytest.mark.slow
 def test_cli_export_of_a_squad_v2_finetune_dir(tmp_path, spm):
     data = tmp_path / "squad_v2"
     data.mkdir()

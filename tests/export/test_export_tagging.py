@@ -106,6 +106,7 @@ def _python_records(model, spm, texts, token_unit="word", tokenizer=None):
 
 
 @pytest.mark.parametrize("token_unit", ["word", "char"])
+@pytest.mark.slow
 def test_units_and_spans_match_python_split(layer, model, token_unit):
     graph = _graph(model, layer, token_unit)
     units, starts, ends = graph.split(tf.constant(TEXTS))
@@ -120,6 +121,7 @@ def test_units_and_spans_match_python_split(layer, model, token_unit):
         python_tagging.split_with_offsets("a", "piece")
 
 
+@pytest.mark.slow
 def test_entity_decoding_matches_get_entities_on_random_tag_sequences(layer, model):
     """Every BIO/BIOES corner (I after O, type changes, E/S closing, runs) against conlleval's rule."""
     graph = _graph(model, layer)
@@ -156,6 +158,7 @@ def test_entity_decoding_matches_get_entities_on_random_tag_sequences(layer, mod
     assert total > batch  # the sample is not degenerate
 
 
+@pytest.mark.slow
 def test_graph_matches_the_python_path_sentencepiece_words(spm, layer, model):
     out = {k: v.numpy() for k, v in _graph(model, layer)(tf.constant(TEXTS)).items()}
     records = _python_records(model, spm, TEXTS)
@@ -183,6 +186,7 @@ def test_graph_matches_the_python_path_wordpiece_characters(tmp_path):
     assert records[0]["words"][:4] == ["中", "国", "人", "民"] and sum(len(r["entities"]) for r in records) >= 3
 
 
+@pytest.mark.slow
 def test_settings_and_argument_errors(layer, model):
     assert tagging.tagging_settings(None, TAGS) == {"token_unit": "word"}
     with pytest.raises(ValueError, match="token_unit"):
@@ -228,6 +232,7 @@ def exported(tmp_path_factory, model, spm, layer):
     return base, result, loaded
 
 
+@pytest.mark.slow
 def test_export_layout_signatures_warmup_and_ops(exported):
     from albert_tf.export import compatibility
     from albert_tf.model_server.servable import SessionServable
@@ -265,6 +270,7 @@ def test_export_layout_signatures_warmup_and_ops(exported):
         servable.close()
 
 
+@pytest.mark.slow
 def test_reloaded_export_answers_as_the_python_path(exported, spm):
     from albert_tf.model_server.servable import SessionServable
 
@@ -302,6 +308,7 @@ def _assert_same_outputs(got, expected):
             np.testing.assert_array_equal(np.asarray(got[name]), value, err_msg=name)
 
 
+@pytest.mark.slow
 def test_local_server_rest_and_grpc_answer_as_the_in_process_model(exported, layer, spm):
     import grpc
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc

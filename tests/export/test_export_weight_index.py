@@ -30,6 +30,7 @@ def exported(tmp_path_factory, tiny_spm_model, tiny_config):
     return model, result.path
 
 
+@pytest.mark.slow
 def test_the_index_names_every_exported_variable(exported):
     model, path = exported
     index = json.load(open(os.path.join(path, "assets", "weights.json")))
@@ -39,6 +40,7 @@ def test_the_index_names_every_exported_variable(exported):
     assert {e["path"] for e in entries if e["encoder"] is None} == {"classifier/classifier/kernel", "classifier/classifier/bias"}
 
 
+@pytest.mark.slow
 def test_from_pretrained_and_init_encoder_read_an_export(exported):
     from albert_tf import AlbertTextClassifier
     from albert_tf.checkpoints.any_format import init_encoder
@@ -58,6 +60,7 @@ def test_from_pretrained_and_init_encoder_read_an_export(exported):
     assert init_encoder(encoder, path).kind == "export"
 
 
+@pytest.mark.slow
 def test_head_only_leaves_the_encoder_alone(exported, tiny_config):
     import keras
 
@@ -79,6 +82,7 @@ def test_head_only_leaves_the_encoder_alone(exported, tiny_config):
     np.testing.assert_array_equal(fresh.task_model.weights[-1].numpy(), model.task_model.weights[-1].numpy())
 
 
+@pytest.mark.slow
 def test_refusals_are_one_line(exported, tmp_path, tiny_config):
     import shutil
 
@@ -104,6 +108,7 @@ def test_refusals_are_one_line(exported, tmp_path, tiny_config):
         init_encoder(encoder, str(old))
 
 
+@pytest.mark.slow
 def test_warm_start_resolves_the_newest_version_and_checks_it(exported, tmp_path, tiny_config):
     import shutil
 
@@ -138,6 +143,7 @@ def test_warm_start_resolves_the_newest_version_and_checks_it(exported, tmp_path
         resolve_base(str(base), "tiny")
 
 
+@pytest.mark.slow
 def test_vocab_gen_takes_the_bases_vocabulary(exported, tmp_path):
     import shutil
 

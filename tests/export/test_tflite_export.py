@@ -162,6 +162,7 @@ def test_quantize_is_refused_on_every_model_type(layer):
     assert all(getattr(l, "quantization_mode", None) is None for l in encoder._flatten_layers())
 
 
+@pytest.mark.slow
 def test_dense_layers_quantized_one_by_one_give_the_quantized_answer():
     """The encoder's fused dense path read `layer.kernel` and bypassed Dense's quantized call:
     int8 pooled cosine 0.27 to float32, silently. Now each quantized Dense runs its own call."""
@@ -185,6 +186,7 @@ def test_dense_layers_quantized_one_by_one_give_the_quantized_answer():
 # --- the model.tflite export --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_export_writes_a_builtin_only_tflite_with_variable_shapes(exports, loose):
     base, results = exports
     result = results["cls"]
@@ -208,6 +210,7 @@ def test_export_writes_a_builtin_only_tflite_with_variable_shapes(exports, loose
     assert result.tflite["bytes"] < 0.5 * loose["cls32"][1]["bytes"]
 
 
+@pytest.mark.slow
 def test_tflite_matches_the_saved_model_tokens_signature(exports, loose, layer):
     """Stated tolerances: float32 within 1e-4; dynamic-int8 probabilities within 0.02, pooled
     cosine >= 0.9995, and accuracy within 0.5 point of the SavedModel's on held-out toy data."""
@@ -231,6 +234,7 @@ def test_tflite_matches_the_saved_model_tokens_signature(exports, loose, layer):
     assert _cosine(encoder_int8["sequence_output"], encoder_ref["sequence_output"]) >= 0.999
 
 
+@pytest.mark.slow
 def test_runner_resizes_buckets_lengths_and_checks_ids(loose):
     path = loose["enc"][0]
     plain = tflite.TfliteModel(path, vocab_size=48)
@@ -262,6 +266,7 @@ def test_runner_resizes_buckets_lengths_and_checks_ids(loose):
         tflite.TfliteModel(path, length_bucket=0)
 
 
+@pytest.mark.slow
 def test_refusals_are_one_line_and_publish_nothing(tmp_path, layer, monkeypatch):
     import tensorflow as tf
 
@@ -312,6 +317,7 @@ def test_text_model_and_cli_export_tflite(tmp_path, layer, spm, capsys):
         parser.parse_args(common + ["--tflite", "int4"])
 
 
+@pytest.mark.slow
 def test_client_tokenizer_matches_the_export(exports, layer, spm):
     import tensorflow as tf
 
@@ -396,6 +402,7 @@ def test_serve_prefer_tflite_model_over_rest_and_grpc_with_the_client(exports, l
         server.stop()
 
 
+@pytest.mark.slow
 def test_tflite_export_prints_no_converter_notices(tmp_path, layer, capfd):
     """The converter's "Ignored output_format" lines and the interpreter's XNNPACK notice are
     dropped; a line that is not one of them still reaches stderr."""

@@ -19,6 +19,7 @@ def addresses(tmp_path_factory):
     return {"grpc": f"127.0.0.1:{server.grpc_port}", "rest": f"127.0.0.1:{server.rest_port}"}
 
 
+@pytest.mark.slow
 def test_grpc_and_rest_agree(addresses):
     texts = ["the nation", "good law", ""]
     by_grpc = client.predict_text(addresses["grpc"], "cls", texts)
@@ -30,6 +31,7 @@ def test_grpc_and_rest_agree(addresses):
     assert len(rows) == 3 and rows[0]["label"] in helpers.LABELS and len(rows[0]["probabilities"]) == 2
 
 
+@pytest.mark.slow
 def test_pairs_status_and_metadata(addresses):
     grpc_scores = client.predict_text(addresses["grpc"], "reg", ["good", "bad"], text_b=["people", "law"])["score"]
     rest_scores = client.predict_text(addresses["rest"], "reg", ["good", "bad"], text_b=["people", "law"], protocol="rest")["score"]

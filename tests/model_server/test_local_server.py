@@ -214,6 +214,7 @@ def _wait_for(predicate, timeout=60.0):
     return False
 
 
+@pytest.mark.slow
 def test_new_version_without_restart_and_broken_version_keeps_serving(server, stub, base):
     _copy_version(base, 1, 2)
     assert _wait_for(lambda: server.manager.resolve("cls")[0] == 2)
@@ -230,6 +231,7 @@ def test_new_version_without_restart_and_broken_version_keeps_serving(server, st
     assert stub.Predict(predict_request([b"a"]), timeout=30).model_spec.version.value == 2
 
 
+@pytest.mark.slow
 def test_load_eight_clients_by_200_requests(server, stub):
     import psutil
 

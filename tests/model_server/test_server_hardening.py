@@ -108,6 +108,7 @@ def still_serving(server, channel):
 # --- 1. size limit, read timeout, Content-Length ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_default_limit_admits_the_largest_batch_and_refuses_more(server):
     limit = 8 * 2 * 64 * 1024 * 3 + 64 * 1024
     assert server.max_request_bytes == default_max_request_bytes(BatchingConfig(max_batch_size=8)) == limit
@@ -134,6 +135,7 @@ def test_default_limit_admits_the_largest_batch_and_refuses_more(server):
     assert status == 413
 
 
+@pytest.mark.slow
 def test_limits_are_options_and_serve_flags(base, tmp_path):
     from albert_tf.cli import build_parser
 
@@ -153,6 +155,7 @@ def test_limits_are_options_and_serve_flags(base, tmp_path):
         build_parser().parse_args(["serve", "--export-base", str(base), "--max-request-bytes", "-1"])
 
 
+@pytest.mark.slow
 def test_bad_content_length_is_a_400(server, channel):
     path = "/v1/models/cls:predict"
     cases = [
@@ -174,6 +177,7 @@ def test_bad_content_length_is_a_400(server, channel):
     still_serving(server, channel)
 
 
+@pytest.mark.slow
 def test_incomplete_body_and_idle_connection_time_out(server, channel):
     with socket.create_connection(("127.0.0.1", server.rest_port), timeout=30) as conn:
         conn.sendall(request_bytes("/v1/models/cls:predict", b"{", headers=["Content-Length: 100"]))

@@ -65,6 +65,7 @@ def export_classifier(root, name, *, kernel=None, bias=None):
     return exported.path
 
 
+@pytest.mark.slow
 def test_a_constant_model_is_refused_and_not_pushed(setup):
     root = setup
     # Zero kernel, biased towards "1": P(1) is the same for every text.
@@ -96,6 +97,7 @@ def test_a_constant_model_is_refused_and_not_pushed(setup):
     assert not os.path.exists(base / "m" / "1")
 
 
+@pytest.mark.slow
 def test_every_check_is_recorded(setup):
     """Whatever a random tiny model scores, the decision follows the checks and all are on disk."""
     from albert_tf.pipeline_steps.staging import read_summary

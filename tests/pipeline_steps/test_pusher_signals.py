@@ -77,6 +77,7 @@ def hidden(directory: Path):
     return sorted(n for n in os.listdir(directory) if n.startswith("."))
 
 
+@pytest.mark.slow
 def test_push_killed_with_sigkill_is_swept_by_the_next_push(tmp_path):
     base = tmp_path / "serving"
     model_dir = base / "m"
@@ -96,6 +97,7 @@ def test_push_killed_with_sigkill_is_swept_by_the_next_push(tmp_path):
     assert os.listdir(model_dir) == ["1"]
 
 
+@pytest.mark.slow
 def test_push_sent_sigterm_removes_its_staging_dir(tmp_path):
     base = tmp_path / "serving"
     proc = start_paused(CHILD_PUSH, fake_saved_model(tmp_path / "a", b"w1"), str(base))

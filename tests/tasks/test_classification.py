@@ -126,6 +126,7 @@ def easy_dataset(n=128, seq=6):
     return {"input_ids": ids, "input_mask": np.ones((n, seq), "int32"), "segment_ids": np.zeros((n, seq), "int32"), "labels": labels}
 
 
+@pytest.mark.slow
 def test_fit_lowers_the_loss_and_eval_fn_scores():
     keras.utils.set_random_seed(1)
     features = easy_dataset()

@@ -148,6 +148,7 @@ def make_model(tokenizer, seed=0, dropout=0.1):
     return MultipleChoiceModel(AlbertEncoder.from_albert_config(config), dropout=dropout)
 
 
+@pytest.mark.slow
 def test_model_trains_and_reports_accuracy(tokenizer, race_dir, tmp_path):
     task = prepare_race_task(tokenizer, train_path=race_dir, eval_path=race_dir, max_seq_length=40, max_qa_length=16)
     assert task.best_metric == "accuracy" and len(task.train_examples) == 3

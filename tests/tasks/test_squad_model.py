@@ -84,6 +84,7 @@ def test_v1_loss_is_the_mean_of_start_and_end_cross_entropy(task):
     np.testing.assert_allclose(float(model.compute_task_loss(batch, out)), (start + end) / 2, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_v1_loss_falls_on_a_tiny_overfit_set(task):
     tokenizer, data = task
     model = build_squad_model(encoder(tokenizer), "v1")
@@ -148,6 +149,7 @@ def test_v2_loss_is_the_original_combination(task):
     assert batch["is_impossible"].numpy().any() and not batch["is_impossible"].numpy().all()
 
 
+@pytest.mark.slow
 def test_v2_trains_predicts_and_round_trips(task, tmp_path):
     tokenizer, data = task
     model = SquadV2Model(encoder(tokenizer, seed=1))
@@ -177,6 +179,7 @@ def test_v2_trains_predicts_and_round_trips(task, tmp_path):
         np.testing.assert_allclose(np.asarray(got[key]), np.asarray(expected[key]), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_v1_through_run_finetuning_keeps_the_best_f1(task, tmp_path):
     from albert_tf.training.finetuning import load_finetuned_model, run_finetuning
 

@@ -92,6 +92,7 @@ def test_saved_model_round_trip(tmp_path):
     np.testing.assert_allclose(np.asarray(loaded(x)["logits"]), before, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_fit_lowers_the_loss():
     """Two-token entities "7 8" (B-LOC I-LOC) among random O tokens."""
     keras.utils.set_random_seed(0)

@@ -307,24 +307,29 @@ def exported(trained, tmp_path_factory):
     return battery.export(trained, tmp_path_factory.mktemp(f"{trained.case.name}_serving"))
 
 
+@pytest.mark.slow
 def test_fit_on_raw_strings_lowers_the_loss(trained):
     battery.check_fit_lowers_the_loss(trained)
 
 
+@pytest.mark.slow
 def test_keras_round_trip_answers_identically(trained, tmp_path):
     battery.check_keras_round_trip(trained, tmp_path)
 
 
+@pytest.mark.slow
 def test_export_writes_serving_default(exported):
     battery.check_export(exported)
 
 
+@pytest.mark.slow
 def test_served_answers_equal_predict(exported):
     battery.check_served_answers_equal_predict(exported)
 
 
 # Module scope: `trained` keeps its one instance per family (a function-scoped parameter would retrain it).
 @pytest.mark.parametrize("trained, bad", BAD_INPUTS, indirect=["trained"], scope="module")
+@pytest.mark.slow
 def test_bad_input_is_one_clear_error(trained, bad):
     battery.check_bad_input(trained, bad)
 
@@ -332,5 +337,6 @@ def test_bad_input_is_one_clear_error(trained, bad):
 # The template's datasets (the classifier), the tagger's and SQuAD v2's (several outputs): the other
 # families read their data as the classifier does.
 @pytest.mark.parametrize("name", ["classifier", "tagger", "squad_v2"])
+@pytest.mark.slow
 def test_finetune_runs_the_cli_driver(name, tiny_config, tiny_spm_model, tmp_path):
     battery.check_finetune_runs_the_driver(CASES[name], tiny_config, tiny_spm_model, tmp_path / "run")

@@ -106,6 +106,7 @@ def _settings(tmp_path, data, tiny_spm_model, tiny_config, **overrides):
     return FinetuneSettings(**values)
 
 
+@pytest.mark.slow
 def test_finetune_evaluate_and_predict_as_a_library(tmp_path, table, tiny_spm_model, tiny_config, tiny_encoder, capsys):
     init = tmp_path / "encoder.keras"
     tiny_encoder.save(str(init))

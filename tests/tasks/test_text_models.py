@@ -170,6 +170,7 @@ def reference_layer(spm_model):
         ("finetuning", "", "sentiment.model", True),
     ],
 )
+@pytest.mark.slow
 def test_from_pretrained_reads_every_layout(layouts, config, source, reference_layer, layout, path, tokenizer_name,
                                             lower_case):
     target = layouts[layout] / path if path else layouts[layout]
@@ -234,6 +235,7 @@ def trained(layouts):
     return model, history
 
 
+@pytest.mark.slow
 def test_default_compile_is_the_recipe(layouts):
     from albert_tf.training.optimizers import AdamWeightDecayOptimizer
     from albert_tf.training.recipes import recommended_recipe
@@ -262,6 +264,7 @@ def test_default_compile_is_the_recipe(layouts):
     assert bf16.predict(TOKEN_TEXTS, verbose=0).dtype == np.float32
 
 
+@pytest.mark.slow
 def test_fit_on_strings_learns_the_toy_task(trained):
     model, history = trained
     dev_texts, dev_labels = toy_task(120, seed=1)
@@ -276,6 +279,7 @@ def test_fit_on_strings_learns_the_toy_task(trained):
     assert model.predict(["this film was good", "this film was bad"], verbose=0).argmax(-1).tolist() == [1, 0]
 
 
+@pytest.mark.slow
 def test_inputs_as_tensors_datasets_and_token_features(trained):
     model, _ = trained
     texts, labels = toy_task(40, seed=2)
@@ -308,6 +312,7 @@ def test_inputs_as_tensors_datasets_and_token_features(trained):
 # --- .keras files and the tokenizer asset ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_keras_round_trip_identical_with_the_vocabulary_as_an_asset(trained, spm_model, tmp_path):
     model, _ = trained
     path = tmp_path / "classifier.keras"
@@ -403,6 +408,7 @@ def _signature_summary(saved_model_dir):
     return summary
 
 
+@pytest.mark.slow
 def test_export_serves_what_predict_answers_with_the_cli_signatures(trained, layouts, tmp_path):
     from albert_tf.cli import main as cli_main
 
@@ -422,6 +428,7 @@ def test_export_serves_what_predict_answers_with_the_cli_signatures(trained, lay
 # --- regression ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_regressor_learns_fits_pairs_and_exports(layouts, tmp_path):
     keras.utils.set_random_seed(5)
     model = AlbertTextRegressor.from_pretrained(str(layouts["hf"]), sequence_length=SEQ, lower_case=True)
@@ -483,6 +490,7 @@ def tagging_task(n, seed):
     return texts, entities
 
 
+@pytest.mark.slow
 def test_tagger_learns_entities_with_character_spans(layouts, tmp_path):
     keras.utils.set_random_seed(11)
     model = AlbertTextTagger.from_pretrained(str(layouts["keras_hub"]), TAGS, sequence_length=32)
@@ -553,6 +561,7 @@ def choice_task(n, seed):
     return contexts, choices, np.array(labels, "int32")
 
 
+@pytest.mark.slow
 def test_multiple_choice_scores_choices(layouts):
     keras.utils.set_random_seed(13)
     model = AlbertMultipleChoice.from_pretrained(str(layouts["pretraining"]), sequence_length=SEQ)
@@ -588,6 +597,7 @@ def qa_task(n, seed):
     return questions, contexts, answers
 
 
+@pytest.mark.slow
 def test_question_answerer_learns_answers_with_spans(layouts):
     keras.utils.set_random_seed(17)
     model = AlbertQuestionAnswerer.from_pretrained(str(layouts["finetuning"]), sequence_length=32, doc_stride=8,
@@ -629,6 +639,7 @@ def _v2_right(predicted, answers):
             else (p["text"], p["start"], p["end"]) == ("good", a[1], a[1] + 4) for p, a in zip(predicted, answers)]
 
 
+@pytest.mark.slow
 def test_question_answerer_v2_fits_raw_strings_with_unanswerable_questions(layouts):
     from albert_tf.tasks.squad import SquadV2Model
 

@@ -142,6 +142,7 @@ def _kernel_reference(model_file, texts):
     return [[sp.PieceToId(p) for p in split_digit_comma_pieces(encode(preprocess_text(t)), encode)] for t in texts]
 
 
+@pytest.mark.slow
 def test_sentencepiece_ids_equal_python_on_sotu(sotu_model):
     python = SentencePieceTokenizer(sotu_model)
     layer = AlbertTokenizerLayer.from_sentencepiece(sotu_model)
@@ -181,6 +182,7 @@ def test_sentencepiece_edge_cases_equal_python(tiny_model):
         assert variant.tokenize(tf.constant(texts)).to_list() == [reference.encode(t) for t in texts], options
 
 
+@pytest.mark.slow
 def test_wordpiece_ids_equal_official_on_chinese_corpus(zh_vocab):
     official = pytest.importorskip("official.nlp.tools.tokenization")
     reference = official.FullTokenizer(zh_vocab, do_lower_case=True)
@@ -306,6 +308,7 @@ def _serving_module(layer):
     return Serving(layer)
 
 
+@pytest.mark.slow
 def test_saved_model_round_trip_without_the_vocabulary_files(tiny_model, tiny_vocab, tmp_path):
     model_copy, vocab_copy = tmp_path / "m.model", tmp_path / "vocab.txt"
     model_copy.write_bytes(open(tiny_model, "rb").read())

@@ -91,6 +91,7 @@ def zh_vocab(tmp_path_factory):
     return result.vocab_file
 
 
+@pytest.mark.slow
 def test_sentencepiece_ids_equal_official_on_every_sotu_line(sotu_model):
     ours = SentencePieceTokenizer(sotu_model, lower_case=True)
     reference = off.FullSentencePieceTokenizer(sotu_model)
@@ -170,6 +171,7 @@ def test_sentencepiece_rejects_bad_models(tmp_path, tiny_model):
         SentencePieceTokenizer(tiny_model, model_proto=b"x")
 
 
+@pytest.mark.slow
 def test_wordpiece_ids_equal_official_on_chinese_corpus(zh_vocab):
     ours = WordPieceTokenizer(zh_vocab, lower_case=True, max_input_chars_per_word=400)
     reference = off.FullTokenizer(zh_vocab, do_lower_case=True)

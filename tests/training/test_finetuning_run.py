@@ -54,6 +54,7 @@ class RecordHead(keras.callbacks.Callback):
         self.kernels.append(np.array(self.model.head.kernel.numpy()))
 
 
+@pytest.mark.slow
 def test_keeps_the_best_weights_and_counts_steps(tmp_path):
     """Scripted metrics: the second of three evaluations is best; the run ends at exactly 5 steps."""
     keras.utils.set_random_seed(0)
@@ -100,6 +101,7 @@ def test_keeps_the_best_weights_and_counts_steps(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_errors_before_and_during_training(tmp_path):
     batches = examples_dataset(easy_features(16)).batch(8)
     common = dict(num_train_steps=2, warmup_steps=0, learning_rate=1e-3, verbose=0, tensorboard=False)
@@ -126,6 +128,7 @@ def test_errors_before_and_during_training(tmp_path):
     assert finetuning.resolve_best_mode("mcc", "auto") == "max"
 
 
+@pytest.mark.slow
 def test_short_run_learns_and_builds_under_the_strategy(tmp_path):
     """Unbatched examples with `batch_size`, a model-building function, the GLUE eval function."""
     train = examples_dataset(easy_features(128))
@@ -169,6 +172,7 @@ def collapse_run(tmp_path, name, train, dev, **kwargs):
     )
 
 
+@pytest.mark.slow
 def test_a_run_that_learns_is_not_collapsed(tmp_path):
     result = collapse_run(tmp_path, "ok", easy_features(128), easy_features(64, seed=1))
     assert result.collapse is not None and not result.collapsed
@@ -178,6 +182,7 @@ def test_a_run_that_learns_is_not_collapsed(tmp_path):
     assert info["constant_baseline"]["kind"] == "majority_class"
 
 
+@pytest.mark.slow
 def test_a_run_stuck_at_the_label_prior_is_reported(tmp_path, caplog):
     train = unlearnable_features(128, seed=0)
     dev = unlearnable_features(64, seed=1, positive_share=0.8)
@@ -189,6 +194,7 @@ def test_a_run_stuck_at_the_label_prior_is_reported(tmp_path, caplog):
     assert finetuning.read_run_info(str(tmp_path / "stuck"))["collapse"]["collapsed"] is True
 
 
+@pytest.mark.slow
 def test_on_collapse_raise_writes_nothing(tmp_path):
     train = unlearnable_features(128, seed=0)
     dev = unlearnable_features(64, seed=1, positive_share=0.8)
@@ -202,6 +208,7 @@ def test_on_collapse_raise_writes_nothing(tmp_path):
 # --- the configuration ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_keyword_form_is_the_config_form(tmp_path):
     """The same settings as keywords and as a `FinetuningRunConfig`: the same weights, history and
     `finetuning.json`."""
@@ -275,6 +282,7 @@ def scripted_run(tmp_path, name, verbose, **kwargs):
     )
 
 
+@pytest.mark.slow
 def test_piped_progress_is_one_plain_line_per_interval(tmp_path, capsys):
     """Not a terminal ("auto" under pytest): no carriage returns or colour codes; each interval is
     one line labelled in steps and epochs, and its evaluation follows on a line of its own."""
@@ -289,6 +297,7 @@ def test_piped_progress_is_one_plain_line_per_interval(tmp_path, capsys):
     assert lines[3] == "eval at step 10: accuracy=0.7500  [best]" and result.best_step == 10
 
 
+@pytest.mark.slow
 def test_terminal_progress_bar_ends_before_the_evaluation_prints(tmp_path, capsys):
     scripted_run(tmp_path, "tty", 1)
     out = capsys.readouterr().out
@@ -340,6 +349,7 @@ def test_progress_callbacks_report_model_predict_and_evaluate(tmp_path):
     assert "predict" not in model.__dict__ and "evaluate" not in model.__dict__
 
 
+@pytest.mark.slow
 def test_an_eval_fn_without_a_callbacks_parameter_still_runs(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(finetuning, "PROGRESS_DELAY_S", 0.0)
     monkeypatch.setattr(finetuning, "PROGRESS_EVERY_S", 0.0)
@@ -353,6 +363,7 @@ def test_an_eval_fn_without_a_callbacks_parameter_still_runs(tmp_path, capsys, m
     assert len(seen) == 2 and "evaluating at step" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_slow_evaluations_show_progress_on_stderr(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(finetuning, "PROGRESS_DELAY_S", 0.0)
     monkeypatch.setattr(finetuning, "PROGRESS_EVERY_S", 0.0)

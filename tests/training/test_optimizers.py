@@ -380,6 +380,7 @@ def tiny_data(seed=0):
 
 
 @pytest.mark.parametrize("kind", ["lamb", "adamw"])
+@pytest.mark.slow
 def test_model_fit_with_xla_reduces_the_loss(kind):
     keras.utils.set_random_seed(0)
     model = tiny_model()

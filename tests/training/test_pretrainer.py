@@ -53,6 +53,7 @@ def test_losses_match_the_original_formulas():
     np.testing.assert_allclose(loss, ce.mean(), rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_fit_lowers_the_loss_and_reports_the_metrics():
     keras.utils.set_random_seed(0)
     model = AlbertPretrainer(AlbertEncoder.from_albert_config(CONFIG))

@@ -117,6 +117,7 @@ def test_interval_groups_cover_the_run_in_checkpoint_intervals():
     assert interval_groups(6, 12, 4) == [(1, 2, 2), (2, 3, 4)]
 
 
+@pytest.mark.slow
 def test_metrics_log_has_one_line_per_interval_with_the_schedule(reference):
     records = reference["metrics"]
     assert [r["step"] for r in records] == [3, 6, 9, 10]
@@ -134,6 +135,7 @@ def test_metrics_log_has_one_line_per_interval_with_the_schedule(reference):
     assert (result.initial_step, result.final_step, result.restored_from) == (0, 10, None)
 
 
+@pytest.mark.slow
 def test_checkpoints_hold_every_variable_and_keep_the_last_k(reference):
     ckpt_dir = Path(reference["dir"]) / "checkpoints"
     # keep_checkpoints=3: ckpt-3 was deleted.
@@ -157,6 +159,7 @@ def test_checkpoints_hold_every_variable_and_keep_the_last_k(reference):
     assert int(optimizer.iterations.numpy()) == 10
 
 
+@pytest.mark.slow
 def test_exported_models_and_tf1_checkpoint(reference):
     model_dir = Path(reference["dir"])
     result = reference["result"]
@@ -192,6 +195,7 @@ def test_exported_models_and_tf1_checkpoint(reference):
     assert not leftovers, f"temporary files left behind: {leftovers}"
 
 
+@pytest.mark.slow
 def test_tensorboard_logs_use_the_optimizer_step(reference):
     scalars = {}
     for path in (Path(reference["dir"]) / "logs" / "train").glob("events.out.tfevents.*"):
@@ -207,6 +211,7 @@ def test_tensorboard_logs_use_the_optimizer_step(reference):
 # --- resume -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigkilled_run_resumes_to_identical_weights_and_losses(reference, killed_worker):
     proc, model_dir = killed_worker["proc"], killed_worker["dir"]
     deadline = time.time() + SUBPROCESS_TIMEOUT
@@ -251,6 +256,7 @@ def test_checkpoints_of_a_relative_model_dir_are_found_once(tmp_path, monkeypatc
     assert not caplog.records  # no checkpoint reported unreadable
 
 
+@pytest.mark.slow
 def test_unreadable_checkpoints_fall_back_to_the_newest_readable_one(reference, tmp_path, caplog):
     model_dir = copy_run(reference, tmp_path, "damaged")
     ckpt_dir = model_dir / "checkpoints"
@@ -281,6 +287,7 @@ def test_unreadable_checkpoints_fall_back_to_the_newest_readable_one(reference, 
             np.testing.assert_array_equal(written.get_tensor(name), expected.get_tensor(name), err_msg=f"{good} {name}")
 
 
+@pytest.mark.slow
 def test_restarting_a_finished_run_trains_nothing(reference, tmp_path):
     model_dir = copy_run(reference, tmp_path, "finished")
     (model_dir / "pretrainer.keras").unlink()
@@ -329,6 +336,7 @@ def test_dataset_that_does_not_match_the_config_is_rejected(tmp_path):
         run_pretraining(config, worker.dataset_fn(batch_size=4))
 
 
+@pytest.mark.slow
 def test_checkpoint_of_another_model_is_an_error_not_a_fallback(reference, tmp_path):
     model_dir = copy_run(reference, tmp_path, "other_model")
     config = worker.tiny_run_config(model_dir, model_config=worker.tiny_albert_config().replace(intermediate_size=24))
@@ -371,6 +379,7 @@ def records(tmp_path_factory):
     return directory, config_path
 
 
+@pytest.mark.slow
 def test_pretrain_command_trains_on_tfrecords_in_mixed_bfloat16(records, tmp_path, capsys):
     directory, config_path = records
     argv = [

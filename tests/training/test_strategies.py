@@ -208,6 +208,7 @@ def test_mirrored_over_two_cpus_matches_one_device_on_the_same_global_batch(dist
     assert changed, "two replicas reproduced one device bit for bit: was the run really distributed?"
 
 
+@pytest.mark.slow
 def test_two_multi_worker_processes_train_to_identical_weights(distributed_runs):
     tmp_path, _ = distributed_runs
     results = _results(distributed_runs, ["worker0", "worker1"])
