@@ -105,6 +105,8 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
 
     # The `recommended_recipe` task kind this model fine-tunes with.
     recipe_task = RECIPE_CLASSIFICATION
+    # The dev metric `finetune` keeps the best weights by (a name `evaluate` returns).
+    best_metric = "loss"
     # `get_config` / `from_config` (`NestedLayersConfig`): the encoder and the tokenizer layer
     # nested, then these; subclasses add their own arguments in `get_config`.
     config_layers = ("encoder", "preprocessor")
@@ -298,6 +300,7 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             keras.utils.set_random_seed(seed)  # before the datasets: their shuffling draws from it
         train = self.make_dataset(x, y, batch_size=hyper.batch_size, shuffle=True)
         dev = self._validation_dataset(validation_data, hyper.eval_batch_size)
+        # What the schedule counts: the encoded examples (SQuAD: the windows of its contexts).
         num_train = int(train.reduce(np.int64(0), lambda n, *batch: n + tf.cast(
             tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)))
         num_train_steps, warmup_steps = hyper.schedule(num_train)
@@ -308,15 +311,13 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             num_train_steps=num_train_steps, warmup_steps=warmup_steps, learning_rate=hyper.learning_rate,
             model_dir=model_dir, best_metric=best_metric, batch_size=None,
             gradient_accumulation_steps=hyper.gradient_accumulation_steps,
-            # Tokenizing runs in `tf.data`, the graph sees token ids: XLA compiles it as any head.
+            # `jit_compile` is the device's default: tokenizing runs in `tf.data`, the graph XLA
+            # would compile sees token ids only.
             seed=seed, metadata={"model": type(self).__name__}, overwrite=overwrite, verbose=verbose,
             bias_correction=hyper.bias_correction, weight_decay=hyper.recipe.weight_decay,
             collapse_metric=best_metric if constant_baseline is not None else None,
         )
         return run_finetuning(self, train, dev, config, callbacks=callbacks, constant_baseline=constant_baseline)
-
-    # The dev metric `finetune` keeps the best weights by (a name `evaluate` returns).
-    best_metric = "loss"
 
     def constant_baseline(self, validation_data):
         """The best constant answer on `validation_data` for `finetune`'s collapse check, or None
