@@ -58,6 +58,7 @@ _PROCESS_WORDS = ("subprocess", "sys.executable")
 # `-n auto` (`pytest_xdist_auto_num_workers`): the memory a worker may need, and a cap (past it the
 # shared pipeline run, which one worker makes, is the longest path).
 WORKER_MEMORY_GIB = 4
+MAX_WORKERS = 8
 # The modules whose tests read the shared pipeline run, and those that must run beside them
 # (tests/test_first_hour.py: its tests build on one another's files): one worker's work under -n.
 SHARED_RUN_MODULES = {
@@ -65,7 +66,6 @@ SHARED_RUN_MODULES = {
     "test_first_hour",
 }
 SHARED_RUN_GROUP = "shared pipeline run"
-MAX_WORKERS = 8
 
 
 def pytest_configure(config):
@@ -173,4 +173,3 @@ def shared_pipeline_run(tmp_path_factory):
     from _pipeline_helpers import run_shared_pipeline
 
     return run_shared_pipeline(tmp_path_factory.mktemp("shared_pipeline"))
-
