@@ -93,10 +93,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """`-n` with the default `--dist load`: each test is its own unit of work, but the modules of
-    `SHARED_RUN_MODULES` are one unit, so one worker makes the shared run and runs everything that
-    reads it (the run's tests rename its serving base for a while: they must not overlap). The
-    largest unit goes out first (`loadscopereorder`), while the other workers share out the rest.
+    """`-n` with the default `--dist load`: each test module is one unit of work, so a module-scoped
+    fixture (a trained tiny model, its export) is built by one worker, not by each worker that gets
+    one of its tests. The modules of `SHARED_RUN_MODULES` are one unit, so one worker makes the
+    shared run and runs everything that reads it (the run's tests rename its serving base for a
+    while: they must not overlap). That unit goes out first, then the modules with the most tests,
+    while the other workers share out the rest.
 
     (pytest-xdist's own `--dist loadgroup` renames the tests' node ids, which pytest 9.2 ignores.)"""
     if config.getvalue("dist") != "load":
@@ -105,8 +107,13 @@ def pytest_xdist_make_scheduler(config, log):
 
     class SharedRunScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
-            return SHARED_RUN_GROUP if module in SHARED_RUN_MODULES else nodeid
+            path = nodeid.split("::", 1)[0]
+            return SHARED_RUN_GROUP if path.rsplit("/", 1)[-1].removesuffix(".py") in SHARED_RUN_MODULES else path
+
+        def _assign_work_unit(self, node):
+            if SHARED_RUN_GROUP in self.workqueue:
+                self.workqueue.move_to_end(SHARED_RUN_GROUP, last=False)
+            super()._assign_work_unit(node)
 
     return SharedRunScheduling(config, log)
 
