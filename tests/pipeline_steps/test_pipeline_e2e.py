@@ -26,8 +26,9 @@ def versions(serving_base, name="tiny"):
     return sorted(os.listdir(os.path.join(serving_base, name)))
 
 
-def test_pipeline_end_to_end(shared_pipeline_run):
+def test_pipeline_end_to_end(shared_pipeline_run, tmp_path, capsys):
     from albert_tf import AlbertTextClassifier
+    from albert_tf.cli import main
     from pipelines.albert_pipeline import run_local
 
     settings, first, root = shared_pipeline_run.settings, shared_pipeline_run.run, shared_pipeline_run.pipeline_root
@@ -68,14 +69,36 @@ def test_pipeline_end_to_end(shared_pipeline_run):
     assert pushed.predict(["good film"], verbose=0).shape == (1, 2)
     assert os.path.isfile(os.path.join(base, "batching_parameters.txt"))
 
-    # Unchanged inputs: the data and training steps come from the cache; a candidate that must
-    # beat the pushed model by a margin it cannot reach is not blessed and not pushed.
-    second = run_local(dataclasses.replace(settings, eval_tolerance=-1.0), root)
-    for step in ("corpus_splits", "vocabulary", "transformed", "pretrained_model", "trained_model"):
-        assert second.artifacts[step] == a[step]
-    assert not second.evaluation["blessed"] and "worse than the pushed model" in second.evaluation["reason"]
-    assert second.evaluation["baseline"]["metrics"] == second.evaluation["candidate"]["metrics"]
-    assert not second.push["pushed"] and "Evaluator" in second.push["reason"]
+    # Unchanged inputs, through the command line: the data and training steps come from the
+    # cache; a candidate that must beat the pushed model by a margin it cannot reach is not
+    # blessed and not pushed, and the command says why in one line and exits 3.
+    config = os.path.join(str(tmp_path), "settings.json")
+    with open(config, "w", encoding="utf-8") as f:
+        json.dump(dataclasses.replace(settings, eval_tolerance=-1.0).to_dict(), f)
+    capsys.readouterr()
+    code = main(["pipeline", "run", "--config", config, "--pipeline-root", root])
+    out, err = capsys.readouterr()
+    assert code == 3
+    # Quiet by default: a line per step, kfp.local's JSON dumps only in the log file.
+    assert "Got executor_input" not in out and '"parameterValues"' not in out
+    for step in ("example-gen", "vocab-gen", "transform", "pretrainer", "trainer"):
+        assert f"  {step:<16s} cached" in out, out
+    executed = [line.split()[0] for line in out.splitlines() if line.startswith("  ") and " SUCCESS (" in line]
+    assert {"evaluator", "infra-validator", "pusher"} <= set(executed), out
+    [log] = [line.split("full log: ", 1)[1] for line in out.splitlines() if line.startswith("full log: ")]
+    assert open(log).read().count("Got executor_input") == len(executed)
+    error_lines = [line for line in err.splitlines() if line.startswith("albert-tf pipeline: error:")]
+    assert len(error_lines) == 1 and "the Evaluator refused the model:" in error_lines[0]
+    assert "worse than the pushed model" in error_lines[0]
+    assert "best constant answer:" in out and "not pushed: the Evaluator did not bless the candidate" in out
+    second = max(glob.glob(os.path.join(root, "albert-tf-pipeline-*")), key=os.path.getmtime)
+    evaluation = read_summary(os.path.join(second, "evaluator", "blessing"))
+    assert not evaluation["blessed"] and "worse than the pushed model" in evaluation["reason"]
+    assert evaluation["baseline"]["metrics"] == evaluation["candidate"]["metrics"]
+    # The cached steps wrote nothing of their own: the Evaluator read the first run's candidate.
+    assert not os.path.exists(os.path.join(second, "trainer"))
+    push = read_summary(os.path.join(second, "pusher", "pushed_model"))
+    assert not push["pushed"] and "Evaluator" in push["reason"]
     assert versions(base) == ["1"]
 
     # An infra validation that fails stops the run before the Pusher. (The shared run's warmup
@@ -96,28 +119,36 @@ def test_pipeline_end_to_end(shared_pipeline_run):
     assert versions(base) == ["1"]
 
 
-def test_a_model_that_learned_nothing_is_refused_and_the_cli_says_why(tmp_path, capsys):
+def test_a_model_trained_on_random_labels_is_refused(shared_pipeline_run, tmp_path):
     """Labels independent of the texts: whatever the tiny model answers, it is no better than the
-    majority class, so the Evaluator refuses it, nothing is pushed and the command exits 3."""
-    from albert_tf.cli import main
+    majority class, so the Evaluator refuses it. The steps from ExampleGen to the Evaluator run
+    here, in this process, on the shared run's vocabulary and pretrained encoder (the command
+    line's exit status and messages for a refused model are `test_pipeline_end_to_end`'s)."""
+    from albert_tf.pipeline_steps.evaluator import run_evaluator
+    from albert_tf.pipeline_steps.example_gen import run_example_gen
+    from albert_tf.pipeline_steps.settings import albert_config_for
+    from albert_tf.pipeline_steps.trainer import candidate_path, run_trainer
+    from albert_tf.pipeline_steps.transform import run_transform
 
-    tiny_inputs(tmp_path, random_labels=True)
+    settings, a = shared_pipeline_run.settings, shared_pipeline_run.run.artifacts
+    corpus, task = tiny_inputs(tmp_path, random_labels=True)
+    step = lambda name: str(tmp_path / name)  # noqa: E731
+    run_example_gen(corpus, task, step("corpus_splits"), step("examples"), eval_fraction=settings.eval_fraction)
+    run_transform(step("corpus_splits"), step("examples"), a["vocabulary"], step("transformed"),
+                  max_seq_length=settings.max_seq_length, max_predictions_per_seq=settings.max_predictions_per_seq,
+                  dupe_factor=settings.dupe_factor, seed=settings.seed)
+    config = albert_config_for(settings.model, read_summary(a["vocabulary"])["vocab_size"], settings.max_seq_length)
     # Two epochs: there is nothing to learn however long it trains.
-    settings = tiny_settings(tmp_path, finetune_epochs=2.0)
-    config = tmp_path / "settings.json"
-    config.write_text(json.dumps(settings.to_dict()), encoding="utf-8")
-    code = main(["pipeline", "run", "--config", str(config), "--pipeline-root", str(tmp_path / "runs")])
-    out, err = capsys.readouterr()
-    assert code == 3
-    # Quiet by default: a line per step, kfp.local's JSON dumps only in the log file.
-    assert "Got executor_input" not in out and '"parameterValues"' not in out
-    assert "  example-gen      SUCCESS" in out and "  evaluator        SUCCESS" in out
-    [log] = [line.split("full log: ", 1)[1] for line in out.splitlines() if line.startswith("full log: ")]
-    assert open(log).read().count("Got executor_input") == len(STEPS)
-    error_lines = [line for line in err.splitlines() if line.startswith("albert-tf pipeline: error:")]
-    assert len(error_lines) == 1 and "the Evaluator refused the model:" in error_lines[0]
-    assert "best constant answer:" in out and "not pushed: the Evaluator did not bless the candidate" in out
-    assert not os.path.exists(os.path.join(settings.serving_base, "tiny", "1"))
+    run_trainer(step("transformed"), a["vocabulary"], a["pretrained_model"], step("trained"), config,
+                model_name=settings.model_name, epochs=2.0, batch_size=settings.finetune_batch_size,
+                learning_rate=settings.finetune_learning_rate, seed=settings.seed)
+    evaluation = run_evaluator(step("examples"), candidate_path(step("trained")), step("serving/tiny"), step("blessing"),
+                               threshold=settings.eval_threshold, confidence=settings.eval_confidence)
+    assert not evaluation["blessed"], evaluation["reason"]
+    constant = evaluation["constant_baseline"]["metrics"]["accuracy"]
+    assert constant > 0.6  # about 70% of the random labels are 1
+    assert evaluation["candidate"]["metrics"]["accuracy"] <= constant + 0.1, evaluation["reason"]
+    assert "beats the constant answer failed" in evaluation["reason"], evaluation["reason"]
 
 
 def test_kfp_output_is_a_line_per_step_unless_verbose(tmp_path, capsys):
