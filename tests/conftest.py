@@ -109,8 +109,9 @@ def pytest_xdist_make_scheduler(config, log):
     fixture (a trained tiny model, its export) is built by one worker, not by each worker that gets
     one of its tests. The modules of `SHARED_RUN_MODULES` are one unit, so one worker makes the
     shared run and runs everything that reads it (the run's tests rename its serving base for a
-    while: they must not overlap). That unit goes out first, then the modules with the most tests,
-    while the other workers share out the rest.
+    while: they must not overlap). That unit goes out first, then the modules that start processes
+    or run benchmark scripts, then the others, most tests first, while the other workers share out
+    the rest.
 
     (pytest-xdist's own `--dist loadgroup` renames the tests' node ids, which pytest 9.2 ignores.)"""
     if config.getvalue("dist") != "load":
