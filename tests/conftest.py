@@ -72,12 +72,15 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: end-to-end, subprocess or benchmark-script test (deselect with -m 'not slow')")
 
 
+def _mentions_a_process(source: str) -> bool:
+    return any(word in source for word in _PROCESS_WORDS)
+
+
 def _starts_a_process(function) -> bool:
     try:
-        source = inspect.getsource(function)
+        return _mentions_a_process(inspect.getsource(function))
     except (OSError, TypeError):
         return False
-    return any(word in source for word in _PROCESS_WORDS)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -98,10 +101,9 @@ def _heavy(config, scope: str) -> bool:
     if path.stem in SLOW_MODULES:
         return True
     try:
-        source = path.read_text(encoding="utf-8")
+        return _mentions_a_process(path.read_text(encoding="utf-8"))
     except OSError:
         return False
-    return any(word in source for word in _PROCESS_WORDS)
 
 
 def pytest_xdist_make_scheduler(config, log):
