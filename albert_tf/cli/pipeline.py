@@ -24,7 +24,7 @@ HELP = "Run the whole chain (vocab -> data -> pretrain -> fine-tune -> evaluate 
 DEFAULT_ROOT = "albert-tf-pipeline"
 _ARTIFACT_ORDER = [
     "corpus_splits", "example_splits", "vocabulary", "statistics", "schema", "anomalies", "transformed", "pretrained_model",
-    "trained_model",
+    "trained_model", "distilled_model",
     "evaluation", "blessing", "infra_blessing", "pushed_model",
 ]
 SAMPLE_REQUEST = "A gripping, beautifully acted film that stays with you."
@@ -123,11 +123,15 @@ def _run(args) -> int:
         base = read_summary(result.artifacts["vocabulary"]).get("warm_start")
         print(f"warm start: from {base['path']}" if base else "warm start: nothing pushed yet, trained from scratch")
     print("\nartifacts:")
-    for name in sorted(result.artifacts, key=_ARTIFACT_ORDER.index):
+    # A step this list does not know yet is shown last rather than refused.
+    for name in sorted(result.artifacts, key=lambda n: (_ARTIFACT_ORDER + [n]).index(n)):
         print(f"  {name:>16s}: {result.artifacts[name]}")
     evaluation = result.evaluation
     print(f"\nevaluation ({evaluation['examples']} eval examples, report in {result.artifacts.get('evaluation')}):")
     print(f"  candidate:             {_metrics_line(evaluation['candidate']['metrics'])}")
+    if evaluation.get("teacher"):
+        # With the Distiller the candidate is the student; the Trainer's model is its teacher.
+        print(f"  teacher (Trainer):     {_metrics_line(evaluation['teacher']['metrics'])}")
     names = None if args.config else SAMPLE_LABEL_NAMES
     if names:
         print("  labels:                " + ", ".join(f"{label!r} {name}" for label, name in sorted(names.items())))

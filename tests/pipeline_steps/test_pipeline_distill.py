@@ -5,6 +5,7 @@ run with the Distiller added, its data and training steps taken from that run's 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 
@@ -61,28 +62,33 @@ def test_compiled_pipeline_has_the_distiller_only_when_asked(tmp_path):
 
 
 @pytest.mark.slow
-def test_pipeline_with_the_distiller_pushes_a_student(shared_pipeline_run):
+def test_pipeline_with_the_distiller_pushes_a_student(shared_pipeline_run, tmp_path, capsys):
+    """Through `albert-tf pipeline run`, as a user runs it: the command lists the student among
+    the artifacts, shows the teacher's metrics beside the candidate's, pushes and serves it."""
+    from albert_tf.cli import main
     from albert_tf.pipeline_steps.staging import read_summary
-    from pipelines.albert_pipeline import run_local
 
     settings = dataclasses.replace(
         shared_pipeline_run.settings,
         distill={"enabled": True, "student": "shared:1", "epochs": 1.0, "alpha": 0.5, "teacher_margin": 0.05},
     )
+    config = tmp_path / "distill.json"
+    config.write_text(json.dumps(settings.to_dict()), encoding="utf-8")
     # The student is the first version of an empty serving base (the shared run's is put back).
     with fresh_serving_base(settings):
-        run = run_local(settings, shared_pipeline_run.pipeline_root)
-        student = run.artifacts["distilled_model"]
-        summary = read_summary(student)
-        assert summary["distill"]["student"] == "shared:1"
-        assert read_summary(os.path.join(student, "model", "..")) == summary
-        # The Trainer's model came from the cache: the teacher is the shared run's.
-        assert run.artifacts["trained_model"] == shared_pipeline_run.run.artifacts["trained_model"]
-        assert run.evaluation["teacher"]["path"].startswith(run.artifacts["trained_model"])
-        assert any(c["name"] == "within the margin of the teacher" for c in run.evaluation["checks"])
-        assert run.evaluation["blessed"], run.evaluation["reason"]
-        assert run.push["pushed"] and run.push["version"] == 1
-        pushed = os.path.join(settings.serving_base, settings.model_name, "1")
-        with open(os.path.join(pushed, "saved_model.pb"), "rb") as f, \
-                open(os.path.join(student, summary["candidate"], "saved_model.pb"), "rb") as g:
-            assert f.read() == g.read()
+        capsys.readouterr()
+        code = main(["pipeline", "run", "--config", str(config), "--pipeline-root", shared_pipeline_run.pipeline_root])
+        out = capsys.readouterr().out
+    assert code == 0, out
+    listed = out.split("\nartifacts:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    artifacts = dict(line.strip().split(": ", 1) for line in listed)
+    assert list(artifacts)[8:10] == ["trained_model", "distilled_model"]
+    student = artifacts["distilled_model"]
+    summary = read_summary(student)
+    assert summary["distill"]["student"] == "shared:1"
+    assert read_summary(os.path.join(student, "model", "..")) == summary
+    # The Trainer's model came from the cache: the teacher is the shared run's.
+    assert artifacts["trained_model"] == shared_pipeline_run.run.artifacts["trained_model"]
+    teacher = read_summary(artifacts["blessing"])["teacher"]["metrics"]
+    assert f"  teacher (Trainer):     accuracy {teacher['accuracy']:.4f}" in out
+    assert "pushed version 1 ->" in out and "sample request via the local server" in out
