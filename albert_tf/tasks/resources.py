@@ -42,7 +42,7 @@ def tokenizer_from_model_dir(model_dir: str, spec: TaskSpec):
     return load_tokenizer(spec.tokenizer["type"], os.path.join(model_dir, spec.tokenizer["file"]), spec.tokenizer["lower_case"])
 
 
-def find_tokenizer_file(spm_model: Optional[str], vocab_file: Optional[str], init: Optional[str]) -> Tuple[str, str, Optional[bool]]:
+def resolve_tokenizer_file(spm_model: Optional[str], vocab_file: Optional[str], init: Optional[str]) -> Tuple[str, str, Optional[bool]]:
     """(type, path, lower_case) from `spm_model` / `vocab_file`, else the tokenizer stored with
     `init`: a fine-tuning output's `task.json` entry, a pretraining run's `tokenizer.json` (also
     from its `tf1/` or `checkpoints/`), else a tokenizer file beside it

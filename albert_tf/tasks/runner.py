@@ -31,7 +31,7 @@ from albert_tf.tasks.families import (
     task_family,
 )
 from albert_tf.tasks.hyperparameters import USER_VALUES, FinetuningHyperparameters, resolve_hyperparameters
-from albert_tf.tasks.resources import check_init, check_tokenizer_fits, find_tokenizer_file, load_tokenizer, resolve_model_config
+from albert_tf.tasks.resources import check_init, check_tokenizer_fits, load_tokenizer, resolve_model_config, resolve_tokenizer_file
 from albert_tf.tasks.spec import CONFIG_FILE, RESULTS_FILE, TaskSpec, write_json
 
 # Settings that only mean something for some tasks: (attribute, tasks).
@@ -241,7 +241,7 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     family = task_family(s.task)
     config, config_source = resolve_model_config(s.config, s.init)
     hyper = resolve_hyperparameters(family, config, **{name: getattr(s, name) for name in USER_VALUES})
-    tokenizer_type, tokenizer_file, stored_lower_case = find_tokenizer_file(s.spm_model, s.vocab_file, s.init)
+    tokenizer_type, tokenizer_file, stored_lower_case = resolve_tokenizer_file(s.spm_model, s.vocab_file, s.init)
     if s.lower_case is None:
         # The casing the tokenizer was made with, where it was stored with it; else lower-cased.
         s.lower_case = True if stored_lower_case is None else bool(stored_lower_case)

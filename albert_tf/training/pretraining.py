@@ -25,7 +25,7 @@ warning naming it, and the previous one is used. At the end the run writes, each
 
 A run given the tokenizer its data was made with (`PretrainingRunConfig.tokenizer`) copies it into
 ``model_dir`` and ``tf1/`` (``spm.model`` or ``vocab.txt``, described by ``tokenizer.json``), so
-the output is all fine-tuning needs; `find_tokenizer` finds it there. Nothing is written into
+the output is all fine-tuning needs; `tokenizer_of_run` finds it there. Nothing is written into
 ``model_dir``, and it is not created, until the data and the model have been checked.
 
 Units: a *step* is one optimizer update. With `gradient_accumulation_steps=A` a step consumes A
@@ -157,7 +157,7 @@ def _read_tokenizer_entry(directory: str) -> Optional[TokenizerFile]:
     return _as_tokenizer_file(tokenizer_in(directory, TOKENIZER_JSON))
 
 
-def find_tokenizer(path: str) -> Optional[TokenizerFile]:
+def tokenizer_of_run(path: str) -> Optional[TokenizerFile]:
     """The tokenizer a pretraining output carries (written by `run_pretraining`), or None.
 
     Args:
@@ -1194,7 +1194,7 @@ def run_pretraining(
             "logs": log_dir,
         }
         if config.tokenizer is not None:
-            installed = find_tokenizer(model_dir)
+            installed = tokenizer_of_run(model_dir)
             # Beside the TF1 checkpoint too, as the original releases ship it: `tf1/` alone fine-tunes.
             _install_tokenizer(os.path.join(model_dir, TF1_SUBDIR), installed)
             artifacts["tokenizer"] = installed.path

@@ -2,7 +2,7 @@
 
 Damaged record files (one error line naming the file, record and byte offset, exit status 2),
 `metadata.json` of a `make-pretraining-data` output (lengths and vocabulary taken from it, a
-contradicting flag refused), the tokenizer carried into the outputs (`find_tokenizer`), failed
+contradicting flag refused), the tokenizer carried into the outputs (`tokenizer_of_run`), failed
 runs that leave no trace in the model directory, the CPU presets, and the command's stderr (each
 log line once, no CUDA probing error on a machine without a GPU). Subprocess runs go through
 `albert_tf.cli.main`, as the `albert-tf` command does.
@@ -111,7 +111,7 @@ def pretrained(sample_data, tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_data_directory_gives_lengths_vocabulary_and_tokenizer_to_a_tiny_run(pretrained, sample_data):
-    from albert_tf.training.pretraining import find_tokenizer
+    from albert_tf.training.pretraining import tokenizer_of_run
 
     proc, run = pretrained
     assert proc.returncode == 0, proc.stderr
@@ -127,11 +127,11 @@ def test_a_data_directory_gives_lengths_vocabulary_and_tokenizer_to_a_tiny_run(p
     assert model["vocab_size"] == DATA_VOCAB  # the data's vocabulary, not the preset's 30000
     # The tokenizer travels with the run and its TF1 export.
     for where in (run, run / "tf1", run / "tf1" / "model.ckpt", run / "checkpoints"):
-        found = find_tokenizer(str(where))
+        found = tokenizer_of_run(str(where))
         assert found is not None, where
         assert (found.kind, found.lower_case) == ("sentencepiece", True)
         assert Path(found.path).read_bytes() == spm.read_bytes()
-    assert find_tokenizer(str(data)) is None
+    assert tokenizer_of_run(str(data)) is None
 
 
 @pytest.mark.slow
@@ -411,7 +411,7 @@ def test_a_run_keeps_the_tokenizer_it_was_pretrained_with(tmp_path):
         TokenizerFile,
         _check_tokenizer_of_run,
         _install_tokenizer,
-        find_tokenizer,
+        tokenizer_of_run,
     )
 
     (tmp_path / "a.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n")
@@ -420,9 +420,9 @@ def test_a_run_keeps_the_tokenizer_it_was_pretrained_with(tmp_path):
     (run / "tf1").mkdir(parents=True)
     first = TokenizerFile("wordpiece", str(tmp_path / "a.txt"), lower_case=False)
     assert _install_tokenizer(str(run), first) == str(run / "vocab.txt")
-    found = find_tokenizer(str(run / "tf1" / "model.ckpt"))  # tf1/ has none of its own: the run's
+    found = tokenizer_of_run(str(run / "tf1" / "model.ckpt"))  # tf1/ has none of its own: the run's
     assert (found.kind, found.path, found.lower_case) == ("wordpiece", str(run / "vocab.txt"), False)
     _check_tokenizer_of_run(str(run), first)  # the same vocabulary resumes
     with pytest.raises(PretrainingError, match=r"was pretrained with the tokenizer in .*vocab.txt; .*b.txt is another"):
         _check_tokenizer_of_run(str(run), TokenizerFile("wordpiece", str(tmp_path / "b.txt")))
-    assert find_tokenizer(str(tmp_path)) is None
+    assert tokenizer_of_run(str(tmp_path)) is None

@@ -3,8 +3,8 @@ tokenizer of each kind.
 
 Every layout keeps a (fake: the search reads no file) tokenizer where that layout keeps it; the
 one `find_tokenizer` finds each from every path a caller may give, and the three entry points
-kept for their callers (`tasks.text_models.find_tokenizer_file`, `tasks.resources.find_tokenizer_file`,
-`training.pretraining.find_tokenizer`) answer what it answers with their search order.
+kept for their callers (`tasks.text_models.find_tokenizer_file`, `tasks.resources.resolve_tokenizer_file`,
+`training.pretraining.tokenizer_of_run`) answer what it answers with their search order.
 """
 
 import json
@@ -123,14 +123,14 @@ def test_one_finder_reads_every_layout_and_the_old_entry_points_agree(layouts, l
     by_init = find_tokenizer(target, INIT_SEARCH)
     if found_by in (TASK_JSON, TOKENIZER_JSON, NAMED_FILES):
         assert by_init == StoredTokenizer(kind, expected.file, lower_case, SORTED_FILES if found_by == NAMED_FILES else found_by)
-        assert resources.find_tokenizer_file(None, None, target) == (kind, expected.file, lower_case)
+        assert resources.resolve_tokenizer_file(None, None, target) == (kind, expected.file, lower_case)
     else:  # keras-hub presets, exports and TF-Hub assets are no --init tokenizer layouts
         assert by_init is None
         with pytest.raises(TaskError, match="no tokenizer"):
-            resources.find_tokenizer_file(None, None, target)
+            resources.resolve_tokenizer_file(None, None, target)
 
     # The pretraining run's finder: its tokenizer.json only, lower-cased where it records no casing.
-    by_run = pretraining.find_tokenizer(target)
+    by_run = pretraining.tokenizer_of_run(target)
     if found_by == TOKENIZER_JSON:
         assert find_tokenizer(target, RUN_SEARCH) == expected
         assert (by_run.kind, by_run.path, by_run.lower_case) == (kind, expected.file, True if lower_case is None else lower_case)
@@ -139,10 +139,10 @@ def test_one_finder_reads_every_layout_and_the_old_entry_points_agree(layouts, l
 
 
 def test_explicit_files_win_and_nothing_found_keeps_each_error(layouts, tmp_path):
-    assert resources.find_tokenizer_file("a.model", None, str(layouts["tf1"])) == (SENTENCEPIECE, "a.model", None)
-    assert resources.find_tokenizer_file(None, "v.txt", None) == (WORDPIECE, "v.txt", None)
+    assert resources.resolve_tokenizer_file("a.model", None, str(layouts["tf1"])) == (SENTENCEPIECE, "a.model", None)
+    assert resources.resolve_tokenizer_file(None, "v.txt", None) == (WORDPIECE, "v.txt", None)
     with pytest.raises(TaskError, match="not both"):
-        resources.find_tokenizer_file("a.model", "v.txt", None)
+        resources.resolve_tokenizer_file("a.model", "v.txt", None)
     bare = tmp_path / "bare" / "tf1"
     _touch(bare / "model.ckpt.index")
     assert find_tokenizer(str(bare / "model.ckpt")) is None
@@ -153,8 +153,8 @@ def test_explicit_files_win_and_nothing_found_keeps_each_error(layouts, tmp_path
     assert message.startswith(f"no tokenizer found for {bare / 'model.ckpt'}: looked for task.json's tokenizer")
     assert f"in {bare} and {bare.parent}; pass tokenizer=" in message
     with pytest.raises(TaskError, match="no tokenizer: pass"):
-        resources.find_tokenizer_file(None, None, str(bare / "model.ckpt"))
-    assert pretraining.find_tokenizer(str(bare / "model.ckpt")) is None
+        resources.resolve_tokenizer_file(None, None, str(bare / "model.ckpt"))
+    assert pretraining.tokenizer_of_run(str(bare / "model.ckpt")) is None
 
 
 def test_what_the_search_orders_differ_in(tmp_path, caplog):
@@ -177,7 +177,7 @@ def test_what_the_search_orders_differ_in(tmp_path, caplog):
     _touch(broken / "tokenizer.json", "{not json")
     _touch(broken / "spm.model")
     assert find_tokenizer(str(broken)).layout == NAMED_FILES
-    assert pretraining.find_tokenizer(str(broken)) is None
+    assert pretraining.tokenizer_of_run(str(broken)) is None
     assert str(broken / "tokenizer.json") in caplog.text and "unreadable" in caplog.text
     with pytest.raises(ValueError, match="unknown tokenizer layouts"):
         TokenizerSearch(steps=(("nowhere", False),), nested=())
