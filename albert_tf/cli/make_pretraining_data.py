@@ -110,7 +110,7 @@ def run(args) -> int:
     )
     from albert_tf.data.documents import MalformedInputError
     from albert_tf.data.pretraining_instances import InstanceConfig
-    from albert_tf.tokenization import _files
+    from albert_tf.tokenization import corpus_files
 
     beam_args = list(args.beam_args or [])
     if beam_args and beam_args[0] == "--":
@@ -173,9 +173,9 @@ def run(args) -> int:
         f"in {counters.get('files', 0)} files to {len(summary.files)} shards in {summary.output_dir}"
     )
     if summary.cleaned_files:
-        print(_files.describe_cleaning(counters.get("cleaned_characters", 0), list(summary.cleaned_files)))
+        print(corpus_files.describe_cleaning(counters.get("cleaned_characters", 0), list(summary.cleaned_files)))
     if summary.skipped_files:
-        print(_files.describe_skipped(summary.skipped_files))
+        print(corpus_files.describe_skipped(summary.skipped_files))
     single = counters.get("single_sentence_documents", 0)
     if single:
         print(f"note: {single} documents have a single sentence; their instances take B from another document")

@@ -16,7 +16,7 @@ import argparse
 
 from albert_tf.cli import CommandError
 # Both modules import sentencepiece / tensorflow-text only inside the training functions.
-from albert_tf.tokenization import _files, sentencepiece_vocab, wordpiece_vocab
+from albert_tf.tokenization import corpus_files, sentencepiece_vocab, wordpiece_vocab
 
 _SENTENCEPIECE_DEFAULT_VOCAB = sentencepiece_vocab.DEFAULT_VOCAB_SIZE
 _WORDPIECE_DEFAULT_VOCAB = wordpiece_vocab.DEFAULT_VOCAB_SIZE
@@ -132,7 +132,7 @@ def _run_sentencepiece(args: argparse.Namespace) -> int:
             on_error=args.on_error,
             **options,
         )
-    except _files.UnreadableTextError as e:
+    except corpus_files.UnreadableTextError as e:
         raise CommandError(f"{e} (--on-error skip leaves such files out)") from None
     except (FileNotFoundError, ValueError) as e:
         raise CommandError(str(e)) from None
@@ -154,7 +154,7 @@ def _run_wordpiece(args: argparse.Namespace) -> int:
             max_unique_chars=args.max_unique_chars,
             on_error=args.on_error,
         )
-    except _files.UnreadableTextError as e:
+    except corpus_files.UnreadableTextError as e:
         raise CommandError(f"{e} (--on-error skip leaves such files out)") from None
     except (FileNotFoundError, ValueError) as e:
         raise CommandError(str(e)) from None
@@ -169,6 +169,6 @@ def _run_wordpiece(args: argparse.Namespace) -> int:
 def _print_input_report(result) -> None:
     # The same lines as make-pretraining-data prints for the same input.
     if result.cleaned_files:
-        print(_files.describe_cleaning(result.cleaned_characters, result.cleaned_files))
+        print(corpus_files.describe_cleaning(result.cleaned_characters, result.cleaned_files))
     if result.skipped_files:
-        print(_files.describe_skipped(result.skipped_files))
+        print(corpus_files.describe_skipped(result.skipped_files))

@@ -110,8 +110,8 @@ from albert_tf.data.documents import (  # noqa: E402
 )
 from albert_tf.data.pretraining_instances import InstanceConfig, TokenizedDocument, VocabInfo  # noqa: E402
 from albert_tf.data.tfrecords import feature_shapes, frame_record  # noqa: E402
-from albert_tf.tokenization import _files  # noqa: E402
-from albert_tf.tokenization._files import CleaningStats  # noqa: E402
+from albert_tf.tokenization import corpus_files  # noqa: E402
+from albert_tf.tokenization.corpus_files import CleaningStats  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ class PipelineConfig:
             raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {self.input_format!r}")
         if self.max_tokenize_batch < 1:
             raise ValueError(f"max_tokenize_batch must be positive, got {self.max_tokenize_batch}")
-        _files.check_on_error(self.on_error)
+        corpus_files.check_on_error(self.on_error)
 
 
 # String-set metrics that bring file names back to the driver (JSON lists, see `_Stats`); Beam
@@ -583,10 +583,10 @@ def _directory_pattern(path: str) -> Optional[str]:
     if re.search(r"[*?\[]", path):
         return None
     if "://" not in path:
-        return os.path.join(path, _files.DIRECTORY_PATTERN) if os.path.isdir(path) else None
+        return os.path.join(path, corpus_files.DIRECTORY_PATTERN) if os.path.isdir(path) else None
     # Object stores have no directories: a name ending in "/" is one, and so is a name that is
     # no object but has `*.txt` objects under it.
-    candidate = path.rstrip("/") + "/" + _files.DIRECTORY_PATTERN
+    candidate = path.rstrip("/") + "/" + corpus_files.DIRECTORY_PATTERN
     if path.endswith("/"):
         return candidate
     if FileSystems.match([path])[0].metadata_list:
@@ -598,7 +598,7 @@ def expand_inputs(patterns: Union[str, Sequence[str]]) -> List[str]:
     """Input files from paths, directories, globs or comma-separated lists of them, sorted and deduplicated.
 
     A directory stands for the ``*.txt`` files directly in it, not those in subdirectories (the
-    rule of ``albert-tf train-tokenizer``, :func:`albert_tf.tokenization._files.expand_inputs`).
+    rule of ``albert-tf train-tokenizer``, :func:`albert_tf.tokenization.corpus_files.expand_inputs`).
 
     Raises:
         FileNotFoundError: a pattern matches no file, or a directory has no ``*.txt`` file.
@@ -614,7 +614,7 @@ def expand_inputs(patterns: Union[str, Sequence[str]]) -> List[str]:
         paths = [m.path for m in result.metadata_list]
         if not paths:
             if directories[pattern]:
-                raise FileNotFoundError(_files.no_text_files_message(pattern))
+                raise FileNotFoundError(corpus_files.no_text_files_message(pattern))
             raise FileNotFoundError(f"no input file matches {pattern!r}")
         files.update(paths)
     return sorted(files)
@@ -1062,7 +1062,7 @@ def make_pretraining_data(
             raise PipelineError(f"the pipeline failed: {e}") from e
         shards = [p for p in _list_dir(temp_dir) if os.path.basename(p).startswith(SHARD_PREFIX)]
         if skipped and counters.get("files", 0) == 0:
-            raise PipelineError(f"no readable input file; {_files.describe_skipped(skipped)}")
+            raise PipelineError(f"no readable input file; {corpus_files.describe_skipped(skipped)}")
         if counters.get("instances", 0) == 0:
             raise PipelineError(
                 f"the input yielded no instance ({counters.get('documents', 0)} documents); "

@@ -10,9 +10,9 @@ Two input formats are understood, both UTF-8 text with documents separated by bl
   files of ``shared/data/en/sotu``; every line is cut into sentences by :func:`split_sentences`.
 
 Every line is cleaned as the original BERT/ALBERT text cleaning (``_clean_text``) does, the same
-way ``albert-tf train-tokenizer`` reads its input (:mod:`albert_tf.tokenization._files`): U+0000,
+way ``albert-tf train-tokenizer`` reads its input (:mod:`albert_tf.tokenization.corpus_files`): U+0000,
 U+FFFD and control characters (categories Cc and Cf, except tab, newline and carriage return) are
-dropped, and counted (:class:`~albert_tf.tokenization._files.CleaningStats`, one warning per file).
+dropped, and counted (:class:`~albert_tf.tokenization.corpus_files.CleaningStats`, one warning per file).
 A line that held only such characters is left out; as in the original, it does not end a document.
 
 Malformed input is reported as :class:`MalformedInputError`, whose message names the file and
@@ -29,8 +29,8 @@ import logging
 import re
 from typing import BinaryIO, Callable, Iterable, Iterator, List, Optional, Tuple
 
-from albert_tf.tokenization import _files
-from albert_tf.tokenization._files import CleaningStats
+from albert_tf.tokenization import corpus_files
+from albert_tf.tokenization.corpus_files import CleaningStats
 
 logger = logging.getLogger(__name__)
 
@@ -158,8 +158,8 @@ def split_sentences(text: str) -> List[str]:
 
 def _decode_line(raw: bytes, source: str, line_number: int) -> str:
     try:
-        return _files.decode_text_line(raw, source, line_number)
-    except _files.UnreadableTextError as e:
+        return corpus_files.decode_text_line(raw, source, line_number)
+    except corpus_files.UnreadableTextError as e:
         raise MalformedInputError(source, line_number, e.reason) from None
 
 
@@ -222,7 +222,7 @@ def iter_documents(
             continue
         # Blank is decided before cleaning, as the original does: a line of control characters
         # only is an empty sentence, not the end of a document.
-        line = _files.clean_line(line, line_number, cleaning).strip()
+        line = corpus_files.clean_line(line, line_number, cleaning).strip()
         if not line:
             continue
         if not sentences:
@@ -292,6 +292,6 @@ def check_readable(path: str, opener: Optional[Callable[[str], BinaryIO]] = None
     """
     with _open(path, opener) as stream:
         try:
-            _files.check_text_lines(stream, path)
-        except _files.UnreadableTextError as e:
+            corpus_files.check_text_lines(stream, path)
+        except corpus_files.UnreadableTextError as e:
             raise MalformedInputError(e.source, e.line, e.reason) from None

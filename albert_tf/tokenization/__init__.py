@@ -9,6 +9,9 @@ Modules:
   in_graph              `AlbertTokenizerLayer`: tokenization and packing as TF ops (Keras layer).
   resolve               `find_tokenizer`: the tokenizer stored with a checkpoint, in every layout;
                         `python_tokenizer` / `tokenizer_layer`: the tokenizer of a kind and file.
+  corpus_files          reading corpora as the tokenizer trainers and the data tools do: input
+                        globs, UTF-8 lines, the original cleaning, counted; atomic writes.
+  unicode_classes       the original tokenizers' character classes, for Python and for RE2.
 
 `AlbertTokenizerLayer` is imported on first use: it loads tensorflow-text, which the Python
 tokenizers and the vocabulary builders do not need.

@@ -22,7 +22,7 @@ How each original Python step is reproduced:
   `max_input_chars_per_word` characters replaced by `[UNK]` (the kernel only limits bytes).
 
 The character classes are generated from the very predicates the Python path uses
-(`albert_tf.tokenization._unicode`), not taken from RE2's own Unicode tables. What remains is the
+(`albert_tf.tokenization.unicode_classes`), not taken from RE2's own Unicode tables. What remains is the
 normalization itself: ICU's NFKD/NFD and lower-case tables in TensorFlow are of a newer Unicode
 version than Python 3.11's `unicodedata` (14.0), so characters assigned after Unicode 14 can be
 normalized differently. And on very long strings (thousands of pieces in one text) the two
@@ -45,7 +45,7 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.tokenization import _files, _unicode
+from albert_tf.tokenization import corpus_files, unicode_classes
 from albert_tf.tokenization.text import SPIECE_UNDERLINE
 from albert_tf.tokenization.tokenizers import DEFAULT_MAX_INPUT_CHARS_PER_WORD, load_vocab
 
@@ -289,7 +289,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
     @classmethod
     def from_sentencepiece(cls, model_file: Union[str, os.PathLike], **kwargs: Any) -> "AlbertTokenizerLayer":
         """A layer for the SentencePiece `.model` file `model_file` (local or `gs://`)."""
-        return cls(sentencepiece_model=_files.read_bytes(model_file), **kwargs)
+        return cls(sentencepiece_model=corpus_files.read_bytes(model_file), **kwargs)
 
     @classmethod
     def from_wordpiece(cls, vocab_file: Union[str, os.PathLike], **kwargs: Any) -> "AlbertTokenizerLayer":
@@ -451,14 +451,14 @@ class AlbertTokenizerLayer(keras.layers.Layer):
     def _sentencepiece_preprocess(self, texts: tf.Tensor) -> tf.Tensor:
         # `" ".join(text.strip().split())`: runs of `str.isspace` characters become one space,
         # and the (at most one) leading and trailing space goes.
-        texts = tf.strings.regex_replace(texts, _unicode.re2_class("isspace") + "+", " ")
+        texts = tf.strings.regex_replace(texts, unicode_classes.re2_class("isspace") + "+", " ")
         texts = tf.strings.regex_replace(texts, "^ | $", "")
         if self.normalize_quotes:
             texts = tf.strings.regex_replace(texts, "``", '"')
             texts = tf.strings.regex_replace(texts, "''", '"')
         if not self.keep_accents:
             texts = tf_text.normalize_utf8(texts, "NFKD")
-            texts = tf.strings.regex_replace(texts, _unicode.re2_class("combining"), "")
+            texts = tf.strings.regex_replace(texts, unicode_classes.re2_class("combining"), "")
         if self.lower_case:
             texts = lower_utf8(texts)
         return texts
@@ -494,7 +494,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         which lays byte offsets out the same way.
         """
         pieces = tf.gather(self._pieces, flat)
-        match = tf.strings.regex_full_match(pieces, "(?s).*" + _unicode.re2_class("isdigit") + ",")
+        match = tf.strings.regex_full_match(pieces, "(?s).*" + unicode_classes.re2_class("isdigit") + ",")
         match_index = tf.cast(tf.where(match)[:, 0], tf.int32)
         matched = tf.gather(pieces, match_index)
         num_matched = tf.size(match_index)
@@ -551,17 +551,17 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         )
 
     def _wordpiece_preprocess(self, texts: tf.Tensor) -> tf.Tensor:
-        texts = tf.strings.regex_replace(texts, _unicode.re2_class("bert_removed"), "")
-        texts = tf.strings.regex_replace(texts, _unicode.re2_class("bert_whitespace"), " ")
-        texts = tf.strings.regex_replace(texts, "(" + _unicode.re2_class("cjk") + ")", r" \1 ")
+        texts = tf.strings.regex_replace(texts, unicode_classes.re2_class("bert_removed"), "")
+        texts = tf.strings.regex_replace(texts, unicode_classes.re2_class("bert_whitespace"), " ")
+        texts = tf.strings.regex_replace(texts, "(" + unicode_classes.re2_class("cjk") + ")", r" \1 ")
         if self.lower_case:
             texts = lower_utf8(texts)
             texts = tf_text.normalize_utf8(texts, "NFD")
-            texts = tf.strings.regex_replace(texts, _unicode.re2_class("mn"), "")
+            texts = tf.strings.regex_replace(texts, unicode_classes.re2_class("mn"), "")
         return texts
 
     def _wordpiece_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        punctuation = _unicode.re2_class("bert_punctuation")
+        punctuation = unicode_classes.re2_class("bert_punctuation")
         words = tf_text.regex_split(
             texts, delim_regex_pattern=" +|" + punctuation, keep_delim_regex_pattern=punctuation
         ).with_row_splits_dtype(tf.int64)

@@ -11,7 +11,7 @@ The released English ALBERT vocabulary (`30k-clean.model`) was trained with::
 
 `train_sentencepiece` runs exactly that (every value overridable), on text that went through the
 same `preprocess_text` the tokenizers apply, so the pieces are learned on what they will see. The
-files are read as `albert-tf make-pretraining-data` reads them (`_files.iter_corpus_lines`):
+files are read as `albert-tf make-pretraining-data` reads them (`corpus_files.iter_corpus_lines`):
 control characters cleaned out as BERT's `_clean_text` does, unreadable files fatal or skipped.
 """
 
@@ -26,7 +26,7 @@ import tempfile
 import time
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
-from albert_tf.tokenization import _files
+from albert_tf.tokenization import corpus_files
 from albert_tf.tokenization.text import preprocess_text
 
 ORIGINAL_CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
@@ -107,7 +107,7 @@ def iter_training_sentences(
     normalize_quotes: bool = False,
     max_sentence_length: int = DEFAULT_MAX_SENTENCE_LENGTH,
     on_error: str = "raise",
-    report: Optional[_files.CorpusReport] = None,
+    report: Optional[corpus_files.CorpusReport] = None,
 ) -> Iterator[str]:
     """Yields the cleaned, preprocessed, non-empty lines of `input_files`, split to fit SentencePiece.
 
@@ -115,13 +115,13 @@ def iter_training_sentences(
       input_files: UTF-8 text files, one sentence or paragraph per line.
       lower_case, keep_accents, normalize_quotes: the `preprocess_text` options.
       max_sentence_length: longest sentence in UTF-8 bytes; longer lines are cut at spaces.
-      on_error, report: as `_files.iter_corpus_lines`.
+      on_error, report: as `corpus_files.iter_corpus_lines`.
 
     Raises:
       ValueError: for a line that is not valid UTF-8 or holds binary data (naming file and line),
         unless `on_error="skip"`.
     """
-    for _, _, line in _files.iter_corpus_lines(input_files, on_error=on_error, report=report):
+    for _, _, line in corpus_files.iter_corpus_lines(input_files, on_error=on_error, report=report):
         text = preprocess_text(
             line, lower_case=lower_case, keep_accents=keep_accents, normalize_quotes=normalize_quotes
         )
@@ -195,7 +195,7 @@ def train_sentencepiece(
 
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type must be one of {MODEL_TYPES}, got {model_type!r}")
-    _files.check_on_error(on_error)
+    corpus_files.check_on_error(on_error)
     if not isinstance(vocab_size, int) or vocab_size <= 0:
         raise ValueError(f"vocab_size must be a positive integer, got {vocab_size!r}")
     if not isinstance(input_sentence_size, int) or input_sentence_size < 0:
@@ -217,11 +217,11 @@ def train_sentencepiece(
             raise ValueError(f"{name} must be non-empty strings without commas: {list(symbols)}")
 
     start = time.monotonic()
-    files = _files.expand_inputs(input_files)
+    files = corpus_files.expand_inputs(input_files)
     output_prefix = os.fspath(output_prefix)
     counter = {"read": 0, "used": 0}
     reader_errors: list = []
-    report = _files.CorpusReport()
+    report = corpus_files.CorpusReport()
 
     def read() -> Iterator[str]:
         for sentence in iter_training_sentences(
@@ -291,12 +291,12 @@ def train_sentencepiece(
             raise reader_errors[0]
         if counter["used"] == 0:
             raise _no_text(files, report)
-        model_bytes = _files.read_bytes(tmp_prefix + ".model")
-        vocab_bytes = _files.read_bytes(tmp_prefix + ".vocab")
+        model_bytes = corpus_files.read_bytes(tmp_prefix + ".model")
+        vocab_bytes = corpus_files.read_bytes(tmp_prefix + ".vocab")
     processor = spm.SentencePieceProcessor(model_proto=model_bytes)
     # The vocabulary first: a reader that finds the `.model` finds its `.vocab` beside it.
-    _files.atomic_write_bytes(output_prefix + ".vocab", vocab_bytes)
-    _files.atomic_write_bytes(output_prefix + ".model", model_bytes)
+    corpus_files.atomic_write_bytes(output_prefix + ".vocab", vocab_bytes)
+    corpus_files.atomic_write_bytes(output_prefix + ".model", model_bytes)
     return SentencePieceVocab(
         model_file=output_prefix + ".model",
         vocab_file=output_prefix + ".vocab",
@@ -310,9 +310,9 @@ def train_sentencepiece(
     )
 
 
-def _no_text(files, report: _files.CorpusReport) -> ValueError:
+def _no_text(files, report: corpus_files.CorpusReport) -> ValueError:
     if report.skipped_files:
-        return ValueError(f"no text to train on; {_files.describe_skipped(report.skipped_files)}")
+        return ValueError(f"no text to train on; {corpus_files.describe_skipped(report.skipped_files)}")
     return ValueError(f"no text to train on: every line of {files} is empty")
 
 

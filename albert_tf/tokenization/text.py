@@ -25,7 +25,7 @@ import re
 import unicodedata
 from typing import Callable, List, Sequence, Union
 
-from albert_tf.tokenization import _unicode
+from albert_tf.tokenization import unicode_classes
 
 SPIECE_UNDERLINE = "\u2581"
 
@@ -87,7 +87,7 @@ def preprocess_text(
         outputs = outputs.replace("``", '"').replace("''", '"')
     if not keep_accents:
         outputs = unicodedata.normalize("NFKD", outputs)
-        outputs = outputs.translate(_unicode.deletion_table("combining"))
+        outputs = outputs.translate(unicode_classes.deletion_table("combining"))
     if lower_case:
         outputs = outputs.lower()
     return outputs
@@ -131,8 +131,8 @@ def split_digit_comma_pieces(
 
 @functools.lru_cache(maxsize=None)
 def _bert_clean_table() -> dict:
-    table = dict(_unicode.deletion_table("bert_removed"))
-    for lo, hi in _unicode.code_point_ranges("bert_whitespace"):
+    table = dict(unicode_classes.deletion_table("bert_removed"))
+    for lo, hi in unicode_classes.code_point_ranges("bert_whitespace"):
         for cp in range(lo, hi + 1):
             table[cp] = " "
     return table
@@ -140,12 +140,12 @@ def _bert_clean_table() -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _cjk_regex() -> "re.Pattern[str]":
-    return re.compile("(" + _unicode.python_class("cjk") + ")")
+    return re.compile("(" + unicode_classes.python_class("cjk") + ")")
 
 
 @functools.lru_cache(maxsize=None)
 def _word_regex() -> "re.Pattern[str]":
-    punct = _unicode.python_class("bert_punctuation")
+    punct = unicode_classes.python_class("bert_punctuation")
     # A punctuation character alone, or a maximal run of anything but punctuation and space.
     return re.compile(f"{punct}|[^ {punct[1:-1]}]+")
 
@@ -157,7 +157,7 @@ def bert_clean_text(text: str) -> str:
 
 def bert_strip_accents(text: str) -> str:
     """BERT `_run_strip_accents`: NFD, then drop category Mn."""
-    return unicodedata.normalize("NFD", text).translate(_unicode.deletion_table("mn"))
+    return unicodedata.normalize("NFD", text).translate(unicode_classes.deletion_table("mn"))
 
 
 def bert_basic_tokenize(text: TextLike, lower_case: bool = True) -> List[str]:

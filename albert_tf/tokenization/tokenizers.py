@@ -19,7 +19,7 @@ import abc
 import os
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
-from albert_tf.tokenization import _files, packing
+from albert_tf.tokenization import corpus_files, packing
 from albert_tf.tokenization.text import (
     TextLike,
     bert_basic_tokenize,
@@ -165,7 +165,7 @@ class SentencePieceTokenizer(_Tokenizer):
             raise ValueError("pass exactly one of model_file and model_proto")
         source = "the SentencePiece model proto" if model_file is None else os.fspath(model_file)
         if model_proto is None:
-            model_proto = _files.read_bytes(model_file)
+            model_proto = corpus_files.read_bytes(model_file)
         self.model_proto = bytes(model_proto)
         self.sp_model = spm.SentencePieceProcessor()
         try:
@@ -212,7 +212,7 @@ def load_vocab(vocab_file: PathLike) -> Dict[str, int]:
     """
     path = os.fspath(vocab_file)
     vocab: Dict[str, int] = {}
-    for _, number, line in _files.iter_lines([path]):
+    for _, number, line in corpus_files.iter_lines([path]):
         token = line.strip()
         if not token:
             raise ValueError(f"{path}:{number}: empty token")

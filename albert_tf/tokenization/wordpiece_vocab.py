@@ -7,7 +7,7 @@ learner (`tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib.
 algorithm behind `bert_vocab_from_dataset`). Only the word split differs from calling
 `bert_vocab_from_dataset` directly: its `BasicTokenizer` case-folds with NFKC (turning full-width
 Chinese punctuation such as "，" into ",") where the original, and our tokenizers, do not. The files
-are read as `albert-tf make-pretraining-data` reads them (`_files.iter_corpus_lines`).
+are read as `albert-tf make-pretraining-data` reads them (`corpus_files.iter_corpus_lines`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import time
 from typing import Optional, Sequence, Tuple, Union
 
-from albert_tf.tokenization import _files
+from albert_tf.tokenization import corpus_files
 from albert_tf.tokenization.text import bert_basic_tokenize
 
 # Id 0 is padding, as in every BERT vocabulary; the others are the tokens packing and masking use.
@@ -114,19 +114,19 @@ def build_wordpiece_vocab(
         max_unique_chars = max(1, vocab_size // 4)
     if max_unique_chars < 1:
         raise ValueError(f"max_unique_chars must be >= 1, got {max_unique_chars}")
-    _files.check_on_error(on_error)
+    corpus_files.check_on_error(on_error)
 
     start = time.monotonic()
-    files = _files.expand_inputs(input_files)
+    files = corpus_files.expand_inputs(input_files)
     counts: "collections.Counter[str]" = collections.Counter()
     num_lines = 0
-    report = _files.CorpusReport()
-    for _, _, line in _files.iter_corpus_lines(files, on_error=on_error, report=report):
+    report = corpus_files.CorpusReport()
+    for _, _, line in corpus_files.iter_corpus_lines(files, on_error=on_error, report=report):
         num_lines += 1
         counts.update(bert_basic_tokenize(line, lower_case=lower_case))
     if not counts:
         if report.skipped_files:
-            raise ValueError(f"no words to learn from; {_files.describe_skipped(report.skipped_files)}")
+            raise ValueError(f"no words to learn from; {corpus_files.describe_skipped(report.skipped_files)}")
         raise ValueError(f"no words to learn from: {files} contain no text")
 
     vocab = learner.learn(
@@ -146,7 +146,7 @@ def build_wordpiece_vocab(
             f"as a ## continuation) already make {len(vocab)} tokens. Use a larger vocab_size or a "
             "smaller max_unique_chars."
         )
-    _files.atomic_write_bytes(output_file, ("\n".join(vocab) + "\n").encode("utf-8"))
+    corpus_files.atomic_write_bytes(output_file, ("\n".join(vocab) + "\n").encode("utf-8"))
     return WordPieceVocab(
         vocab_file=os.fspath(output_file),
         vocab_size=len(vocab),

@@ -13,7 +13,7 @@ import pytest
 from albert_tf.data import beam_pipeline as B
 from albert_tf.data.documents import MalformedInputError, read_documents
 from albert_tf.data.pretraining_instances import InstanceConfig
-from albert_tf.tokenization import _files
+from albert_tf.tokenization import corpus_files
 from albert_tf.tokenization.sentencepiece_vocab import iter_training_sentences, train_sentencepiece
 from albert_tf.tokenization.text import preprocess_text
 from albert_tf.tokenization.wordpiece_vocab import build_wordpiece_vocab
@@ -44,11 +44,11 @@ def corpus(tmp_path_factory):
 
 
 def test_both_tools_read_the_same_cleaned_text(corpus):
-    files = _files.expand_inputs(str(corpus))
+    files = corpus_files.expand_inputs(str(corpus))
     assert [os.path.basename(f) for f in files] == ["a_clean.txt", "b_stray.txt", "c_latin1.txt"]
     readable = files[:2]
     # What train-tokenizer trains on is what make-pretraining-data tokenizes, sentence by sentence.
-    report = _files.CorpusReport()
+    report = corpus_files.CorpusReport()
     trained_on = list(iter_training_sentences(readable, report=report))
     documents = [d for f in readable for d in read_documents(f, "sentences")]
     assert trained_on == [preprocess_text(s) for d in documents for s in d.sentences]
@@ -58,7 +58,7 @@ def test_both_tools_read_the_same_cleaned_text(corpus):
     # The Latin-1 file: the same problem, named the same way, by both.
     latin1 = str(corpus / "c_latin1.txt")
     expected = f"{latin1}:1: not valid UTF-8 (byte 4 of the line: b'\\xe9')"
-    with pytest.raises(_files.UnreadableTextError) as tokenizer_error:
+    with pytest.raises(corpus_files.UnreadableTextError) as tokenizer_error:
         list(iter_training_sentences(files))
     with pytest.raises(MalformedInputError) as reader_error:
         list(read_documents(latin1))
@@ -91,8 +91,8 @@ def test_the_1890_address_reads_the_same_in_both_tools():
     path = SOTU / "1890_benjamin_harrison_r.txt"
     if not path.exists():
         pytest.skip(f"shared data not found at {SOTU}")
-    report = _files.CorpusReport()
-    lines = [line.strip() for _, _, line in _files.iter_corpus_lines([str(path)], report=report) if line.strip()]
+    report = corpus_files.CorpusReport()
+    lines = [line.strip() for _, _, line in corpus_files.iter_corpus_lines([str(path)], report=report) if line.strip()]
     document, = read_documents(str(path), "paragraphs")
     assert " ".join(lines) == " ".join(document.sentences)
     assert report.cleaned_characters == 1 and "\x02" not in " ".join(lines)

@@ -14,7 +14,7 @@ from albert_tf.data.documents import (
     read_documents,
     split_sentences,
 )
-from albert_tf.tokenization._files import CleaningStats
+from albert_tf.tokenization.corpus_files import CleaningStats
 
 SOTU = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "en" / "sotu"
 

@@ -18,7 +18,7 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.tokenization import _unicode, sentencepiece_vocab, wordpiece_vocab
+from albert_tf.tokenization import unicode_classes, sentencepiece_vocab, wordpiece_vocab
 from albert_tf.tokenization.in_graph import AlbertTokenizerLayer, lower_utf8, sanitize_utf8, truncated_lengths
 from albert_tf.tokenization.packing import pack_inputs, truncate_seq_pair
 from albert_tf.tokenization.text import preprocess_text, split_digit_comma_pieces
@@ -105,15 +105,15 @@ def zh_vocab(tmp_path_factory):
 
 
 def test_re2_classes_equal_python_classes_on_every_code_point():
-    scanned = [cp for block in _unicode._SCANNED for cp in block if not 0xD800 <= cp < 0xE000]
+    scanned = [cp for block in unicode_classes._SCANNED for cp in block if not 0xD800 <= cp < 0xE000]
     chars = tf.constant([chr(cp).encode("utf-8") for cp in scanned])
-    for name in _unicode.CLASS_NAMES:
+    for name in unicode_classes.CLASS_NAMES:
         expected = np.zeros(len(scanned), dtype=bool)
-        index = {cp: i for i, cp in enumerate(scanned)} if name == _unicode.CLASS_NAMES[0] else index
-        for lo, hi in _unicode.code_point_ranges(name):
+        index = {cp: i for i, cp in enumerate(scanned)} if name == unicode_classes.CLASS_NAMES[0] else index
+        for lo, hi in unicode_classes.code_point_ranges(name):
             for cp in range(lo, hi + 1):
                 expected[index[cp]] = True
-        got = tf.strings.regex_full_match(chars, _unicode.re2_class(name)).numpy()
+        got = tf.strings.regex_full_match(chars, unicode_classes.re2_class(name)).numpy()
         assert (got == expected).all(), (name, [hex(scanned[i]) for i in np.nonzero(got != expected)[0][:10]])
 
 

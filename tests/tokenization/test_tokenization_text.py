@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from albert_tf.tokenization import _unicode
+from albert_tf.tokenization import unicode_classes
 from albert_tf.tokenization.text import (
     SPIECE_UNDERLINE,
     bert_basic_tokenize,
@@ -135,21 +135,21 @@ def _predicate(name):
         "isdigit": str.isdigit,
         "combining": lambda c: unicodedata.combining(c) != 0,
         "mn": lambda c: unicodedata.category(c) == "Mn",
-        "bert_removed": lambda c: c in ("\x00", "\ufffd") or _unicode.is_bert_control(c),
+        "bert_removed": lambda c: c in ("\x00", "\ufffd") or unicode_classes.is_bert_control(c),
         "bert_whitespace": lambda c: (
-            _unicode.is_bert_whitespace(c) or (c.isspace() and not _unicode.is_bert_control(c))
+            unicode_classes.is_bert_whitespace(c) or (c.isspace() and not unicode_classes.is_bert_control(c))
         ),
-        "bert_punctuation": _unicode.is_bert_punctuation,
-        "cjk": _unicode.is_cjk_char,
+        "bert_punctuation": unicode_classes.is_bert_punctuation,
+        "cjk": unicode_classes.is_cjk_char,
     }[name]
 
 
 def test_character_classes_equal_the_python_predicates_on_every_code_point():
-    scanned = [cp for block in _unicode._SCANNED for cp in block if not 0xD800 <= cp < 0xE000]
+    scanned = [cp for block in unicode_classes._SCANNED for cp in block if not 0xD800 <= cp < 0xE000]
     chars = [chr(cp) for cp in scanned]
-    for name in _unicode.CLASS_NAMES:
+    for name in unicode_classes.CLASS_NAMES:
         members = set()
-        for lo, hi in _unicode.code_point_ranges(name):
+        for lo, hi in unicode_classes.code_point_ranges(name):
             members.update(range(lo, hi + 1))
         predicate = _predicate(name)
         expected = {cp for cp, char in zip(scanned, chars) if predicate(char)}
@@ -160,9 +160,9 @@ def test_character_classes_equal_the_python_predicates_on_every_code_point():
 
 
 def test_character_class_patterns():
-    assert re.fullmatch(_unicode.python_class("bert_punctuation"), "，")
-    assert not re.fullmatch(_unicode.python_class("bert_punctuation"), "a")
-    assert _unicode.re2_class("cjk").startswith("[\\x{3400}-\\x{4dbf}")
-    assert "a\u0301".translate(_unicode.deletion_table("combining")) == "a"
+    assert re.fullmatch(unicode_classes.python_class("bert_punctuation"), "，")
+    assert not re.fullmatch(unicode_classes.python_class("bert_punctuation"), "a")
+    assert unicode_classes.re2_class("cjk").startswith("[\\x{3400}-\\x{4dbf}")
+    assert "a\u0301".translate(unicode_classes.deletion_table("combining")) == "a"
     with pytest.raises(KeyError):
-        _unicode.code_point_ranges("nonsense")
+        unicode_classes.code_point_ranges("nonsense")

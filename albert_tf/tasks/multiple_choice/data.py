@@ -181,7 +181,7 @@ def read_race_examples(
         FileNotFoundError: a path matches nothing.
         RaceDataError: a malformed file (named, with the question).
     """
-    from albert_tf.tokenization import _files
+    from albert_tf.tokenization import corpus_files
 
     if isinstance(num_choices, bool) or not isinstance(num_choices, int) or not 2 <= num_choices <= 26:
         raise RaceDataError(f"num_choices must be an integer in [2, 26], got {num_choices!r}")
@@ -195,7 +195,7 @@ def read_race_examples(
         files.extend(f for f in _files_of(os.fspath(path), levels) if f not in files)
     examples: List[RaceExample] = []
     for path in files:
-        for record in _decode_objects(_files.read_bytes(path), path):
+        for record in _decode_objects(corpus_files.read_bytes(path), path):
             examples.extend(_parse_record(record, path, num_choices))
     return examples
 

@@ -128,10 +128,10 @@ class SquadFeature:
 
 
 def _read_json(path: str) -> Any:
-    from albert_tf.tokenization import _files
+    from albert_tf.tokenization import corpus_files
 
     try:
-        raw = _files.read_bytes(path)
+        raw = corpus_files.read_bytes(path)
     except FileNotFoundError:
         raise FileNotFoundError(f"SQuAD file {path} does not exist") from None
     except Exception as e:  # tf.io.gfile raises its own NotFoundError for remote paths

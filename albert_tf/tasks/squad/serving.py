@@ -64,7 +64,7 @@ import tensorflow_text as tf_text
 
 from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, find_resources, register_serving, string_spec
 from albert_tf.kinds import KIND_SQUAD_V1, KIND_SQUAD_V2
-from albert_tf.tokenization import _unicode
+from albert_tf.tokenization import unicode_classes
 from albert_tf.tokenization.in_graph import check_length_bucket, lower_utf8, packed_width, pad_columns, sanitize_utf8
 from albert_tf.tokenization.text import SPIECE_UNDERLINE
 
@@ -134,7 +134,7 @@ class QaGraph:
         flat = chars.flat_values
         rows = _row_ids(chars)
         position = tf.cast(tf.ragged.range(chars.row_lengths()).flat_values, tf.int32)
-        is_space = tf.strings.regex_full_match(flat, _unicode.re2_class("isspace"))
+        is_space = tf.strings.regex_full_match(flat, unicode_classes.re2_class("isspace"))
         num_rows = tf.shape(context)[0]
         big = tf.int32.max
         first_text = tf.math.unsorted_segment_min(tf.where(is_space, big, position), rows, num_rows)
@@ -148,7 +148,7 @@ class QaGraph:
         text = flat
         if not self.tokenizer.keep_accents:
             text = tf_text.normalize_utf8(text, "NFKD")
-            text = tf.strings.regex_replace(text, _unicode.re2_class("combining"), "")
+            text = tf.strings.regex_replace(text, unicode_classes.re2_class("combining"), "")
         if self.tokenizer.lower_case:
             text = lower_utf8(text)
         normalized_chars = tf.where(is_space, tf.where(keep_space, " ", ""), text)
@@ -413,7 +413,7 @@ class QaGraph:
             result["null_score"] = null_score
         context = features["context"]
         raw = tf.strings.substr(context, begin, tf.maximum(finish - begin, 0), unit="UTF8_CHAR")
-        space = _unicode.re2_class("isspace")
+        space = unicode_classes.re2_class("isspace")
         leading = tf.strings.length(_leading(raw, space), unit="UTF8_CHAR")
         text = tf.strings.regex_replace(raw, "^" + space + "+", "")
         text = tf.strings.regex_replace(text, space + "+$", "")

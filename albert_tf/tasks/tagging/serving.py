@@ -57,7 +57,7 @@ from albert_tf.export.signatures import TEXT_KEY, ServingModule, register_servin
 from albert_tf.kinds import KIND_TAGGER
 from albert_tf.tasks.tagging.data import TagVocab, check_token_unit
 from albert_tf.tasks.tagging.metrics import split_tag
-from albert_tf.tokenization import _unicode
+from albert_tf.tokenization import unicode_classes
 from albert_tf.tokenization.in_graph import check_length_bucket, pad_columns, sanitize_utf8
 
 # Tag prefixes as small ints; "O" (and padding) is 0.
@@ -119,7 +119,7 @@ class TaggingGraph:
         flat = chars.flat_values
         rows = tf.cast(chars.value_rowids(), tf.int32)
         position = tf.cast(tf.ragged.range(chars.row_lengths()).flat_values, tf.int32)
-        space = tf.strings.regex_full_match(flat, _unicode.re2_class("isspace"))
+        space = tf.strings.regex_full_match(flat, unicode_classes.re2_class("isspace"))
         keep = tf.logical_not(space)
         if self.settings["token_unit"] == "char":
             starts_unit = keep

@@ -23,7 +23,7 @@ import re
 from typing import BinaryIO, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from albert_tf import file_io
-from albert_tf.tokenization import _unicode
+from albert_tf.tokenization import unicode_classes
 from albert_tf.tokenization.text import bert_clean_text
 
 logger = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ def decode_text_line(raw: bytes, source: str, line: int) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _removed_regex() -> "re.Pattern[str]":
-    return re.compile(_unicode.python_class("bert_removed"))
+    return re.compile(unicode_classes.python_class("bert_removed"))
 
 
 @dataclasses.dataclass
