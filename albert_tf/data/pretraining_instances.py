@@ -809,9 +809,9 @@ class InstanceEncoder:
         self._records = tfrecords.RecordEncoder(config.max_seq_length, config.max_predictions_per_seq)
         self._serialize = tfrecords.serialize_instance
         self._encode_varints = tfrecords.encode_varints
-        self._varint = tfrecords._varint
+        self._varint = tfrecords.varint
         # Every id's varint from a table when the vocabulary fits it (always, in practice).
-        table = tfrecords._small_varints
+        table = tfrecords.SMALL_VARINTS
         self._varint_table = table if vocab.vocab_size <= len(table) else None
         self._start_table = np.frombuffer(vocab.start_table, dtype=np.uint8)
         self._cls = self._varint_bytes(vocab.cls_id)

@@ -70,7 +70,7 @@ def feature_shapes(max_seq_length: int, max_predictions_per_seq: int) -> List[Fe
     ]
 
 
-def _varint(value: int) -> bytes:
+def varint(value: int) -> bytes:
     """One protobuf varint; negative int64 values take ten bytes (two's complement)."""
     if value < 0:
         value += 1 << 64
@@ -87,8 +87,8 @@ def _varint(value: int) -> bytes:
 
 # Varints of 0..65535 (every id of vocabularies up to 64k pieces): a list lookup and one join
 # beat NumPy here, whose per-call overhead dominates on 512-element arrays.
-_SMALL_VARINT_LIMIT = 1 << 16
-_small_varints: List[bytes] = [_varint(i) for i in range(_SMALL_VARINT_LIMIT)]
+SMALL_VARINT_LIMIT = 1 << 16
+SMALL_VARINTS: List[bytes] = [varint(i) for i in range(SMALL_VARINT_LIMIT)]
 
 
 def _packed_varints(values: Sequence[int]) -> bytes:
@@ -96,17 +96,17 @@ def _packed_varints(values: Sequence[int]) -> bytes:
     values = [int(v) for v in values] if isinstance(values, np.ndarray) else values
     if not values:
         return b""
-    if min(values) >= 0 and max(values) < _SMALL_VARINT_LIMIT:
-        table = _small_varints
+    if min(values) >= 0 and max(values) < SMALL_VARINT_LIMIT:
+        table = SMALL_VARINTS
         return b"".join([table[v] for v in values])
-    return b"".join([_varint(int(v)) for v in values])
+    return b"".join([varint(int(v)) for v in values])
 
 
 def _length_delimited(tag: int, payload: bytes) -> bytes:
     size = len(payload)
-    if size < _SMALL_VARINT_LIMIT and _small_varints:
-        return _TAGS[tag] + _small_varints[size] + payload
-    return _TAGS[tag] + _varint(size) + payload
+    if size < SMALL_VARINT_LIMIT and SMALL_VARINTS:
+        return _TAGS[tag] + SMALL_VARINTS[size] + payload
+    return _TAGS[tag] + varint(size) + payload
 
 
 _TAGS = {tag: bytes((tag,)) for tag in (0x0A, 0x12, 0x1A)}
@@ -249,7 +249,7 @@ def serialize_instance(instance: TrainingInstance, max_seq_length: int, max_pred
             "masked_lm_weights",
             _float_feature_from_payload(_ONE_FLOAT * num_masked + bytes(4 * (max_predictions_per_seq - num_masked))),
         ),
-        _map_entry(LABEL_FEATURE, _int64_feature_from_payload(_varint(int(label)))),
+        _map_entry(LABEL_FEATURE, _int64_feature_from_payload(varint(int(label)))),
     ]
     return _example(entries)
 
@@ -262,10 +262,10 @@ def encode_varints(ids: Sequence[int]) -> Tuple[bytes, List[int]]:
         len(ids) + 1``. Slices of a document's payload are the payloads of its spans.
     """
     ids = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
-    if ids and (min(ids) < 0 or max(ids) >= _SMALL_VARINT_LIMIT):
-        pieces = [_varint(int(v)) for v in ids]
+    if ids and (min(ids) < 0 or max(ids) >= SMALL_VARINT_LIMIT):
+        pieces = [varint(int(v)) for v in ids]
     else:
-        table = _small_varints
+        table = SMALL_VARINTS
         pieces = [table[v] for v in ids]
     starts = [0]
     starts.extend(itertools.accumulate(map(len, pieces)))
@@ -285,7 +285,7 @@ class RecordEncoder:
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
         self._headers: Dict[Tuple[str, int], bytes] = {}
-        self._label = [_map_entry(LABEL_FEATURE, _int64_feature_from_payload(_varint(v))) for v in (0, 1)]
+        self._label = [_map_entry(LABEL_FEATURE, _int64_feature_from_payload(varint(v))) for v in (0, 1)]
         self._fixed = [self._header(name, max_seq_length) for name in ("input_mask", "segment_ids", "token_boundary")]
         self._weights = self._header("masked_lm_weights", 4 * max_predictions_per_seq)
 
@@ -326,7 +326,7 @@ class RecordEncoder:
         pad = bytes(seq - num_tokens)
         num_masked = len(masked_positions)
         mask_pad = bytes(num_pred - num_masked)
-        table = _small_varints
+        table = SMALL_VARINTS
         ids = ids_payload + pad
         positions = b"".join([table[p] for p in masked_positions]) + mask_pad
         masked_ids = masked_ids_payload + mask_pad

@@ -359,7 +359,7 @@ def check_parts(encoder, preprocessor) -> None:
     if not isinstance(preprocessor, AlbertTokenizerLayer):
         raise TypeError(f"preprocessor must be an AlbertTokenizerLayer, got {type(preprocessor).__name__}")
     check_sequence_length(preprocessor.sequence_length, encoder.max_position_embeddings)
-    if preprocessor._pending_vocabulary_asset is None and preprocessor.vocab_size > encoder.vocab_size:
+    if preprocessor.vocabulary_loaded and preprocessor.vocab_size > encoder.vocab_size:
         raise ValueError(
             f"the tokenizer has {preprocessor.vocab_size} tokens but the encoder's vocab_size is {encoder.vocab_size}"
         )
@@ -378,13 +378,13 @@ def resolve_pooling(pooling: Optional[str], encoder: AlbertEncoder, task: str) -
 def python_tokenizer(preprocessor: AlbertTokenizerLayer):
     """The Python tokenizer (`albert_tf.tokenization.tokenizers`) of the layer's vocabulary and
     settings: the same token ids, for the conversions that run in Python (tagging, SQuAD)."""
-    preprocessor._check_vocabulary_loaded()
+    preprocessor.check_vocabulary_loaded()
     if preprocessor.is_sentencepiece:
         return resolve.python_tokenizer(
             SENTENCEPIECE, model_proto=preprocessor.model_proto, lower_case=preprocessor.lower_case,
             keep_accents=preprocessor.keep_accents, normalize_quotes=preprocessor.normalize_quotes,
         )
-    vocab = {token: i for i, token in enumerate(preprocessor._wordpiece_tokens)}
+    vocab = {token: i for i, token in enumerate(preprocessor.wordpiece_tokens)}
     return resolve.python_tokenizer(WORDPIECE, vocab=vocab, lower_case=preprocessor.lower_case,
                                     max_input_chars_per_word=preprocessor.max_input_chars_per_word)
 

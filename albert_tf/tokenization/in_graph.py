@@ -167,7 +167,7 @@ def _decode_model_proto(model: Union[bytes, str]) -> bytes:
 
 
 class _DigitCommaPlan:
-    """The digit-comma rule's output layout for a batch (see `AlbertTokenizerLayer._digit_comma_plan`).
+    """The digit-comma rule's output layout for a batch (see `AlbertTokenizerLayer.digit_comma_plan`).
 
     Attributes:
         match_index: flat positions of the matched pieces; `num_matched` of them.
@@ -380,6 +380,33 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         return self._model_proto
 
     @property
+    def wordpiece_tokens(self) -> Optional[Tuple[str, ...]]:
+        """The WordPiece vocabulary in id order (None for SentencePiece)."""
+        return self._wordpiece_tokens
+
+    @property
+    def vocabulary_loaded(self) -> bool:
+        """False for a layer from a `.keras` config whose vocabulary asset Keras has not loaded yet."""
+        return self._pending_vocabulary_asset is None
+
+    # The SentencePiece parts the QA export re-runs to keep byte offsets (None for WordPiece).
+
+    @property
+    def sentencepiece(self):
+        """The `tf_text.FastSentencepieceTokenizer` of the model."""
+        return getattr(self, "_sentencepiece", None)
+
+    @property
+    def pieces(self) -> Optional[tf.Tensor]:
+        """Every piece's text, by id (a string tensor)."""
+        return getattr(self, "_pieces", None)
+
+    @property
+    def comma_id(self) -> Optional[int]:
+        """The id of the piece "," (the digit-comma rule emits it)."""
+        return getattr(self, "_comma_id", None)
+
+    @property
     def vocab_size(self) -> int:
         """Number of token ids."""
         return self._vocab_size
@@ -474,7 +501,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         would make the traced graph several times larger and slower to build.
         """
         flat = ids.flat_values
-        plan = self._digit_comma_plan(flat)
+        plan = self.digit_comma_plan(flat)
         values = tf.concat(
             [
                 tf.gather(flat, plan.unmatched_index),
@@ -486,7 +513,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         out_values = tf.scatter_nd(plan.positions[:, None], values, plan.total[None])
         return tf.RaggedTensor.from_row_splits(out_values, plan.row_splits(ids), validate=False)
 
-    def _digit_comma_plan(self, flat: tf.Tensor) -> "_DigitCommaPlan":
+    def digit_comma_plan(self, flat: tf.Tensor) -> "_DigitCommaPlan":
         """Where the digit-comma rule puts what, for the flat piece ids of a batch.
 
         Output layout: one slot per unmatched piece; for each matched piece `...d,`, its body's
@@ -644,7 +671,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
 
     def tokenize_and_pack(self, inputs: Any, *, length_bucket: Any = _OWN_BUCKET) -> Dict[str, tf.Tensor]:
         """What calling the layer does, with `length_bucket` overriding the layer's (None: fixed length)."""
-        self._check_vocabulary_loaded()
+        self.check_vocabulary_loaded()
         if _is_pair(inputs):
             if len(inputs) != 2:
                 raise ValueError(f"a tuple input must be a pair (text_a, text_b), got {len(inputs)} items")
@@ -706,7 +733,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
     def _vocabulary_file_name(self) -> str:
         return SENTENCEPIECE_ASSET_FILE if self.is_sentencepiece else WORDPIECE_ASSET_FILE
 
-    def _check_vocabulary_loaded(self) -> None:
+    def check_vocabulary_loaded(self) -> None:
         if self._pending_vocabulary_asset is not None:
             raise ValueError(
                 f"{self.name} has no vocabulary yet: its config says the vocabulary is the asset "
@@ -719,7 +746,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
 
         SentencePiece: the model's bytes as `spiece.model`; WordPiece: `vocab.txt`, one token a line.
         """
-        self._check_vocabulary_loaded()
+        self.check_vocabulary_loaded()
         path = os.path.join(dir_path, self._vocabulary_file_name())
         if self.is_sentencepiece:
             with open(path, "wb") as f:

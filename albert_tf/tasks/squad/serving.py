@@ -162,7 +162,7 @@ class QaGraph:
 
     def _context_pieces(self, normalized: tf.Tensor):
         """(ids, start byte, end byte) ragged [B, (pieces)] of the normalized context."""
-        fast = tf.cast(self.tokenizer._sentencepiece.tokenize(normalized), tf.int32).with_row_splits_dtype(tf.int64)
+        fast = tf.cast(self.tokenizer.sentencepiece.tokenize(normalized), tf.int32).with_row_splits_dtype(tf.int64)
         slow, starts, ends = self._sp_offsets.tokenize_with_offsets(normalized)
         slow = tf.cast(slow, tf.int32).with_row_splits_dtype(tf.int64)
         starts, ends = starts.with_row_splits_dtype(tf.int64), ends.with_row_splits_dtype(tf.int64)
@@ -174,7 +174,7 @@ class QaGraph:
         # Where the kernels segment a row differently (ties), the ids stay those of training and
         # the offsets come from the pieces' texts laid end to end ("▁" one space byte; the first
         # one is SentencePiece's dummy prefix and covers no byte).
-        piece_text = tf.strings.regex_replace(tf.gather(self.tokenizer._pieces, fast.flat_values), SPIECE_UNDERLINE, " ")
+        piece_text = tf.strings.regex_replace(tf.gather(self.tokenizer.pieces, fast.flat_values), SPIECE_UNDERLINE, " ")
         piece_bytes = tf.strings.length(piece_text)
         row_starts = tf.cast(fast.row_splits[:-1], tf.int32)
         rows = _row_ids(fast)
@@ -198,11 +198,11 @@ class QaGraph:
         layer = self.tokenizer
         flat = ids.flat_values
         flat_starts, flat_ends = starts.flat_values, ends.flat_values
-        plan = layer._digit_comma_plan(flat)
+        plan = layer.digit_comma_plan(flat)
         sub_ids = tf.cast(plan.sub_ids, tf.int32)
         sub_rows, keep, match_index = plan.sub_rows, plan.keep, plan.match_index
         # Byte ranges of the body pieces: their texts without "▁", laid end to end before the comma.
-        sub_text_length = tf.strings.length(tf.strings.regex_replace(tf.gather(layer._pieces, sub_ids), SPIECE_UNDERLINE, ""))
+        sub_text_length = tf.strings.length(tf.strings.regex_replace(tf.gather(layer.pieces, sub_ids), SPIECE_UNDERLINE, ""))
         sub_text_length = tf.where(keep, sub_text_length, 0)
         body_bytes = tf.math.unsorted_segment_sum(sub_text_length, sub_rows, plan.num_matched)
         matched_end = tf.gather(flat_ends, match_index)
@@ -216,7 +216,7 @@ class QaGraph:
             values = tf.concat([tf.gather(unmatched, plan.unmatched_index), tf.boolean_mask(body_values, keep), comma], axis=0)
             return tf.scatter_nd(plan.positions[:, None], values, plan.total[None])
 
-        out_ids = scatter(flat, sub_ids, tf.fill([plan.num_matched], tf.constant(layer._comma_id, tf.int32)))
+        out_ids = scatter(flat, sub_ids, tf.fill([plan.num_matched], tf.constant(layer.comma_id, tf.int32)))
         out_starts = scatter(flat_starts, sub_byte_start, matched_end - 1)
         out_ends = scatter(flat_ends, sub_byte_end, matched_end)
         row_splits = plan.row_splits(ids)
