@@ -1,6 +1,7 @@
 """The package's import graph, function-local imports included: no cycles among the modules of
-`albert_tf`, and the command line (`albert_tf.cli`) imported by nothing of the library (only by
-the CLI's own modules and the `python -m albert_tf` entry point)."""
+`albert_tf`, the command line (`albert_tf.cli`) imported by nothing of the library (only by
+the CLI's own modules and the `python -m albert_tf` entry point), and no module reading another
+module's private names."""
 
 from __future__ import annotations
 
@@ -180,3 +181,92 @@ def test_lower_layers_import_no_higher_ones():
         if (_subpackage(module), _subpackage(target)) in forbidden
     ]
     assert found == []
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _may_read(module: str, owner: str) -> bool:
+    """Whether `module` may use a private name of `owner` (a module, or the package holding a
+    private module): only from inside it."""
+    return module == owner or module.startswith(owner + ".")
+
+
+def foreign_private_names(module: str, path: Path, modules: Dict[str, Path]) -> List[str]:
+    """`line N: name` for each private name of another package module that `module` imports or
+    reads off an imported module (`from albert_tf.x import _y`, `x._y`, a private module `_m`
+    of another package). Attributes of objects are not seen: that needs types."""
+    is_package = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    aliases: Dict[str, str] = {}
+    found: List[str] = []
+
+    def check_module_path(name: str, line: int) -> None:
+        parts = name.split(".")
+        for i, part in enumerate(parts[1:], start=1):
+            if _is_private(part) and not _may_read(module, ".".join(parts[:i])):
+                found.append(f"line {line}: {'.'.join(parts[:i + 1])}")
+                return
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "albert_tf":
+                    check_module_path(alias.name, node.lineno)
+                    if alias.asname:
+                        aliases[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module if is_package else module.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                base = f"{anchor}.{base}" if base else anchor
+            if base.split(".")[0] != "albert_tf":
+                continue
+            check_module_path(base, node.lineno)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                if full in modules:
+                    aliases[alias.asname or alias.name] = full
+                    check_module_path(full, node.lineno)
+                elif _is_private(alias.name) and not _may_read(module, base):
+                    found.append(f"line {node.lineno}: {full}")
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                and _is_private(node.attr)):
+            owner = aliases[node.value.id]
+            if not _may_read(module, owner):
+                found.append(f"line {node.lineno}: {owner}.{node.attr}")
+    return found
+
+
+def test_the_private_name_check_sees_each_form(tmp_path):
+    modules = {"albert_tf.a": tmp_path / "a.py", "albert_tf.a.b": tmp_path / "b.py", "albert_tf.a._c": tmp_path / "c.py",
+               "albert_tf.d": tmp_path / "d.py", "albert_tf._e": tmp_path / "e.py"}
+    source = tmp_path / "d.py"
+    source.write_text(
+        "from albert_tf.a import b, _c\nfrom albert_tf.a.b import _f, g\nimport albert_tf.a.b as h\n"
+        "from albert_tf import _e\nb._x\nh._y\nh.z\n_e.w\n", encoding="utf-8",
+    )
+    assert foreign_private_names("albert_tf.d", source, modules) == [
+        "line 1: albert_tf.a._c", "line 2: albert_tf.a.b._f", "line 5: albert_tf.a.b._x", "line 6: albert_tf.a.b._y",
+    ]
+    # Inside the owner, its private names are its own.
+    assert foreign_private_names("albert_tf.a.b", source, modules) == []
+
+
+def test_no_module_reads_another_modules_private_names():
+    """A name with a leading underscore belongs to its module (a private module to its package):
+    what another module needs is public, so that a change inside one module cannot break a
+    caller it does not know about. The package's thin callers (the pipeline, the serving entry
+    points, the benchmarks) hold to it too."""
+    modules = package_modules()
+    callers = {
+        ".".join((folder,) + path.relative_to(PACKAGE.parent / folder).with_suffix("").parts): path
+        for folder in ("pipelines", "serving", "benchmarks") for path in sorted((PACKAGE.parent / folder).rglob("*.py"))
+    }
+    offenders = [f"{module} {use}" for module, path in {**modules, **callers}.items()
+                 for use in foreign_private_names(module, path, modules)]
+    assert not offenders, "\n".join(offenders)

@@ -620,7 +620,7 @@ def expand_inputs(patterns: Union[str, Sequence[str]]) -> List[str]:
     return sorted(files)
 
 
-def _make_runner(runner: Optional[Union[str, object]]):
+def make_runner(runner: Optional[Union[str, object]]):
     """The local FnApiRunner for 'DirectRunner'/None (never Prism, which downloads a binary)."""
     if runner is None or (isinstance(runner, str) and runner in ("DirectRunner", "FnApiRunner")):
         from apache_beam.runners.portability.fn_api_runner import fn_runner
@@ -1040,7 +1040,7 @@ def make_pretraining_data(
                     skipped = sorted(stats.skipped)
                     cleaned = dict(sorted(stats.cleaned))
                 else:
-                    pipeline = beam.Pipeline(runner=_make_runner(runner), options=PipelineOptions(args))
+                    pipeline = beam.Pipeline(runner=make_runner(runner), options=PipelineOptions(args))
                     build_pipeline(pipeline, input_files, _join(temp_dir, SHARD_PREFIX), config, vocab)
                     result = pipeline.run()
                     result.wait_until_finish()

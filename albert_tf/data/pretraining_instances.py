@@ -264,9 +264,9 @@ class DocumentTokenizer:
         self._piece_to_id: Dict[str, int] = {p: i for i, p in enumerate(pieces)}
         self._sentencepiece = _plain_sentencepiece(tokenizer)
         if self._sentencepiece is not None:
-            from albert_tf.tokenization.text import _is_digit_comma_piece
+            from albert_tf.tokenization.text import is_digit_comma_piece
 
-            self._digit_comma_ids = frozenset(i for i, p in enumerate(pieces) if _is_digit_comma_piece(p))
+            self._digit_comma_ids = frozenset(i for i, p in enumerate(pieces) if is_digit_comma_piece(p))
 
     def __call__(self, document: Document) -> TokenizedDocument:
         return self.tokenize_documents([document])[0]

@@ -413,7 +413,7 @@ def generate_statistics(
     beam_pipeline = _beam()
     import apache_beam as beam
 
-    pipeline = beam.Pipeline(runner=beam_pipeline._make_runner(runner),
+    pipeline = beam.Pipeline(runner=beam_pipeline.make_runner(runner),
                              options=beam_pipeline.PipelineOptions(list(pipeline_args)))
     for name, pattern in sorted(splits.items()):
         (pipeline

@@ -93,7 +93,7 @@ def preprocess_text(
     return outputs
 
 
-def _is_digit_comma_piece(piece: str) -> bool:
+def is_digit_comma_piece(piece: str) -> bool:
     return len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()
 
 
@@ -115,7 +115,7 @@ def split_digit_comma_pieces(
     """
     new_pieces: List[str] = []
     for piece in pieces:
-        if not _is_digit_comma_piece(piece):
+        if not is_digit_comma_piece(piece):
             new_pieces.append(piece)
             continue
         cur_pieces = list(encode_as_pieces(piece[:-1].replace(SPIECE_UNDERLINE, "")))
