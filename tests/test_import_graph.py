@@ -30,6 +30,17 @@ def _innermost(name: str, modules: Dict[str, Path]) -> str:
     return name
 
 
+def _from_module(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute name of the module a `from ... import` in `module` reads from."""
+    base = node.module or ""
+    if node.level:
+        anchor = module if is_package else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            anchor = anchor.rpartition(".")[0]
+        base = f"{anchor}.{base}" if base else anchor
+    return base
+
+
 def imported_modules(module: str, path: Path, modules: Dict[str, Path]) -> Dict[str, int]:
     """The package modules `module` imports anywhere in its file -> the first line that does.
 
@@ -43,12 +54,7 @@ def imported_modules(module: str, path: Path, modules: Dict[str, Path]) -> Dict[
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module if is_package else module.rpartition(".")[0]
-                for _ in range(node.level - 1):
-                    anchor = anchor.rpartition(".")[0]
-                base = f"{anchor}.{base}" if base else anchor
+            base = _from_module(node, module, is_package)
             names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
         for name in names:
             target = _innermost(name, modules)
@@ -217,12 +223,7 @@ def foreign_private_names(module: str, path: Path, modules: Dict[str, Path]) -> 
                     if alias.asname:
                         aliases[alias.asname] = alias.name
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module if is_package else module.rpartition(".")[0]
-                for _ in range(node.level - 1):
-                    anchor = anchor.rpartition(".")[0]
-                base = f"{anchor}.{base}" if base else anchor
+            base = _from_module(node, module, is_package)
             if base.split(".")[0] != "albert_tf":
                 continue
             check_module_path(base, node.lineno)
