@@ -13,7 +13,9 @@ case (`train`) and apply to each family alike (tests/tasks/test_task_battery.py 
 5. `check_bad_input`: each bad input raises one exception whose one-line message names the problem;
 6. `check_finetune_runs_the_driver`: `model.finetune` on raw strings trains through
    `run_finetuning`, the driver of `albert-tf finetune`, learns, and writes a model directory
-   whose `model.keras` answers as the model does.
+   whose `model.keras` answers as the model does;
+7. `check_loss_is_the_heads`: the loss `compile()` gives the model equals its head's
+   `compute_task_loss` (what `albert-tf finetune` and the pipeline minimise) on the same batch.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class TaskCase:
         signatures: The export's signature keys.
         bad_inputs: Inputs that must raise one clear error.
         export_kwargs: More `model.export` arguments (e.g. `pair=True`).
+        head_labels: `y` of a `make_dataset` batch -> the head's label inputs (the names its
+            `compute_task_loss` reads).
         epochs, batch_size: The training run.
     """
 
@@ -97,6 +101,7 @@ class TaskCase:
     bad_inputs: Sequence[BadInput]
     predicted_answers: Callable[[Any], Any] = lambda predicted: predicted
     export_kwargs: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    head_labels: Callable[[Any], Dict[str, tf.Tensor]] = lambda y: {"labels": y}
     epochs: int = 6
     batch_size: int = 8
 
@@ -239,6 +244,17 @@ def check_finetune_runs_the_driver(case: TaskCase, config, spm_model: str, model
     reloaded = keras.saving.load_model(model_dir / "model.keras")
     assert type(reloaded) is type(model)
     assert_same_answers(reloaded.predict(case.probe, verbose=0), model.predict(case.probe, verbose=0))
+
+
+def check_loss_is_the_heads(trained: TrainedTask) -> None:
+    """`compile()`'s loss is the head's: the raw-text model and `albert-tf finetune` minimise the
+    same function (compared on one batch of the training set, dropout off)."""
+    model, case = trained.model, trained.case
+    x, y = next(iter(model.make_dataset(case.x, case.y, batch_size=case.batch_size)))
+    compiled = model.compute_loss(x=x, y=y, y_pred=model(x, training=False), training=False)
+    inputs = {**x, **case.head_labels(y)}
+    head = model.task_model.compute_task_loss(inputs, model.task_model(inputs, training=False))
+    np.testing.assert_allclose(float(compiled), float(head), rtol=1e-5, err_msg=f"{case.name}: compiled vs head loss")
 
 
 def _raised(model, bad: BadInput) -> Optional[BaseException]:

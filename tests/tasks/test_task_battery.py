@@ -281,7 +281,16 @@ def _question_answerer_case(version):
         export_kind=kinds.KIND_SQUAD_V1 if version == "v1" else kinds.KIND_SQUAD_V2,
         signatures=TEXT_SIGNATURES,
         bad_inputs=bad_inputs,
+        head_labels=_squad_head_labels(version),
     )
+
+
+def _squad_head_labels(version):
+    """The head reads the answer positions (and v2's answerability) as inputs, by their own names."""
+    if version == "v1":
+        return lambda y: {"start_positions": y["start_logits"], "end_positions": y["end_logits"]}
+    return lambda y: {"start_positions": y["start_log_probs"], "end_positions": y["end_log_probs"],
+                      "is_impossible": y["cls_logits"]}
 
 
 CASES = {case.name: case for case in (
@@ -325,6 +334,11 @@ def test_export_writes_serving_default(exported):
 @pytest.mark.slow
 def test_served_answers_equal_predict(exported):
     battery.check_served_answers_equal_predict(exported)
+
+
+@pytest.mark.slow
+def test_the_compiled_loss_is_the_heads(trained):
+    battery.check_loss_is_the_heads(trained)
 
 
 # Module scope: `trained` keeps its one instance per family (a function-scoped parameter would retrain it).
