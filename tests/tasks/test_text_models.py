@@ -748,3 +748,46 @@ def test_question_answerer_version_option_errors_and_old_configs(layouts):
         v2.fit((["q", "r"], ["a good film"]), [("good", 2), None])
     with pytest.raises(ValueError, match=r"^1 answers for 2 questions$"):
         v2.fit((["q", "r"], ["a good film", "a film"]), [None])
+
+
+@pytest.mark.slow
+def test_the_raw_text_classifier_trains_as_its_head_bit_for_bit(tiny_config, tiny_spm_model):
+    """Trained on the same token batches from the same seed, the raw-text classifier and the head
+    `albert-tf finetune` trains (`AlbertClassifier`) end with the same weights, bit for bit: one
+    model, whichever form trains it (its compiled loss is the head's, see the task battery)."""
+    from albert_tf.tasks.classification.head import AlbertClassifier
+    from albert_tf.training.optimizers import create_optimizer
+
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, tiny_config.vocab_size, size=(32, SEQ)).astype("int32")
+    mask = (np.arange(SEQ)[None, :] < rng.integers(3, SEQ, size=(32, 1))).astype("int32")
+    features = {"input_ids": ids * mask, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+    labels = rng.integers(0, 2, size=(32,)).astype("int32")
+
+    def trained_weights(text_model: bool):
+        keras.utils.set_random_seed(3)
+        encoder = AlbertEncoder.from_albert_config(tiny_config)
+        if text_model:
+            preprocessor = AlbertTokenizerLayer.from_sentencepiece(tiny_spm_model, sequence_length=SEQ)
+            model = AlbertTextClassifier(encoder, preprocessor, num_classes=2, pooling="mean", compile=False)
+            data = tf.data.Dataset.from_tensor_slices((features, labels))
+        else:
+            model = AlbertClassifier(encoder, num_labels=2, pooling="mean")
+            data = tf.data.Dataset.from_tensor_slices({**features, "labels": labels})
+        optimizer = create_optimizer("adamw", 1e-3, num_train_steps=4, num_warmup_steps=1, weight_decay=0.01,
+                                     bias_correction=True)
+        model.compile(optimizer=optimizer, jit_compile=False)  # the raw-text model: its "auto" loss and metrics
+        keras.Model.fit(model, data.batch(8), epochs=1, verbose=0, shuffle=False)
+        head = model.task_model if text_model else model
+        return [v.numpy() for v in head.weights]
+
+    head, text = trained_weights(False), trained_weights(True)
+    assert len(head) == len(text)
+    assert all(np.array_equal(a, b) for a, b in zip(head, text))
+    # Not trivially equal: training moved the weights away from their initial values.
+    keras.utils.set_random_seed(3)
+    untrained = AlbertClassifier(AlbertEncoder.from_albert_config(tiny_config), num_labels=2, pooling="mean")
+    untrained(features)
+    initial = [v.numpy() for v in untrained.weights]
+    assert len(initial) == len(head)
+    assert sum(not np.array_equal(a, b) for a, b in zip(initial, head)) > len(head) // 2
