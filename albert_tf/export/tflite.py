@@ -36,7 +36,6 @@ multiple of 16 (sequence-level outputs then have that length).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import threading
@@ -55,6 +54,7 @@ from albert_tf.kinds import (
     KIND_TAGGER,
 )
 from albert_tf.runtime_env import native_notices_dropped
+from albert_tf.tokenization.packing import bucketed_width
 
 TFLITE_FILE = "model.tflite"
 MODE_DYNAMIC_INT8 = "dynamic-int8"
@@ -265,7 +265,7 @@ class TfliteModel:
             return length
         rows = input_mask.reshape(-1, length) != 0
         longest = int(np.max(np.where(rows.any(axis=1), length - np.argmax(rows[:, ::-1], axis=1), 0)))
-        return min(length, max(self.length_bucket, math.ceil(longest / self.length_bucket) * self.length_bucket))
+        return bucketed_width(longest, length, self.length_bucket)
 
     def __call__(self, features: Mapping[str, Any]) -> Dict[str, np.ndarray]:
         """`{output name: array}` for token `features` (`input_names`, integer arrays of one shape).

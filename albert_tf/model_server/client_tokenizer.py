@@ -15,11 +15,12 @@ then tokenizes with the export's own preprocessing, the `AlbertTokenizerLayer` b
 from __future__ import annotations
 
 import json
-import math
 import os
 from typing import Dict, Optional, Sequence
 
 import numpy as np
+
+from albert_tf.tokenization.packing import bucketed_width
 
 DEFAULT_SEQUENCE_LENGTH = 128
 LENGTH_BUCKET = 16
@@ -79,5 +80,5 @@ def encode(layer, texts: Sequence[bytes], text_b: Optional[Sequence[bytes]] = No
     features = layer((text, tf.constant(list(text_b), tf.string)) if text_b is not None else text)
     arrays = {k: v.numpy().astype(np.int32) for k, v in features.items()}
     longest = int(arrays["input_mask"].sum(axis=1).max()) if arrays["input_mask"].size else 0
-    length = min(layer.sequence_length, max(length_bucket, math.ceil(longest / length_bucket) * length_bucket))
+    length = bucketed_width(longest, layer.sequence_length, length_bucket)
     return {k: np.ascontiguousarray(v[:, :length]) for k, v in arrays.items()}

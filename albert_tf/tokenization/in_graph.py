@@ -129,7 +129,8 @@ def packed_width(lengths: tf.Tensor, sequence_length: int, length_bucket: Option
     """The padded width of a batch whose rows have the real lengths `lengths` (any shape).
 
     None: `sequence_length` (a Python int, static). An int N: the longest length rounded up
-    to a multiple of N, at least N, at most `sequence_length` (an int32 scalar tensor).
+    to a multiple of N, at least N, at most `sequence_length` (an int32 scalar tensor; in Python,
+    `albert_tf.tokenization.packing.bucketed_width`).
     """
     if length_bucket is None:
         return sequence_length

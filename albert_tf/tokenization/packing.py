@@ -80,3 +80,10 @@ def pack_inputs(
         "input_mask": [1] * len(input_ids) + [0] * padding,
         "segment_ids": segment_ids + [0] * padding,
     }
+
+
+def bucketed_width(longest: int, sequence_length: int, length_bucket: int) -> int:
+    """The width a length-aware batch is packed to, in Python (the in-graph layer's is
+    `albert_tf.tokenization.in_graph.packed_width`): its longest real length rounded up to a
+    multiple of `length_bucket`, at least `length_bucket`, at most `sequence_length`."""
+    return min(sequence_length, max(length_bucket, -(-longest // length_bucket) * length_bucket))

@@ -73,3 +73,17 @@ def test_pack_inputs_truncates_long_segments():
 def test_pack_inputs_rejects_short_sequences():
     with pytest.raises(ValueError, match="seq_length must be >= 3"):
         pack_inputs([1], seq_length=2, cls_id=2, sep_id=3)
+
+
+def test_bucketed_width_is_the_in_graph_packed_width():
+    """The clients' Python width and the layer's in-graph one agree on every length."""
+    import tensorflow as tf
+
+    from albert_tf.tokenization.in_graph import packed_width
+    from albert_tf.tokenization.packing import bucketed_width
+
+    for bucket in (1, 8, 16):
+        for longest in range(0, 70):
+            lengths = tf.constant([[0, longest], [1, 0]])
+            assert bucketed_width(longest, 64, bucket) == int(packed_width(lengths, 64, bucket)), (longest, bucket)
+    assert bucketed_width(0, 64, 16) == 16 and bucketed_width(17, 64, 16) == 32 and bucketed_width(70, 64, 16) == 64
