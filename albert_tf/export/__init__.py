@@ -5,12 +5,10 @@
 The names below load `saved_model.py` (and TensorFlow) when first read, so that what needs only
 `serving_config` (the pipeline's Pusher, a step of its own process) does not pay TensorFlow's import."""
 
-__all__ = ["ExportError", "ExportResult", "export_saved_model"]
+from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
+_LAZY = {name: "albert_tf.export.saved_model" for name in ("ExportError", "ExportResult", "export_saved_model")}
 
-def __getattr__(name):
-    if name in __all__:
-        from albert_tf.export import saved_model
+__all__ = sorted(_LAZY)
 
-        return getattr(saved_model, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = _lazy_attributes(__name__, _LAZY, globals())
