@@ -190,13 +190,16 @@ def text_vector_cosines(encoder, features, n: int = 256):
     return result
 
 
-def run_one(task: Task, prepared, config, *, init, recipe, seed: int, work: Path):
+def run_one(task: Task, prepared, config, preprocessor, *, init, recipe, seed: int, work: Path):
+    """One fine-tuning run of the task's raw-text model (as `albert-tf finetune` trains it: on the
+    encoded features, as its head) on the tokenizer layer `preprocessor`."""
     import tensorflow as tf
 
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tasks.classification import AlbertClassifier, make_eval_fn
-    from albert_tf.tasks.tagging import AlbertTokenClassifier
+    from albert_tf.tasks.classification import AlbertTextClassifier, make_eval_fn
+    from albert_tf.tasks.runner import on_head, task_model_of
+    from albert_tf.tasks.tagging import AlbertTextTagger
     from albert_tf.tasks.tagging import make_eval_fn as tagging_eval_fn
     from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
 
@@ -209,8 +212,11 @@ def run_one(task: Task, prepared, config, *, init, recipe, seed: int, work: Path
             init_encoder(encoder, init)
         if task.kind == "classification":
             cosines.update(text_vector_cosines(encoder, dev))
-            return AlbertClassifier(encoder, 2, dropout=recipe.dropout, pooling=recipe.pooling)
-        return AlbertTokenClassifier(encoder, len(tag_vocab.tags), dropout=recipe.dropout)
+            return AlbertTextClassifier(encoder, preprocessor, 2, dropout=recipe.dropout, pooling=recipe.pooling,
+                                        compile=False, task_model_name=None)
+        return AlbertTextTagger(encoder, preprocessor, tag_vocab.tags, dropout=recipe.dropout,
+                                token_unit="char" if SETS[task.name] == "zh" else "word", compile=False,
+                                task_model_name=None)
 
     if task.kind == "classification":
         eval_fn, metric = make_eval_fn(["accuracy", "mcc"], regression=False, diagnostics=True), "accuracy"
@@ -229,7 +235,8 @@ def run_one(task: Task, prepared, config, *, init, recipe, seed: int, work: Path
             tensorboard=False, verbose=0, eval_every_n_steps=max(1, steps // 3),
         )
         result = run_finetuning(
-            build, tf.data.Dataset.from_tensor_slices(train), dev_data, run_config, eval_fn=eval_fn, constant_baseline=constant,
+            build, tf.data.Dataset.from_tensor_slices(train), dev_data, run_config, eval_fn=on_head(eval_fn),
+            constant_baseline=constant, saved_model=task_model_of,
         )
     best = result.best_metrics
     return {
@@ -308,6 +315,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(REPO))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from albert_tf.config import AlbertConfig
+    from albert_tf.tokenization.resolve import kind_of_file, tokenizer_layer
     from albert_tf.training.recipes import recommended_recipe
 
     work = Path(args.work or tempfile.mkdtemp(prefix="albert_recipes_"))
@@ -322,6 +330,7 @@ def main(argv=None) -> int:
         lang = SETS[set_name]
         vocab = vocabs.get(lang) or default_vocab(lang, task_texts(task), work)
         tokenizer = tokenizer_for(vocab)
+        preprocessor = tokenizer_layer(kind_of_file(vocab), vocab, sequence_length=args.seq_length)
         prepared = encoded(task, tokenizer, args.seq_length)
         print(f"[{set_name}] {len(task.train)} train / {len(task.dev)} dev; constant answer: {prepared[2].description}", flush=True)
         for size in sizes:
@@ -349,7 +358,7 @@ def main(argv=None) -> int:
                                f"|{recipe.learning_rate}|{recipe.epochs}")
                         if key in finished:
                             continue
-                        outcome = run_one(task, prepared, config, init=init, recipe=recipe, seed=seed, work=work)
+                        outcome = run_one(task, prepared, config, preprocessor, init=init, recipe=recipe, seed=seed, work=work)
                         record = {"key": key, "part": args.part, "set": set_name, "size": size, "init": init_name,
                                   "recipe": recipe_name, "recipe_fields": recipe.to_dict(), "seed": seed,
                                   "train_examples": len(task.train), "dev_examples": len(task.dev), **outcome}

@@ -91,7 +91,7 @@ def dummy_inputs(length: int = 8):
 
 def build_student(plan: StudentPlan, family, spec, teacher_model, *, dropout: float, pooling: Optional[str],
                   init: Optional[str] = None):
-    """The student task model of the teacher's family (`family.build_model`), built; a
+    """The student task model of the teacher's family (`family.build_task_model`), built; a
     `shared:N` student holds a copy of the teacher's weights, a config one is random or from `init`.
 
     Raises:
@@ -108,7 +108,7 @@ def build_student(plan: StudentPlan, family, spec, teacher_model, *, dropout: fl
             init_encoder(encoder, init)
         except (CheckpointError, ValueError) as e:
             raise DistillError(f"--student-init {init}: {e}") from None
-    model = family.build_model(encoder, spec, {"dropout": dropout, "pooling": pooling or "cls"})
+    model = family.build_task_model(encoder, spec, {"dropout": dropout, "pooling": pooling or "cls"})
     model(dummy_inputs(), training=False)
     if plan.from_teacher:
         # Same layer names and shapes in the same order: only the schedule of the blocks differs.

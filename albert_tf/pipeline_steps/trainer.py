@@ -191,7 +191,7 @@ def train_classifier(
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.tasks.classification import make_eval_fn
     from albert_tf.tasks.families import task_family
-    from albert_tf.tasks.runner import write_model_assets
+    from albert_tf.tasks.runner import on_head, task_model_of, write_model_assets
     from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
     from albert_tf.training.strategies import get_strategy
 
@@ -213,15 +213,17 @@ def train_classifier(
     )
     steps, warmup = hyper.schedule(num_train)
     init_source: Dict[str, str] = {}
+    # The task's raw-text model, as `albert-tf finetune` builds it; its tokenizer is also the export's.
+    preprocessor = vocab_gen.tokenizer_layer(vocab_dir, max_seq_length)
 
     def build_model():
         encoder = AlbertEncoder.from_albert_config(albert_config, dtype=precision)
         if init:
             result = init_encoder(encoder, init)
             init_source.update(kind=result.kind, source=result.source)
-        model = task_family(spec).build_model(encoder, spec, hyper.for_plan())
+        model = task_family(spec).build_model(encoder, preprocessor, spec, hyper.for_plan())
         if warm_start is not None:
-            load_head(warm_start, model)
+            load_head(warm_start, model.task_model)
             init_source.update(warm_start=warm_start)
         return model
 
@@ -239,8 +241,8 @@ def train_classifier(
         model_dir = os.path.join(staging, MODEL_SUBDIR)
         eval_fn = make_eval_fn(list(spec.metrics) + ["mcc"], regression=False, diagnostics=True)
 
-        def tracking_eval_fn(model, dataset):
-            metrics = eval_fn(model, dataset)
+        def tracking_eval_fn(model, dataset, callbacks=None):
+            metrics = eval_fn(model, dataset, callbacks=callbacks)
             evaluations.append({k: float(v) for k, v in metrics.items()})
             return metrics
 
@@ -261,15 +263,15 @@ def train_classifier(
             collapse_metric="accuracy",
         )
         result = run_finetuning(
-            build_model, train_data, eval_data, config, eval_fn=tracking_eval_fn, strategy=get_strategy(strategy),
-            save_assets=save_assets, constant_baseline=constant,
+            build_model, train_data, eval_data, config, eval_fn=on_head(tracking_eval_fn), strategy=get_strategy(strategy),
+            save_assets=save_assets, constant_baseline=constant, saved_model=task_model_of,
         )
         if result.collapsed:
             print(f"WARNING: the fine-tuned model collapsed: {result.collapse.reason}", flush=True)
         # The best weights are in the model now (run_finetuning restores them): export those.
         exported = export_saved_model(
-            result.model,
-            vocab_gen.tokenizer_layer(vocab_dir, max_seq_length),
+            result.model.task_model,
+            result.model.preprocessor,
             os.path.join(staging, SERVING_SUBDIR),
             model_name,
             version=CANDIDATE_VERSION,

@@ -8,7 +8,8 @@ One class per family, one instance per task name, each in its task's folder:
 * `SquadFamily` -- extractive question answering (`squad-v1`, `squad-v2`; `albert_tf.tasks.squad.family`);
 * `MultipleChoiceFamily` -- `race` (`albert_tf.tasks.multiple_choice.family`).
 
-A family reads its splits, encodes features, builds the head, gives the best constant answer and
+A family reads its splits, encodes features, builds the task's raw-text model (its folder's
+`text_model`, which trains on the encoded features as its head), gives the best constant answer and
 the dev `eval_fn` of a run (`plan`), evaluates and predicts with a fine-tuned model directory
 (`evaluate_splits`, `predict`), writes predictions, and says how the model exports
 (`export_arguments`, `export_kind`); the template is `albert_tf.tasks.family.TaskFamily`.

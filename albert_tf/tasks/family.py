@@ -1,8 +1,9 @@
 """The task template: what every fine-tuning task family provides, and the pieces they share.
 
 `TaskFamily` is the one template of a task as the CLI and the pipeline drive it: it reads its
-splits, encodes features, builds the head, gives the best constant answer and the dev `eval_fn` of
-a run (`plan`), evaluates and predicts with a fine-tuned model directory (`evaluate_splits`,
+splits, encodes features, builds the task's raw-text Keras model (the folder's `text_model`,
+trained on token features with the labels inside, as its head), gives the best constant answer and
+the dev `eval_fn` of a run (`plan`), evaluates and predicts with a fine-tuned model directory (`evaluate_splits`,
 `predict`), writes predictions, and says how the model exports (`export_arguments`,
 `export_kind`). `TableFamily` is the base of the families read from example files
 (classification, regression, tagging), `ReadingFamily` of those that read whole files (SQuAD,
@@ -84,12 +85,16 @@ class TrainingPlan:
         spec: The task spec (written to the model directory after `write_results`, which may
             add to its `settings`).
         train_data, eval_data: Unbatched datasets of feature dicts (labels inside).
-        eval_fn: The dev evaluation for `run_finetuning` (None: `model.evaluate`).
+        eval_fn: The dev evaluation of the model's head (`task_model`) for `run_finetuning`
+            (None: `model.evaluate`).
         num_train: Training elements (SQuAD: features), the size of an epoch.
         summary: "... train / ... dev ..." for the log.
-        build_head: `build_head(encoder) -> task model`.
-        write_results: `write_results(directory, model) -> {split: metrics}`: the final dev/test
-            evaluations; unlabelled test data get prediction files in `directory`.
+        build_model: `build_model(encoder, preprocessor) -> ` the task's raw-text model (an
+            `albert_tf.tasks.text_task.AlbertTextTask`, uncompiled), whose head keeps Keras'
+            default name.
+        write_results: `write_results(directory, head) -> {split: metrics}`: the final dev/test
+            evaluations of the trained head; unlabelled test data get prediction files in
+            `directory`.
         constant_baseline: The dev set's best constant answer (`albert_tf.evaluation.baselines`),
             for the collapse check; None where the family has none.
     """
@@ -100,7 +105,7 @@ class TrainingPlan:
     eval_fn: Optional[Callable[[Any, Any], Dict[str, float]]]
     num_train: int
     summary: str
-    build_head: Callable[[Any], Any]
+    build_model: Callable[[Any, Any], Any]
     write_results: Callable[[str, Any], Dict[str, Any]]
     constant_baseline: Any = None
 
@@ -220,8 +225,15 @@ class TableFamily(TaskFamily):
         datasets of encoded features."""
 
     @abc.abstractmethod
-    def build_model(self, encoder, spec: TaskSpec, hyper):
-        """The task model (encoder + this family's head) for `spec`."""
+    def build_model(self, encoder, preprocessor, spec: TaskSpec, hyper):
+        """The raw-text model (an uncompiled `AlbertTextTask`) for `spec`, on the tokenizer layer
+        `preprocessor`: the task a run fine-tunes. Its `task_model` is `build_task_model`'s, with
+        the name Keras gives it."""
+
+    @abc.abstractmethod
+    def build_task_model(self, encoder, spec: TaskSpec, hyper):
+        """The token-level task model alone (encoder + this family's head) for `spec`: what
+        `build_model`'s `task_model` is, for callers without a tokenizer (a distillation student)."""
 
     @abc.abstractmethod
     def read_split(self, spec: TaskSpec, data: str, split: str, *, on_error: str = "raise",
@@ -310,7 +322,7 @@ class TableFamily(TaskFamily):
         return TrainingPlan(
             spec, train_data, eval_data, eval_fn, len(train_examples),
             f"{len(train_examples)} train / {len(dev_examples)} dev examples",
-            lambda encoder: self.build_model(encoder, spec, hyper), write_results, constant,
+            lambda encoder, preprocessor: self.build_model(encoder, preprocessor, spec, hyper), write_results, constant,
         )
 
     def evaluate_splits(self, model_dir, spec, tokenizer, data, splits, explicit, *, batch_size, max_examples, on_error,

@@ -4,8 +4,9 @@ reads.
 
 `FinetuneSettings` mirrors the flags of `albert-tf finetune` (same names, same defaults); the
 command maps its flags onto it and calls `finetune`. The task's family
-(`albert_tf.tasks.families.task_family`) reads and encodes the data and builds the head; the run is
-`albert_tf.training.finetuning.run_finetuning`. Hyper-parameters not given are resolved by
+(`albert_tf.tasks.families.task_family`) reads and encodes the data and builds the task's raw-text
+model (`AlbertTextClassifier`, ...), which trains on the encoded features as its head; the run is
+`albert_tf.training.finetuning.run_finetuning`, and the model directory keeps the head. Hyper-parameters not given are resolved by
 `albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the task's preset (GLUE, SQuAD, RACE),
 else the generic defaults, then the recipe for the model's size.
 
@@ -274,6 +275,23 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     return FinetuneOutcome(result.model_dir, spec, result, steps, warmup, plan.constant_baseline)
 
 
+def task_model_of(model):
+    """The head of a raw-text model (`model.task_model`): what a model directory keeps."""
+    return model.task_model
+
+
+def on_head(eval_fn):
+    """A family's dev evaluation (`eval_fn(head, data, callbacks=None)`) of a raw-text model's
+    head, as `run_finetuning` calls it with the trained model; None stays None (`model.evaluate`)."""
+    if eval_fn is None:
+        return None
+
+    def evaluate(model, data, callbacks=None):
+        return eval_fn(task_model_of(model), data, callbacks=callbacks)
+
+    return evaluate
+
+
 def _check_memory(s: FinetuneSettings, hyper: FinetuningHyperparameters, config, strategy, spec) -> None:
     """On a CPU, refuses a run whose estimated peak memory exceeds what is free, naming what fits."""
     from albert_tf.training import memory
@@ -301,15 +319,23 @@ def _check_memory(s: FinetuneSettings, hyper: FinetuningHyperparameters, config,
 
 def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPlan, config, tokenizer_file, strategy,
          steps: int, warmup: int):
-    """`run_finetuning` of the plan: the encoder from `init` (or random), the plan's head, and the
-    model directory's assets written beside the weights."""
+    """`run_finetuning` of the plan's raw-text model: the encoder from `init` (or random), the
+    tokenizer layer of the run's tokenizer, the family's head; the model directory keeps the head
+    (`model.keras`) with its assets beside it."""
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.modeling import AlbertEncoder
+    from albert_tf.tokenization.resolve import tokenizer_layer
     from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
 
     spec = plan.spec
     init_info: Dict[str, Any] = {}
+    # Built outside the strategy's scope: it holds no variables, and its string ops stay on the host.
+    try:
+        preprocessor = tokenizer_layer(spec.tokenizer["type"], tokenizer_file, sequence_length=spec.max_seq_length,
+                                       lower_case=spec.tokenizer["lower_case"])
+    except (ValueError, OSError) as e:
+        raise TaskError(f"cannot build the tokenizer from {tokenizer_file}: {e}") from None
 
     def build_model():
         encoder = AlbertEncoder.from_albert_config(config, dtype=s.precision)
@@ -322,7 +348,10 @@ def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPl
             print(f"initialised the encoder from {loaded.source} ({loaded.kind})", flush=True)
         else:
             print("no --init: the encoder starts from random weights", flush=True)
-        return plan.build_head(encoder)
+        try:
+            return plan.build_model(encoder, preprocessor)
+        except ValueError as e:
+            raise TaskError(raw_message(e)) from None
 
     def save_assets(directory: str, model) -> None:
         write_model_assets(directory, tokenizer_file, config, spec, lambda: plan.write_results(directory, model))
@@ -359,8 +388,8 @@ def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPl
             resume_settings={k: v for k, v in dataclasses.asdict(s).items() if k not in RESUME_IGNORED},
         )
         return run_finetuning(
-            build_model, plan.train_data, plan.eval_data, run_config, eval_fn=plan.eval_fn, strategy=strategy,
-            save_assets=save_assets, constant_baseline=plan.constant_baseline,
+            build_model, plan.train_data, plan.eval_data, run_config, eval_fn=on_head(plan.eval_fn), strategy=strategy,
+            save_assets=save_assets, constant_baseline=plan.constant_baseline, saved_model=task_model_of,
         )
     except (FinetuningError, FileExistsError) as e:
         raise TaskError(raw_message(e)) from None

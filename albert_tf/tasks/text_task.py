@@ -101,6 +101,10 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     a multiple of it (the same answers as fixed-length packing, padding being masked out, for
     less work on short texts), and `export` writes length-aware signatures with it; None packs
     to `sequence_length` everywhere. `fit` and `evaluate` always pack to `sequence_length`.
+
+    Every subclass also takes `task_model_name`, the name of its head (`task_model`; default the
+    class's own, e.g. "classifier"; None: Keras' name for the head's class, as `albert-tf
+    finetune` names it, so that the command's exports keep their bytes).
     """
 
     # The `recommended_recipe` task kind this model fine-tunes with.
@@ -110,9 +114,13 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     # `get_config` / `from_config` (`NestedLayersConfig`): the encoder and the tokenizer layer
     # nested, then these; subclasses add their own arguments in `get_config`.
     config_layers = ("encoder", "preprocessor")
-    config_fields = ("length_bucket",)
+    config_fields = ("length_bucket", "task_model_name")
 
     # --- the shared machinery ---------------------------------------------------------------------
+
+    @property
+    def task_model_name(self) -> str:
+        return self.task_model.name
 
     @property
     def recipe(self):
@@ -154,8 +162,11 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         Args:
             optimizer: `"auto"`: `recommended_optimizer()`, bias-corrected AdamW at the recipe's
                 learning rate for the model's size; or any Keras optimizer.
-            loss: `"auto"`: the task's loss (see the class); or any Keras loss.
-            metrics: `"auto"`: the task's metrics (see the class); or a list of Keras metrics.
+            loss: `"auto"`: the task's loss (see the class); or any Keras loss; None: the head's
+                own loss and metrics, for token features with the labels inside (see
+                `has_labels_inside`), which is how `albert-tf finetune` trains the model.
+            metrics: `"auto"`: the task's metrics (see the class; with `loss=None`, the head's own);
+                or a list of Keras metrics.
             **kwargs: Other `keras.Model.compile` arguments.
         """
         if isinstance(optimizer, str) and optimizer == "auto":
@@ -163,8 +174,40 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         if isinstance(loss, str) and loss == "auto":
             loss = self.default_loss()
         if isinstance(metrics, str) and metrics == "auto":
-            metrics = self.default_metrics()
+            metrics = None if loss is None else self.default_metrics()
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    # --- token features with the labels inside: how `albert-tf finetune` trains the model ---------
+
+    def has_labels_inside(self, x) -> bool:
+        """Whether `x` (a batch, or a dataset's element spec) is a dict of token features that
+        also holds the head's labels (`labels`, `start_positions`, ...): keys beyond the model's
+        inputs, the form `albert-tf finetune`, the pipeline's Trainer and `run_finetuning` feed.
+
+        On such dicts the model is its head (`task_model`): `call` returns the head's output dict
+        and, compiled with `loss=None`, the model minimises the head's `compute_task_loss` and
+        reports the head's metrics under the head's names. The result is the head's training, bit
+        for bit."""
+        return isinstance(x, dict) and not set(x) <= {t.name for t in self.inputs}
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        if self.has_labels_inside(inputs):
+            return self.task_model(inputs, training=training)
+        return super().call(inputs, training=training, mask=mask, **kwargs)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if y is None and self.loss is None and self.has_labels_inside(x):
+            return self.task_model.compute_loss(x, None, y_pred, sample_weight, training=training)
+        return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+
+    @property
+    def metrics(self):
+        metrics = super().metrics
+        if self.compiled and self.loss is None:
+            # Keras leaves out the metrics of a nested model; compiled without a loss, the model
+            # trains as its head and reports the head's.
+            metrics = metrics + [m for m in self.task_model.metrics if all(m is not n for n in metrics)]
+        return metrics
 
     def preprocess_texts(self, x, length_bucket: Optional[int] = None):
         """Token features for one batch of raw inputs (`tf.data` map function; graph mode),

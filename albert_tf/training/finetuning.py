@@ -1,7 +1,8 @@
 """The fine-tuning run: `run_finetuning` trains any task model with `model.fit` and keeps the best.
 
-The run is task-agnostic. A task supplies its model (an `AlbertTaskModel` subclass, labels inside
-the input dicts), its datasets, and an `eval_fn(model, eval_dataset) -> {metric: value}`; the
+The run is task-agnostic. A task supplies its model (a raw-text `AlbertTextTask`, which trains as
+its head on feature dicts with the labels inside, as `albert-tf finetune` runs it; or an
+`AlbertTaskModel` head alone), its datasets, and an `eval_fn(model, eval_dataset) -> {metric: value}`; the
 settings are one typed `FinetuningRunConfig` (`run_finetuning(model, train, dev, config)`; its
 fields as keywords work too). The run
 
@@ -548,7 +549,7 @@ class _Run:
                 self.best_weights_name = f"best-{step}.weights.h5"
                 # Keras insists on the ".weights.h5" ending, temporary name included.
                 with file_io.atomic_output(self.best_weights_path, suffix=".weights.h5") as tmp:
-                    model.save_weights(tmp)
+                    weights_of(model).save_weights(tmp)
             shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(metrics.items()))
             logger.info("step %d: %s%s", step, shown, " (best)" if is_best else "")
             if self.verbose:
@@ -667,10 +668,23 @@ def _multi_worker(strategy) -> bool:
     return bool(in_multi_worker_mode()) if callable(in_multi_worker_mode) else False
 
 
+def weights_of(model):
+    """The part of `model` whose weights a run checkpoints and keeps the best of: a raw-text
+    model's head (`task_model`; its tokenizer holds none, so they are all of its weights, laid out
+    as a head's), else the model."""
+    return getattr(model, "task_model", model)
+
+
 def _training_state(model, optimizer):
     from albert_tf.training.pretraining import training_state
 
-    return training_state(model, optimizer)
+    return training_state(weights_of(model), optimizer)
+
+
+def _labels_inside(dataset) -> bool:
+    """Whether a training dataset yields feature dicts that hold their labels (the heads' form)
+    rather than `(x, y)` pairs."""
+    return isinstance(dataset.element_spec, dict)
 
 
 def _build_for_restore(model, optimizer, train_dataset) -> None:
@@ -824,8 +838,9 @@ def run_finetuning(
     """Fine-tunes `model` with `model.fit` and keeps the best weights by a dev metric.
 
     Args:
-        model: The task model (labels travel inside its input dicts), or a function that builds
-            it; a function is called under `strategy.scope()` with `config.precision` as the
+        model: The task model: a head (labels travel inside its input dicts), a raw-text
+            `AlbertTextTask` (on such dicts it trains as its head; on `(x, y)` batches with its
+            compiled loss; its head is what is checkpointed), or a function that builds one; a function is called under `strategy.scope()` with `config.precision` as the
             global dtype policy, which is how to fine-tune under a distribution strategy.
         train_dataset: A `tf.data.Dataset` of feature dicts: batched (and repeated, if it holds
             fewer than `num_train_steps * gradient_accumulation_steps` batches; a finite one is
@@ -966,7 +981,11 @@ def run_finetuning(
                 gradient_accumulation_steps=accumulation if accumulation > 1 else None,
                 bias_correction=config.bias_correction,
             )
-            model.compile(optimizer=optimizer, jit_compile=jit_compile, steps_per_execution=steps_per_execution)
+            # Feature dicts carry their labels: the model computes its own loss (a raw-text model
+            # then trains as its head), whatever loss its `compile` would default to.
+            no_compiled_loss = {"loss": None, "metrics": None} if _labels_inside(train_dataset) else {}
+            model.compile(optimizer=optimizer, jit_compile=jit_compile, steps_per_execution=steps_per_execution,
+                          **no_compiled_loss)
         run = _Run(
             staging=staging,
             eval_dataset=eval_dataset,
@@ -1014,7 +1033,7 @@ def run_finetuning(
         if final_step != num_train_steps:
             raise FinetuningError(f"training stopped at step {final_step} of {num_train_steps}")
         if run.best_step is not None:
-            model.load_weights(run.best_weights_path)
+            weights_of(model).load_weights(run.best_weights_path)
             os.remove(run.best_weights_path)
         best_step = run.best_step if run.best_step is not None else final_step
         collapse = collapse_check(run.best_metrics) if (collapse_check and run.best_metrics) else None

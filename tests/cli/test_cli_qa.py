@@ -282,3 +282,42 @@ def test_task_files_without_settings_stay_readable(tmp_path):
     spec.settings["version"] = "v1"
     spec.write(str(tmp_path))
     assert TaskSpec.read(str(tmp_path)).settings == {"version": "v1"}
+
+
+class Captured(Exception):
+    """Raised by the stand-in for `run_finetuning` once it has built the run's model."""
+
+
+@pytest.mark.parametrize("task, data, model_class, head_class", [
+    ("squad-v1", "squad_v1", "AlbertQuestionAnswerer", "SquadV1Model"),
+    ("squad-v2", "squad_v2", "AlbertQuestionAnswerer", "SquadV2Model"),
+    ("race", "RACE", "AlbertMultipleChoice", "MultipleChoiceModel"),
+])
+def test_finetune_trains_the_tasks_raw_text_model(assets, tmp_path, monkeypatch, task, data, model_class, head_class):
+    """`finetune` builds the task's raw-text model on the run's tokenizer and keeps its head: the head
+    has the name Keras gives its class (as when the command trained the head alone, so that exports keep
+    their bytes), and the run's dev evaluation and model directory get the head."""
+    from albert_tf.tasks import FinetuneSettings
+    from albert_tf.tasks.runner import finetune
+    from albert_tf.training import finetuning
+
+    seen = {}
+
+    def run_finetuning(model, train_dataset, eval_dataset=None, config=None, *, eval_fn=None, saved_model=None, **objects):
+        built = model()
+        seen.update(model=built, kept=saved_model(built), eval_fn=eval_fn)
+        raise Captured
+
+    monkeypatch.setattr(finetuning, "run_finetuning", run_finetuning)
+    lengths = dict(max_seq_length=64, doc_stride=32, max_query_length=10) if task.startswith("squad") else dict(max_seq_length=64, max_qa_length=24)
+    with pytest.raises(Captured):
+        finetune(FinetuneSettings(task=task, data=str(assets["root"] / data), model_dir=str(tmp_path / "model"),
+                                  config=str(assets["config"]), spm_model=assets["spm"], quiet=True, **lengths))
+    model = seen["model"]
+    assert type(model).__name__ == model_class and type(model.task_model).__name__ == head_class
+    assert seen["kept"] is model.task_model
+    assert model.task_model.name == {"SquadV1Model": "squad_v1_model", "SquadV2Model": "squad_v2_model",
+                                     "MultipleChoiceModel": "multiple_choice_model"}[head_class]
+    assert model.preprocessor.sequence_length == 64
+    if task == "squad-v2":
+        assert model.version == "v2"

@@ -186,7 +186,10 @@ def test_the_command_line_and_the_pipeline_resolve_a_run_alike(tmp_path, monkeyp
     fields = ("num_train_steps", "warmup_steps", "learning_rate", "batch_size", "bias_correction", "weight_decay",
               "clipnorm", "best_metric", "shuffle_buffer", "seed")
     assert {f: getattr(pipeline["config"], f) for f in fields} == {f: getattr(cli["config"], f) for f in fields}
-    heads = [{k: run["model"].get_config()[k] for k in ("num_labels", "pooling", "dropout")} for run in (cli, pipeline)]
+    # Both train the task's raw-text model, whose head is the same.
+    assert [type(run["model"]).__name__ for run in (cli, pipeline)] == ["AlbertTextClassifier"] * 2
+    heads = [{k: run["model"].task_model.get_config()[k] for k in ("num_labels", "pooling", "dropout")}
+             for run in (cli, pipeline)]
     assert heads[0] == heads[1]
     if not values:
         # 16 examples, the tiny model's recipe: 3 epochs of one full batch, 1e-3, mean pooling, bias-corrected.

@@ -752,9 +752,11 @@ def test_question_answerer_version_option_errors_and_old_configs(layouts):
 
 @pytest.mark.slow
 def test_the_raw_text_classifier_trains_as_its_head_bit_for_bit(tiny_config, tiny_spm_model):
-    """Trained on the same token batches from the same seed, the raw-text classifier and the head
-    `albert-tf finetune` trains (`AlbertClassifier`) end with the same weights, bit for bit: one
-    model, whichever form trains it (its compiled loss is the head's, see the task battery)."""
+    """Trained on the same token batches from the same seed, the head alone (`AlbertClassifier`),
+    the raw-text classifier on `(features, labels)` with its compiled loss, and the raw-text
+    classifier on feature dicts with the labels inside (`compile(loss=None)`: how `albert-tf
+    finetune` and the pipeline's Trainer train it) end with the same weights, bit for bit; the
+    last reports the head's metrics under the head's names. One model, whichever form trains it."""
     from albert_tf.tasks.classification.head import AlbertClassifier
     from albert_tf.training.optimizers import create_optimizer
 
@@ -764,26 +766,35 @@ def test_the_raw_text_classifier_trains_as_its_head_bit_for_bit(tiny_config, tin
     features = {"input_ids": ids * mask, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
     labels = rng.integers(0, 2, size=(32,)).astype("int32")
 
-    def trained_weights(text_model: bool):
+    def trained(form: str):
         keras.utils.set_random_seed(3)
         encoder = AlbertEncoder.from_albert_config(tiny_config)
-        if text_model:
+        inside = tf.data.Dataset.from_tensor_slices({**features, "labels": labels})
+        if form == "head":
+            model, data, loss = AlbertClassifier(encoder, num_labels=2, pooling="mean"), inside, None
+        else:
             preprocessor = AlbertTokenizerLayer.from_sentencepiece(tiny_spm_model, sequence_length=SEQ)
             model = AlbertTextClassifier(encoder, preprocessor, num_classes=2, pooling="mean", compile=False)
-            data = tf.data.Dataset.from_tensor_slices((features, labels))
-        else:
-            model = AlbertClassifier(encoder, num_labels=2, pooling="mean")
-            data = tf.data.Dataset.from_tensor_slices({**features, "labels": labels})
+            if form == "pairs":  # the raw-text model's own form: its "auto" loss and metrics
+                data, loss = tf.data.Dataset.from_tensor_slices((features, labels)), "auto"
+            else:
+                data, loss = inside, None
         optimizer = create_optimizer("adamw", 1e-3, num_train_steps=4, num_warmup_steps=1, weight_decay=0.01,
                                      bias_correction=True)
-        model.compile(optimizer=optimizer, jit_compile=False)  # the raw-text model: its "auto" loss and metrics
-        keras.Model.fit(model, data.batch(8), epochs=1, verbose=0, shuffle=False)
-        head = model.task_model if text_model else model
-        return [v.numpy() for v in head.weights]
+        model.compile(optimizer=optimizer, loss=loss, jit_compile=False)
+        history = model.fit(data.batch(8), epochs=1, verbose=0, shuffle=False).history
+        evaluation = model.evaluate(inside.batch(8), verbose=0, return_dict=True) if form != "pairs" else None
+        head = model if form == "head" else model.task_model
+        return [v.numpy() for v in head.weights], history, evaluation
 
-    head, text = trained_weights(False), trained_weights(True)
-    assert len(head) == len(text)
-    assert all(np.array_equal(a, b) for a, b in zip(head, text))
+    head, head_history, head_evaluation = trained("head")
+    for form in ("pairs", "labels inside"):
+        weights, history, evaluation = trained(form)
+        assert len(weights) == len(head)
+        assert all(np.array_equal(a, b) for a, b in zip(head, weights)), form
+    # The labels-inside form reports exactly what the head reports, in training and evaluation.
+    assert history == head_history and sorted(history) == ["accuracy", "loss"]
+    assert evaluation == head_evaluation
     # Not trivially equal: training moved the weights away from their initial values.
     keras.utils.set_random_seed(3)
     untrained = AlbertClassifier(AlbertEncoder.from_albert_config(tiny_config), num_labels=2, pooling="mean")
@@ -791,3 +802,40 @@ def test_the_raw_text_classifier_trains_as_its_head_bit_for_bit(tiny_config, tin
     initial = [v.numpy() for v in untrained.weights]
     assert len(initial) == len(head)
     assert sum(not np.array_equal(a, b) for a, b in zip(initial, head)) > len(head) // 2
+
+
+def test_a_raw_text_models_checkpoints_are_its_heads(tiny_config, tiny_spm_model, tmp_path):
+    """`run_finetuning` checkpoints a raw-text model's head (`weights_of`): its best-weights file
+    and its resume checkpoint are laid out as the head's, so a run the command started when it
+    trained the head alone resumes into the raw-text model."""
+    from albert_tf.tasks.classification.head import AlbertClassifier
+    from albert_tf.training.finetuning import weights_of
+    from albert_tf.training.optimizers import create_optimizer
+    from albert_tf.training.pretraining import training_state
+
+    def build(text: bool, seed: int):
+        keras.utils.set_random_seed(seed)
+        encoder = AlbertEncoder.from_albert_config(tiny_config)
+        if text:
+            preprocessor = AlbertTokenizerLayer.from_sentencepiece(tiny_spm_model, sequence_length=SEQ)
+            model = AlbertTextClassifier(encoder, preprocessor, num_classes=2, compile=False, task_model_name=None)
+        else:
+            model = AlbertClassifier(encoder, num_labels=2)
+        ids = np.ones((2, SEQ), "int32")
+        model({"input_ids": ids, "input_mask": ids, "segment_ids": np.zeros_like(ids), "labels": np.zeros(2, "int32")})
+        optimizer = create_optimizer("adamw", 1e-3, num_train_steps=4, num_warmup_steps=1)
+        optimizer.build(model.trainable_variables)
+        return model, optimizer
+
+    head, head_optimizer = build(False, 1)
+    text, text_optimizer = build(True, 2)
+    assert weights_of(text) is text.task_model and weights_of(head) is head
+    head_optimizer.iterations.assign(3)
+    head.save_weights(str(tmp_path / "best.weights.h5"))
+    prefix = training_state(weights_of(head), head_optimizer).write(str(tmp_path / "ckpt"))
+    weights_of(text).load_weights(str(tmp_path / "best.weights.h5"))
+    assert all(np.array_equal(a, b) for a, b in zip(head.get_weights(), text.task_model.get_weights()))
+    text.task_model.set_weights([np.zeros_like(w) for w in text.task_model.get_weights()])
+    training_state(weights_of(text), text_optimizer).read(prefix).assert_consumed()
+    assert all(np.array_equal(a, b) for a, b in zip(head.get_weights(), text.task_model.get_weights()))
+    assert int(text_optimizer.iterations.numpy()) == 3

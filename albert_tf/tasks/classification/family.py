@@ -84,11 +84,19 @@ class ClassificationFamily(TableFamily):
             constant = majority_class_baseline(dev["labels"], names, label_names=vocab.labels)
         return examples_dataset(train), examples_dataset(dev), eval_fn, constant
 
-    def build_model(self, encoder, spec, hyper):
+    def build_task_model(self, encoder, spec, hyper):
         from albert_tf.tasks.classification.head import build_task_model
 
         return build_task_model(encoder, None if spec.kind == SPEC_REGRESSION else len(spec.labels),
                                 dropout=hyper["dropout"], pooling=hyper["pooling"])
+
+    def build_model(self, encoder, preprocessor, spec, hyper):
+        from albert_tf.tasks.classification.text_model import AlbertTextClassifier, AlbertTextRegressor
+
+        options = dict(dropout=hyper["dropout"], pooling=hyper["pooling"], compile=False, task_model_name=None)
+        if spec.kind == SPEC_REGRESSION:
+            return AlbertTextRegressor(encoder, preprocessor, **options)
+        return AlbertTextClassifier(encoder, preprocessor, len(spec.labels), **options)
 
     def split_names(self, spec, data):
         if spec.task in GLUE_TASKS:

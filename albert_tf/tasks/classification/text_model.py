@@ -57,13 +57,14 @@ class AlbertTextClassifier(AlbertTextTask):
     recipe_task = RECIPE_CLASSIFICATION
 
     def __init__(self, encoder, preprocessor, num_classes: int, dropout: float = 0.1, pooling: str = "cls",
-                 compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
+                 compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET,
+                 task_model_name: Optional[str] = "classifier", **kwargs):
         check_parts(encoder, preprocessor)
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
         self.task_model = AlbertClassifier(encoder, num_labels=num_classes, dropout=dropout, pooling=pooling,
-                                           name="classifier")
+                                           name=task_model_name)
         if pooling == "mean":
             # The head reads the token mean: the pooler gets no gradient.
             encoder.pooler.trainable = False
@@ -182,12 +183,13 @@ class AlbertTextRegressor(AlbertTextTask):
     recipe_task = RECIPE_REGRESSION
 
     def __init__(self, encoder, preprocessor, dropout: float = 0.1, pooling: str = "cls", compile: bool = True,
-                 length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
+                 length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, task_model_name: Optional[str] = "regressor",
+                 **kwargs):
         check_parts(encoder, preprocessor)
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
-        self.task_model = AlbertRegressor(encoder, dropout=dropout, pooling=pooling, name="regressor")
+        self.task_model = AlbertRegressor(encoder, dropout=dropout, pooling=pooling, name=task_model_name)
         if pooling == "mean":
             encoder.pooler.trainable = False
 

@@ -43,7 +43,7 @@ class MultipleChoiceFamily(ReadingFamily):
     def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
         from albert_tf.tasks.multiple_choice.data import DEFAULT_MAX_QA_LENGTH
         from albert_tf.tasks.multiple_choice.evaluation import prepare_race_task
-        from albert_tf.tasks.multiple_choice.head import MultipleChoiceModel
+        from albert_tf.tasks.multiple_choice.text_model import AlbertMultipleChoice
 
         s = settings
         train_path = race_split_path(s.data, "train")
@@ -61,8 +61,8 @@ class MultipleChoiceFamily(ReadingFamily):
         )
         eval_batch_size = hyper["eval_batch_size"]
 
-        def build_head(encoder):
-            return MultipleChoiceModel(encoder, dropout=hyper["dropout"])
+        def build_model(encoder, preprocessor):
+            return AlbertMultipleChoice(encoder, preprocessor, dropout=hyper["dropout"], compile=False, task_model_name=None)
 
         def write_results(directory: str, model) -> Dict[str, Any]:
             results = {"dev": self.scores(self.predict_examples(
@@ -81,7 +81,7 @@ class MultipleChoiceFamily(ReadingFamily):
             return results
 
         summary = f"{len(data.train_examples)} train / {len(data.eval_examples)} dev questions"
-        return TrainingPlan(spec, data.train_dataset, data.eval_dataset, None, len(data.train_examples), summary, build_head, write_results)
+        return TrainingPlan(spec, data.train_dataset, data.eval_dataset, None, len(data.train_examples), summary, build_model, write_results)
 
     def split_names(self, spec, data):
         return {kind: [kind] for kind in ("dev", "test") if os.path.isdir(os.path.join(data, kind))}

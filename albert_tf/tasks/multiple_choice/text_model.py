@@ -77,12 +77,13 @@ class AlbertMultipleChoice(AlbertTextTask):
     recipe_task = RECIPE_CLASSIFICATION
 
     def __init__(self, encoder, preprocessor, dropout: float = 0.1, compile: bool = True,
-                 length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
+                 length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, task_model_name: Optional[str] = "multiple_choice",
+                 **kwargs):
         check_parts(encoder, preprocessor)
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
-        self.task_model = MultipleChoiceModel(encoder, dropout=dropout, name="multiple_choice")
+        self.task_model = MultipleChoiceModel(encoder, dropout=dropout, name=task_model_name)
 
         # === Functional Model ===
         inputs = {

@@ -56,7 +56,7 @@ class SquadFamily(ReadingFamily):
         from albert_tf.tasks.squad import postprocessing as post
         from albert_tf.tasks.squad.data import DEFAULT_DOC_STRIDE, DEFAULT_MAX_QUERY_LENGTH
         from albert_tf.tasks.squad.evaluation import evaluate_squad, prepare_squad_task, write_squad_outputs
-        from albert_tf.tasks.squad.head import build_squad_model
+        from albert_tf.tasks.squad.text_model import AlbertQuestionAnswerer
 
         s = settings
         if tokenizer_type != "sentencepiece":
@@ -90,8 +90,10 @@ class SquadFamily(ReadingFamily):
             self.tokenizer_entry(s, tokenizer_type, tokenizer_file), settings=dict(data.settings),
         )
 
-        def build_head(encoder):
-            return build_squad_model(encoder, version, dropout=hyper["dropout"])
+        def build_model(encoder, preprocessor):
+            reading = {k: v for k, v in options.items() if k != "max_seq_length"}
+            return AlbertQuestionAnswerer(encoder, preprocessor, dropout=hyper["dropout"], version=version, compile=False,
+                                          task_model_name=None, **reading)
 
         def write_results(directory: str, model) -> Dict[str, Any]:
             # v2: the no-answer threshold is tuned on dev here and kept for `predict`, as the original
@@ -112,7 +114,7 @@ class SquadFamily(ReadingFamily):
             f"{len(data.train_examples)} train questions ({len(data.train_features)} features) / "
             f"{len(data.eval_examples)} dev questions ({len(data.eval_features)} features)"
         )
-        return TrainingPlan(spec, data.train_dataset, data.eval_dataset, data.eval_fn, len(data.train_features), summary, build_head, write_results)
+        return TrainingPlan(spec, data.train_dataset, data.eval_dataset, data.eval_fn, len(data.train_features), summary, build_model, write_results)
 
     def split_names(self, spec, data):
         # The official test set is hidden; SQuAD runs are scored on dev.

@@ -136,7 +136,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
     def __init__(self, encoder, preprocessor, dropout: Optional[float] = None, doc_stride: int = 128,
                  max_query_length: int = 64, n_best_size: int = 20, max_answer_length: int = 30, compile: bool = True,
                  length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, version: str = "v1",
-                 null_score_diff_threshold: Optional[float] = None, **kwargs):
+                 null_score_diff_threshold: Optional[float] = None, task_model_name: Optional[str] = "squad", **kwargs):
         check_parts(encoder, preprocessor)
         if version == "v1" and null_score_diff_threshold is not None:
             raise ValueError("null_score_diff_threshold is for version='v2' (unanswerable questions)")
@@ -153,7 +153,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         self.encoder = encoder
         self.preprocessor = preprocessor
         # The CLI's head for the version (`SquadV1Model` / `SquadV2Model`; unknown versions raise).
-        self.task_model = build_squad_model(encoder, version, dropout=dropout, name="squad")
+        self.task_model = build_squad_model(encoder, version, dropout=dropout, name=task_model_name)
         # The head reads the sequence output: the pooler gets no gradient.
         encoder.pooler.trainable = False
 

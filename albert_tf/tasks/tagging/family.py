@@ -87,10 +87,16 @@ class TaggingFamily(TableFamily):
         constant = majority_tag_baseline(gold, vocab.tags) if gold.size else None
         return examples_dataset(train.features), examples_dataset(dev.features), eval_fn, constant
 
-    def build_model(self, encoder, spec, hyper):
+    def build_task_model(self, encoder, spec, hyper):
         from albert_tf.tasks.tagging.head import AlbertTokenClassifier
 
         return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=hyper["dropout"])
+
+    def build_model(self, encoder, preprocessor, spec, hyper):
+        from albert_tf.tasks.tagging.text_model import AlbertTextTagger
+
+        return AlbertTextTagger(encoder, preprocessor, spec.labels, dropout=hyper["dropout"], token_unit=spec.token_unit,
+                                compile=False, task_model_name=None)
 
     def split_names(self, spec, data):
         if spec.task == "peoples-daily":

@@ -115,7 +115,8 @@ class AlbertTextTagger(AlbertTextTask):
     recipe_task = RECIPE_TAGGING
 
     def __init__(self, encoder, preprocessor, tags: Sequence[str], dropout: float = 0.1, token_unit: str = "word",
-                 compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, **kwargs):
+                 compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET,
+                 task_model_name: Optional[str] = "token_classifier", **kwargs):
         check_parts(encoder, preprocessor)
         if token_unit not in TOKEN_UNITS:
             raise ValueError(f"token_unit must be one of {', '.join(TOKEN_UNITS)}, got {token_unit!r}")
@@ -124,7 +125,7 @@ class AlbertTextTagger(AlbertTextTask):
         self.encoder = encoder
         self.preprocessor = preprocessor
         self.task_model = AlbertTokenClassifier(encoder, num_labels=len(tag_vocab), dropout=dropout,
-                                                name="token_classifier")
+                                                name=task_model_name)
 
         # === Functional Model ===
         inputs = token_inputs()
