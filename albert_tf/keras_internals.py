@@ -32,6 +32,8 @@ OPTIMIZER_INTERNALS: Tuple[Tuple[str, str], ...] = (
 # Instance attributes of a built Keras model (TensorFlow trainer).
 MODEL_INTERNALS: Tuple[Tuple[str, str], ...] = (
     ("_distribute_strategy", "hidden during fit so Keras does not consume a batch to build the model"),
+    ("_compile_loss", "a recompile without a loss (Keras keeps the previous compile's)"),
+    ("_compile_metrics", "a recompile without a loss (Keras keeps the previous compile's metrics)"),
 )
 
 
@@ -127,3 +129,17 @@ def strategy_hidden_from_build(model: Any) -> Iterator[None]:
         yield
     finally:
         setattr(model, name, saved)
+
+
+def forget_compiled_loss(model: Any) -> None:
+    """Drops the loss and metrics of an earlier `compile` of `model` (`compile(loss=None)` keeps
+    them in Keras 3), so that it computes its own loss, as a model compiled without one does.
+
+    Raises:
+        KerasInternalsError: The model has no `_compile_loss` / `_compile_metrics` (Keras changed).
+    """
+    for name, purpose in MODEL_INTERNALS[1:]:
+        if not hasattr(model, name):
+            raise _missing(name, f"the {type(model).__name__} model", purpose)
+        setattr(model, name, None)
+    model.loss = None

@@ -15,7 +15,10 @@ case (`train`) and apply to each family alike (tests/tasks/test_task_battery.py 
    `run_finetuning`, the driver of `albert-tf finetune`, learns, and writes a model directory
    whose `model.keras` answers as the model does;
 7. `check_loss_is_the_heads`: the loss `compile()` gives the model equals its head's
-   `compute_task_loss` (what `albert-tf finetune` and the pipeline minimise) on the same batch.
+   `compute_task_loss` (what `albert-tf finetune` and the pipeline minimise) on the same batch;
+8. `check_trains_as_its_head`: on token features with the labels inside (how `albert-tf finetune`,
+   the pipeline's Trainer and the benchmarks feed it), compiled with `loss=None`, the model is its
+   head: the head's outputs, loss and metric names, and the head's variables in the head's order.
 """
 
 from __future__ import annotations
@@ -255,6 +258,29 @@ def check_loss_is_the_heads(trained: TrainedTask) -> None:
     inputs = {**x, **case.head_labels(y)}
     head = model.task_model.compute_task_loss(inputs, model.task_model(inputs, training=False))
     np.testing.assert_allclose(float(compiled), float(head), rtol=1e-5, err_msg=f"{case.name}: compiled vs head loss")
+
+
+def check_trains_as_its_head(case: TaskCase, config, spm_model: str) -> None:
+    """A fresh model of the case, given one training batch as a feature dict with the labels inside:
+    it calls its head (`has_labels_inside`), its variables are the head's in the head's order (what
+    `run_finetuning` checkpoints and the optimizer's slots follow), and compiled with `loss=None`
+    its `evaluate` reports the head's loss and the head's metrics under the head's names."""
+    model = build(case, config, spm_model)
+    x, y = next(iter(model.make_dataset(case.x, case.y, batch_size=case.batch_size)))
+    inputs = {**x, **case.head_labels(y)}
+    assert model.has_labels_inside(inputs) and not model.has_labels_inside(x), case.name
+    head = model.task_model
+    for part in ("variables", "trainable_variables"):
+        assert [id(v) for v in getattr(model, part)] == [id(v) for v in getattr(head, part)], (case.name, part)
+    outputs, head_outputs = model(inputs, training=False), head(inputs, training=False)
+    assert sorted(outputs) == sorted(head_outputs), case.name
+    for name in head_outputs:
+        np.testing.assert_array_equal(outputs[name], head_outputs[name], err_msg=f"{case.name}: {name}")
+    model.compile(optimizer="adam", loss=None)
+    result = model.evaluate(tf.data.Dataset.from_tensors(inputs), verbose=0, return_dict=True)
+    assert set(result) == {"loss"} | {m.name for m in head.metrics}, (case.name, sorted(result))
+    np.testing.assert_allclose(result["loss"], float(head.compute_task_loss(inputs, head_outputs)), rtol=1e-5,
+                               err_msg=f"{case.name}: evaluate's loss vs the head's")
 
 
 def _raised(model, bad: BadInput) -> Optional[BaseException]:

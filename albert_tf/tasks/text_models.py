@@ -8,9 +8,10 @@ template is `albert_tf.tasks.text_task.AlbertTextTask`.
 Each model holds the three parts of a keras-hub task: the in-graph tokenizer
 (`AlbertTokenizerLayer`, `model.preprocessor`), the `AlbertEncoder` (`model.encoder`, keras-hub's
 backbone) and the task head, which is the token-level task model of `albert_tf.tasks`
-(`model.task_model`: an `AlbertClassifier`, `AlbertRegressor`, ...) so that its head, pooling and
-losses are the ones `albert-tf finetune` trains and `albert-tf export` serves. The Keras graph
-runs on token ids; `fit`, `evaluate` and `predict` take raw text and map the tokenizer over the
+(`model.task_model`: an `AlbertClassifier`, `AlbertRegressor`, ...). These models are the tasks
+`albert-tf finetune`, the pipeline's Trainer and the benchmarks train: they feed them token
+features with the labels inside (`has_labels_inside`), on which a model trains as its head, and keep
+the head in the model directory, which `albert-tf export` serves. The Keras graph runs on token ids; `fit`, `evaluate` and `predict` take raw text and map the tokenizer over the
 data in `tf.data`, as keras-hub's tasks do with their preprocessors:
 
 * a `[batch]` string tensor, a list or array of `str`, or a pair `(texts_a, texts_b)` of them for

@@ -16,6 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.keras_internals import forget_compiled_loss
 from albert_tf.kinds import RECIPE_CLASSIFICATION
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.quantization import RefuseKerasQuantize
@@ -176,6 +177,9 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         if isinstance(metrics, str) and metrics == "auto":
             metrics = None if loss is None else self.default_metrics()
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+        if loss is None and metrics is None:
+            # Keras would keep an earlier compile's loss and metrics: the head's are wanted here.
+            forget_compiled_loss(self)
 
     # --- token features with the labels inside: how `albert-tf finetune` trains the model ---------
 

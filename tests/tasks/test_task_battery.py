@@ -341,6 +341,11 @@ def test_the_compiled_loss_is_the_heads(trained):
     battery.check_loss_is_the_heads(trained)
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_it_trains_as_its_head_on_features_with_the_labels_inside(name, tiny_config, tiny_spm_model):
+    battery.check_trains_as_its_head(CASES[name], tiny_config, tiny_spm_model)
+
+
 # Module scope: `trained` keeps its one instance per family (a function-scoped parameter would retrain it).
 @pytest.mark.parametrize("trained, bad", BAD_INPUTS, indirect=["trained"], scope="module")
 @pytest.mark.slow
