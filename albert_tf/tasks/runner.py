@@ -137,7 +137,9 @@ class FinetuneOutcome:
     Attributes:
         model_dir: The written model directory.
         spec: Its `task.json`.
-        result: The `albert_tf.training.finetuning.FinetuningResult` of the run.
+        result: The `albert_tf.training.finetuning.FinetuningResult` of the run; `result.model` is
+            the trained raw-text model (`AlbertTextClassifier`, ...: `predict` takes strings),
+            `result.model.task_model` its head, which the model directory keeps.
         num_train_steps, warmup_steps: The schedule it ran.
         constant_baseline: The dev set's best constant answer, where the family has one.
     """
