@@ -2,9 +2,9 @@
 
 `TaskFamily` is the one template of a task as the CLI and the pipeline drive it: it reads its
 splits, encodes features, builds the task's raw-text Keras model (the folder's `text_model`,
-trained on token features with the labels inside, as its head), gives the best constant answer and
-the dev `eval_fn` of a run (`plan`), evaluates and predicts with a fine-tuned model directory (`evaluate_splits`,
-`predict`), writes predictions, and says how the model exports (`export_arguments`,
+trained on token features with the labels inside, as its head), gives the best constant answer
+and the dev `eval_fn` of a run (`plan`), evaluates and predicts with a fine-tuned model directory
+(`evaluate_splits`, `predict`), writes predictions, and says how the model exports (`export_arguments`,
 `export_kind`). `TableFamily` is the base of the families read from example files
 (classification, regression, tagging), `ReadingFamily` of those that read whole files (SQuAD,
 RACE). Each family lives in its task folder (`albert_tf.tasks.<family>`); `albert_tf.tasks.families`
@@ -322,7 +322,8 @@ class TableFamily(TaskFamily):
         return TrainingPlan(
             spec, train_data, eval_data, eval_fn, len(train_examples),
             f"{len(train_examples)} train / {len(dev_examples)} dev examples",
-            lambda encoder, preprocessor: self.build_model(encoder, preprocessor, spec, hyper), write_results, constant,
+            lambda encoder, preprocessor: self.build_model(encoder, preprocessor, spec, hyper), write_results,
+            constant,
         )
 
     def evaluate_splits(self, model_dir, spec, tokenizer, data, splits, explicit, *, batch_size, max_examples, on_error,

@@ -37,6 +37,16 @@ def load_tokenizer(kind: str, path: str, lower_case: bool):
         raise TaskError(raw_message(e)) from None
 
 
+def load_tokenizer_layer(kind: str, path: str, lower_case: bool, sequence_length: int):
+    """The in-graph `AlbertTokenizerLayer` of a tokenizer file (`kind` as `load_tokenizer`'s)."""
+    from albert_tf.tokenization.resolve import tokenizer_layer
+
+    try:
+        return tokenizer_layer(kind, path, sequence_length=sequence_length, lower_case=lower_case)
+    except (ValueError, OSError) as e:
+        raise TaskError(f"cannot build the tokenizer from {path}: {e}") from None
+
+
 def tokenizer_from_model_dir(model_dir: str, spec: TaskSpec):
     """The tokenizer stored in a fine-tuned model directory, with its stored casing."""
     return load_tokenizer(spec.tokenizer["type"], os.path.join(model_dir, spec.tokenizer["file"]), spec.tokenizer["lower_case"])
@@ -165,14 +175,8 @@ def load_model(model_dir: str):
 def tokenizer_layer_from_model_dir(model_dir: str, spec: TaskSpec):
     """The in-graph `AlbertTokenizerLayer` of a fine-tuned model directory (its tokenizer file,
     casing and sequence length), for exports."""
-    from albert_tf.tokenization.resolve import tokenizer_layer
-
     tokenizer_file = os.path.join(model_dir, spec.tokenizer["file"])
-    kwargs = dict(sequence_length=spec.max_seq_length, lower_case=spec.tokenizer["lower_case"])
-    try:
-        return tokenizer_layer(spec.tokenizer["type"], tokenizer_file, **kwargs)
-    except (ValueError, OSError) as e:
-        raise TaskError(f"cannot build the tokenizer from {tokenizer_file}: {e}") from None
+    return load_tokenizer_layer(spec.tokenizer["type"], tokenizer_file, spec.tokenizer["lower_case"], spec.max_seq_length)
 
 
 def encoder_with_tokenizer_layer(init: str, config: Optional[str], spm_model: Optional[str], vocab_file: Optional[str], *,

@@ -6,8 +6,8 @@ reads.
 command maps its flags onto it and calls `finetune`. The task's family
 (`albert_tf.tasks.families.task_family`) reads and encodes the data and builds the task's raw-text
 model (`AlbertTextClassifier`, ...), which trains on the encoded features as its head; the run is
-`albert_tf.training.finetuning.run_finetuning`, and the model directory keeps the head. Hyper-parameters not given are resolved by
-`albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the task's preset (GLUE, SQuAD, RACE),
+`albert_tf.training.finetuning.run_finetuning`, and the model directory keeps the head.
+Hyper-parameters not given are resolved by `albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the task's preset (GLUE, SQuAD, RACE),
 else the generic defaults, then the recipe for the model's size.
 
 Bad settings, data or checkpoints raise `albert_tf.tasks.errors.TaskError` with a one-line message
@@ -32,7 +32,14 @@ from albert_tf.tasks.families import (
     task_family,
 )
 from albert_tf.tasks.hyperparameters import USER_VALUES, FinetuningHyperparameters, resolve_hyperparameters
-from albert_tf.tasks.resources import check_init, check_tokenizer_fits, load_tokenizer, resolve_model_config, resolve_tokenizer_file
+from albert_tf.tasks.resources import (
+    check_init,
+    check_tokenizer_fits,
+    load_tokenizer,
+    load_tokenizer_layer,
+    resolve_model_config,
+    resolve_tokenizer_file,
+)
 from albert_tf.tasks.spec import CONFIG_FILE, RESULTS_FILE, TaskSpec, write_json
 
 # Settings that only mean something for some tasks: (attribute, tasks).
@@ -327,17 +334,13 @@ def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPl
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tokenization.resolve import tokenizer_layer
     from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
 
     spec = plan.spec
     init_info: Dict[str, Any] = {}
     # Built outside the strategy's scope: it holds no variables, and its string ops stay on the host.
-    try:
-        preprocessor = tokenizer_layer(spec.tokenizer["type"], tokenizer_file, sequence_length=spec.max_seq_length,
-                                       lower_case=spec.tokenizer["lower_case"])
-    except (ValueError, OSError) as e:
-        raise TaskError(f"cannot build the tokenizer from {tokenizer_file}: {e}") from None
+    preprocessor = load_tokenizer_layer(spec.tokenizer["type"], tokenizer_file, spec.tokenizer["lower_case"],
+                                        spec.max_seq_length)
 
     def build_model():
         encoder = AlbertEncoder.from_albert_config(config, dtype=s.precision)

@@ -10,9 +10,10 @@ Each model holds the three parts of a keras-hub task: the in-graph tokenizer
 backbone) and the task head, which is the token-level task model of `albert_tf.tasks`
 (`model.task_model`: an `AlbertClassifier`, `AlbertRegressor`, ...). These models are the tasks
 `albert-tf finetune`, the pipeline's Trainer and the benchmarks train: they feed them token
-features with the labels inside (`has_labels_inside`), on which a model trains as its head, and keep
-the head in the model directory, which `albert-tf export` serves. The Keras graph runs on token ids; `fit`, `evaluate` and `predict` take raw text and map the tokenizer over the
-data in `tf.data`, as keras-hub's tasks do with their preprocessors:
+features with the labels inside (`has_labels_inside`), on which a model trains as its head, and
+keep the head in the model directory, which `albert-tf export` serves. The Keras graph runs on
+token ids; `fit`, `evaluate` and `predict` take raw text and map the tokenizer over the data in
+`tf.data`, as keras-hub's tasks do with their preprocessors:
 
 * a `[batch]` string tensor, a list or array of `str`, or a pair `(texts_a, texts_b)` of them for
   sentence-pair tasks, with `y` (and `sample_weight`) as arrays, batched by `batch_size`

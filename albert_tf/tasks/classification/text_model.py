@@ -2,9 +2,9 @@
 
 `AlbertTextClassifier` and `AlbertTextRegressor` hold the in-graph tokenizer
 (`model.preprocessor`), the `AlbertEncoder` (`model.encoder`) and the id-level head of
-`albert_tf.tasks.classification.head` (`model.task_model`); they are the models `albert-tf finetune`
-trains for classification and regression tasks, and they export what `albert-tf export` serves. How they take text, compile
-and save is `albert_tf.tasks.text_task.AlbertTextTask`'s.
+`albert_tf.tasks.classification.head` (`model.task_model`); they are the models `albert-tf
+finetune` trains for classification and regression tasks, and they export what `albert-tf export`
+serves. How they take text, compile and save is `albert_tf.tasks.text_task.AlbertTextTask`'s.
 """
 
 from __future__ import annotations
