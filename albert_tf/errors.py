@@ -80,3 +80,10 @@ def raw_message(error: BaseException) -> str:
     if isinstance(error, ParameterError) and error.args:
         return str(error.args[0])
     return str(error)
+
+
+def describe_error(error: BaseException) -> str:
+    """One line for an error from a third-party library: its message, or its type's name where it
+    has none (a bare `AssertionError` from Dask would otherwise read as nothing)."""
+    text = " ".join(str(error).split())
+    return text or type(error).__name__

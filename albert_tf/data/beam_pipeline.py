@@ -100,6 +100,7 @@ finally:
     logging.getLogger().removeFilter(_APITOOLS_FILTER)
 
 from albert_tf import file_io  # noqa: E402 - after Beam, see above
+from albert_tf.errors import describe_error  # noqa: E402
 from albert_tf.data import documents as documents_lib  # noqa: E402
 from albert_tf.data import pretraining_instances as instances_lib  # noqa: E402
 from albert_tf.data.documents import (  # noqa: E402
@@ -672,17 +673,22 @@ def dask_cluster(address: Optional[str] = None, num_workers: Optional[int] = Non
         # dashboard this cluster does not have (the nannies pass this process's settings on).
         with _environment(quiet), dask.config.set({"distributed.worker.profile.enabled": False}):
             # One thread per process: the work is pure Python, so threads would only take turns on the GIL.
-            cluster = LocalCluster(
-                n_workers=workers,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                # No dashboard; the scheduler's small HTTP server on any free local port, not 8787.
-                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                silence_logs=logging.ERROR,
-                # Each worker imports this module (and with it Beam, quietly) while the cluster starts.
-                preload=[__name__],
-            )
+            try:
+                cluster = LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    # No dashboard; the scheduler's small HTTP server on any free local port, not 8787.
+                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                    silence_logs=logging.ERROR,
+                    # Each worker imports this module (and with it Beam, quietly) while the cluster starts.
+                    preload=[__name__],
+                )
+            except Exception as e:  # noqa: BLE001 - Dask fails to start in assorted types, some without a message
+                raise PipelineError(
+                    f"the local Dask cluster of {workers} worker processes did not start: {describe_error(e)}"
+                ) from e
         try:
             yield cluster.scheduler_address, workers
         finally:
@@ -1059,7 +1065,7 @@ def make_pretraining_data(
             if dask:
                 # Beam's own runners log a failing worker's traceback; Dask's workers are quiet.
                 logger.error("a Dask task failed", exc_info=e)
-            raise PipelineError(f"the pipeline failed: {e}") from e
+            raise PipelineError(f"the pipeline failed: {describe_error(e)}") from e
         shards = [p for p in _list_dir(temp_dir) if os.path.basename(p).startswith(SHARD_PREFIX)]
         if skipped and counters.get("files", 0) == 0:
             raise PipelineError(f"no readable input file; {corpus_files.describe_skipped(skipped)}")

@@ -198,3 +198,21 @@ def test_cli_starts_and_stops_its_own_cluster(corpus, direct, tmp_path, capsys):
         _cli(argv[:-4] + ["--dask-address", "tcp://localhost:8786"])
     with pytest.raises(CommandError, match="--num-workers must be at least 1"):
         _cli(argv[:-1] + ["0"])
+
+
+def test_a_cluster_that_does_not_start_is_one_line_naming_it(monkeypatch):
+    """Dask's loop runner fails with a bare `AssertionError` when its IO loop does not start in time (a
+    starved machine): the error names the cluster and the exception's type, not an empty reason."""
+    import dask.distributed
+
+    from albert_tf.errors import describe_error
+
+    def no_cluster(**kwargs):
+        raise AssertionError()
+
+    monkeypatch.setattr(dask.distributed, "LocalCluster", no_cluster)
+    with pytest.raises(B.PipelineError) as raised:
+        with B.dask_cluster(num_workers=2):
+            pass
+    assert str(raised.value) == "the local Dask cluster of 2 worker processes did not start: AssertionError"
+    assert describe_error(ValueError("two\nlines")) == "two lines"
