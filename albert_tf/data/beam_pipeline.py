@@ -100,7 +100,6 @@ finally:
     logging.getLogger().removeFilter(_APITOOLS_FILTER)
 
 from albert_tf import file_io  # noqa: E402 - after Beam, see above
-from albert_tf.errors import describe_error  # noqa: E402
 from albert_tf.data import documents as documents_lib  # noqa: E402
 from albert_tf.data import pretraining_instances as instances_lib  # noqa: E402
 from albert_tf.data.documents import (  # noqa: E402
@@ -111,6 +110,7 @@ from albert_tf.data.documents import (  # noqa: E402
 )
 from albert_tf.data.pretraining_instances import InstanceConfig, TokenizedDocument, VocabInfo  # noqa: E402
 from albert_tf.data.tfrecords import feature_shapes, frame_record  # noqa: E402
+from albert_tf.errors import describe_error  # noqa: E402
 from albert_tf.tokenization import corpus_files  # noqa: E402
 from albert_tf.tokenization.corpus_files import CleaningStats  # noqa: E402
 

@@ -2,8 +2,8 @@
 
 The run is task-agnostic. A task supplies its model (a raw-text `AlbertTextTask`, which trains as
 its head on feature dicts with the labels inside, as `albert-tf finetune` runs it; or an
-`AlbertTaskModel` head alone), its datasets, and an `eval_fn(model, eval_dataset) -> {metric: value}`; the
-settings are one typed `FinetuningRunConfig` (`run_finetuning(model, train, dev, config)`; its
+`AlbertTaskModel` head alone), its datasets, and an `eval_fn(model, eval_dataset) -> {metric:
+value}`; the settings are one typed `FinetuningRunConfig` (`run_finetuning(model, train, dev, config)`; its
 fields as keywords work too). The run
 
 * compiles the model with the original fine-tuning optimizer, `create_optimizer("adamw", ...)`
@@ -840,7 +840,8 @@ def run_finetuning(
     Args:
         model: The task model: a head (labels travel inside its input dicts), a raw-text
             `AlbertTextTask` (on such dicts it trains as its head; on `(x, y)` batches with its
-            compiled loss; its head is what is checkpointed), or a function that builds one; a function is called under `strategy.scope()` with `config.precision` as the
+            compiled loss; its head is what is checkpointed), or a function that builds one; a
+            function is called under `strategy.scope()` with `config.precision` as the
             global dtype policy, which is how to fine-tune under a distribution strategy.
         train_dataset: A `tf.data.Dataset` of feature dicts: batched (and repeated, if it holds
             fewer than `num_train_steps * gradient_accumulation_steps` batches; a finite one is
