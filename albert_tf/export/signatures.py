@@ -63,6 +63,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from albert_tf import keras_internals
+
 # The export kinds (`albert_tf.kinds`), importable from here as before.
 from albert_tf.kinds import (  # noqa: F401
     KIND_CLASSIFIER,
@@ -428,13 +430,17 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         return [specs[k] for k in TOKEN_KEYS]
 
     def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
-        """Signature key -> concrete function, for `tf.saved_model.save(..., signatures=...)`."""
-        result = {
-            "serving_default": self.serve_text.get_concrete_function(),
-            "tokens": self.serve_tokens.get_concrete_function(),
-        }
-        for key in self.extra_signatures:
-            result[key] = getattr(self, f"serve_{key}").get_concrete_function()
+        """Signature key -> concrete function, for `tf.saved_model.save(..., signatures=...)`.
+
+        Traced as the save traces them (`keras_internals.traced_as_saved`): the save then reuses
+        these traces instead of tracing every function again and storing it twice."""
+        with keras_internals.traced_as_saved():
+            result = {
+                "serving_default": self.serve_text.get_concrete_function(),
+                "tokens": self.serve_tokens.get_concrete_function(),
+            }
+            for key in self.extra_signatures:
+                result[key] = getattr(self, f"serve_{key}").get_concrete_function()
         return result
 
     def method_names(self) -> Dict[str, str]:
