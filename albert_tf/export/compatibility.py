@@ -15,19 +15,28 @@ Two parts:
   in-memory outputs). A fresh process is the point: nothing already loaded or traced in the
   exporting process (op libraries, Python objects, resources) can hide a missing piece.
 
-The child is `python -m albert_tf.model_server.reload_check SAVED_MODEL_DIR INPUTS.npz
-OUTPUTS.npz`, started by module name: the loader belongs to the server, and the export layer
-imports nothing of it.
+The child is `python -m albert_tf.model_server.reload_check --serve`, started by module name: the
+loader belongs to the server, and the export layer imports nothing of it. It starts at a
+process's first check and serves the next ones (`ReloadProcess`), since starting TensorFlow costs
+about 5 s of CPU and a check itself well under one. Reuse keeps the check's point: the child
+never sees the exporting process's state, and each check loads its SavedModel into a new graph
+and session, so what an earlier check loaded cannot stand in for what this one lacks (a
+SavedModel brings no op libraries; the child's come from its own imports, TF Serving's).
 """
 
 from __future__ import annotations
 
+import atexit
+import collections
 import dataclasses
+import json
 import os
+import queue
 import subprocess
 import sys
 import tempfile
-from typing import Dict, List, Set
+import threading
+from typing import Dict, List, Optional, Set
 
 import numpy as np
 
@@ -35,6 +44,8 @@ import numpy as np
 PYTHON_ONLY_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 XLA_MUST_COMPILE_ATTR = "_XlaMustCompile"
 RELOAD_TIMEOUT_S = 600
+# A reload process with no check for this long ends (the next check starts another).
+RELOAD_IDLE_S = 300
 
 
 class CompatibilityError(RuntimeError):
@@ -128,8 +139,119 @@ def check_ops(saved_model_dir: str) -> CompatibilityReport:
     return CompatibilityReport(sorted(used), sorted(used & text), problems)
 
 
-# The child process of `check_reload` (a module of the server, run by name).
+# The child process of `check_reload` (a module of the server, run by name), and the prefix of its
+# reply lines (anything else it prints is not a reply).
 RELOAD_CHILD = "albert_tf.model_server.reload_check"
+REPLY_PREFIX = "albert-reload-check: "
+# Lines of the child's stderr kept for a failure's message.
+_STDERR_TAIL = 15
+
+
+class ReloadProcess:
+    """The fresh interpreter that runs this process's reload checks, one at a time.
+
+    `for_this_process()` starts it at the first check and reuses it while it lives, in this process
+    (not in a fork of it) and with the same environment; a check that fails to load a model keeps
+    it, a check that times out or kills it replaces it at the next check. It ends at exit, or
+    after `RELOAD_IDLE_S` seconds without a check.
+    """
+
+    _current: Optional["ReloadProcess"] = None
+
+    def __init__(self):
+        self.owner = os.getpid()
+        self.environment = dict(os.environ)
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", RELOAD_CHILD, "--serve", str(RELOAD_IDLE_S)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=env,
+        )
+        self.replies: "queue.Queue[Optional[dict]]" = queue.Queue()
+        self.stderr: "collections.deque[str]" = collections.deque(maxlen=_STDERR_TAIL)
+        # Both pipes are drained all the time: a child blocked on a full stderr pipe would hang.
+        threading.Thread(target=self._read_replies, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
+
+    @classmethod
+    def for_this_process(cls) -> "ReloadProcess":
+        current = cls._current
+        if current is None or not current.usable():
+            if current is not None:
+                current.close()
+            cls._current = current = cls()
+        return current
+
+    def usable(self) -> bool:
+        return self.owner == os.getpid() and self.process.poll() is None and self.environment == dict(os.environ)
+
+    def _read_replies(self) -> None:
+        for line in self.process.stdout:
+            if line.startswith(REPLY_PREFIX):
+                self.replies.put(json.loads(line[len(REPLY_PREFIX):]))
+        self.replies.put(None)
+
+    def _read_stderr(self) -> None:
+        for line in self.process.stderr:
+            self.stderr.append(line.rstrip("\n"))
+
+    def check(self, saved_model_dir: str, inputs_path: str, outputs_path: str, timeout: float = None) -> None:
+        """Has the child load `saved_model_dir` and write the outputs of `inputs_path` to `outputs_path`.
+
+        Raises:
+          CompatibilityError: the child could not load or run it, died, or took over `timeout`
+            seconds (default `RELOAD_TIMEOUT_S`).
+        """
+        timeout = RELOAD_TIMEOUT_S if timeout is None else timeout
+        self.stderr.clear()
+        request = [os.path.abspath(p) for p in (saved_model_dir, inputs_path, outputs_path)]
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            reply = self.replies.get(timeout=timeout)
+        except (BrokenPipeError, OSError):
+            reply = None
+        except queue.Empty:
+            self.close(kill=True)
+            raise CompatibilityError(f"reloading {saved_model_dir} in a fresh process took over {timeout:g}s") from None
+        if reply is None:  # the child died: its stderr says why
+            self.close()
+            self._stderr_reader.join(timeout=10)
+            if self.process.returncode == 0:
+                raise _IdleExit()
+            tail = list(self.stderr) or [f"the process ended with status {self.process.returncode}"]
+            raise CompatibilityError(f"a fresh process could not load and run {saved_model_dir}:\n" + "\n".join(tail))
+        if not reply.get("ok"):
+            tail = reply.get("error", "").strip().splitlines()[-_STDERR_TAIL:]
+            raise CompatibilityError(f"a fresh process could not load and run {saved_model_dir}:\n" + "\n".join(tail))
+
+    def close(self, kill: bool = False) -> None:
+        """Ends the child: at the end of its stdin, or killed (`kill`, or after 10 s)."""
+        if self.process.poll() is None:
+            try:
+                if kill:
+                    raise OSError("killed")
+                self.process.stdin.close()
+                self.process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+        if ReloadProcess._current is self:
+            ReloadProcess._current = None
+
+
+class _IdleExit(Exception):
+    """The reload process ended idle (status 0) instead of answering."""
+
+
+_RELOAD_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_reload_process() -> None:
+    current = ReloadProcess._current
+    if current is not None and current.owner == os.getpid():
+        current.close()
 
 
 def save_arrays(path: str, arrays: Dict[str, Dict[str, np.ndarray]]) -> None:
@@ -180,17 +302,16 @@ def check_reload(
     with tempfile.TemporaryDirectory(prefix="albert-reload-") as tmp:
         inputs_path, outputs_path = os.path.join(tmp, "inputs.npz"), os.path.join(tmp, "outputs.npz")
         save_arrays(inputs_path, inputs)
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
-        try:
-            process = subprocess.run(
-                [sys.executable, "-m", RELOAD_CHILD, saved_model_dir, inputs_path, outputs_path],
-                capture_output=True, text=True, timeout=RELOAD_TIMEOUT_S, env=env,
-            )
-        except subprocess.TimeoutExpired:
-            raise CompatibilityError(f"reloading {saved_model_dir} in a fresh process took over {RELOAD_TIMEOUT_S}s") from None
-        if process.returncode != 0:
-            tail = (process.stderr or process.stdout).strip().splitlines()[-15:]
-            raise CompatibilityError(f"a fresh process could not load and run {saved_model_dir}:\n" + "\n".join(tail))
+        with _RELOAD_LOCK:
+            try:
+                ReloadProcess.for_this_process().check(saved_model_dir, inputs_path, outputs_path)
+            except _IdleExit:  # it ended idle as the request went out: once more, with a new one
+                try:
+                    ReloadProcess.for_this_process().check(saved_model_dir, inputs_path, outputs_path)
+                except _IdleExit:
+                    raise CompatibilityError(
+                        f"a fresh process could not load and run {saved_model_dir}: it ended without answering"
+                    ) from None
         reloaded = load_arrays(outputs_path)
     problems = []
     for signature, outputs in expected.items():

@@ -86,3 +86,41 @@ def test_fresh_process_reload_detects_a_mismatch(tmp_path):
         compatibility.check_reload(path, inputs, expected)
     message = str(info.value)
     assert "shift/y: reloaded output differs" in message and "serving_default" not in message.split("model: ", 1)[1]
+
+
+@pytest.mark.slow
+def test_one_reload_process_serves_the_checks_and_a_stuck_or_dead_one_is_replaced(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    module = _Scale()
+    path = _save(module, tmp_path / "m", {"serving_default": module.scale.get_concrete_function()})
+    inputs = {"serving_default": {"x": np.array([[1.0, 1.0]], np.float32)}}
+    expected = {"serving_default": {"y": np.array([[2.0, 3.0]], np.float32)}}
+    compatibility.check_reload(path, inputs, expected)
+    first = compatibility.ReloadProcess._current
+    assert first is not None and first.process.poll() is None
+    # A SavedModel that does not load: the child's traceback names it, and the child stays.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "saved_model.pb").write_bytes(b"not a SavedModel")
+    with pytest.raises(compatibility.CompatibilityError, match="could not load and run .*broken") as info:
+        compatibility.check_reload(str(broken), inputs, expected)
+    assert "Failed to load SavedModel" in str(info.value)
+    compatibility.check_reload(path, inputs, expected)
+    assert compatibility.ReloadProcess._current is first and first.process.poll() is None
+    # A child that stops answering is killed at the timeout; the next check starts another.
+    os.kill(first.process.pid, signal.SIGSTOP)
+    monkeypatch.setattr(compatibility, "RELOAD_TIMEOUT_S", 0.5)
+    with pytest.raises(compatibility.CompatibilityError, match="took over 0.5s"):
+        compatibility.check_reload(path, inputs, expected)
+    assert first.process.poll() is not None and compatibility.ReloadProcess._current is None
+    monkeypatch.undo()
+    compatibility.check_reload(path, inputs, expected)
+    second = compatibility.ReloadProcess._current
+    assert second is not first
+    # One that died between checks is replaced too.
+    second.process.kill()
+    second.process.wait()
+    compatibility.check_reload(path, inputs, expected)
+    assert compatibility.ReloadProcess._current not in (first, second)
