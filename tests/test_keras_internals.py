@@ -57,3 +57,26 @@ def test_keras_still_calls_the_overridden_optimizer_hooks(monkeypatch):
 
 def test_archive_serialization_flag_is_readable():
     assert keras_internals.serializing_keras_archive() is False
+
+
+def test_functions_traced_as_saved_are_not_traced_again_by_the_save(tmp_path):
+    import tensorflow as tf
+
+    class Scale(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = tf.Variable(2.0)
+            self.scale = tf.function(lambda x: x * self.weight, input_signature=[tf.TensorSpec([None], tf.float32)])
+
+    plain, traced = Scale(), Scale()
+    plain_function = plain.scale.get_concrete_function()
+    with keras_internals.traced_as_saved():
+        traced_function = traced.scale.get_concrete_function()
+        with keras_internals.traced_as_saved():  # nested (as inside a save): a no-op
+            assert traced.scale.get_concrete_function() is traced_function
+    tf.saved_model.save(plain, str(tmp_path / "plain"), signatures={"serving_default": plain_function})
+    tf.saved_model.save(traced, str(tmp_path / "traced"), signatures={"serving_default": traced_function})
+    assert plain.scale.experimental_get_tracing_count() == 2  # the save traced it again
+    assert traced.scale.experimental_get_tracing_count() == 1
+    loaded = tf.saved_model.load(str(tmp_path / "traced"))
+    assert loaded.scale(tf.constant([1.5])).numpy().tolist() == [3.0]

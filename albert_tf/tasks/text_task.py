@@ -284,9 +284,23 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             if shuffle:
                 dataset = dataset.shuffle(count, reshuffle_each_iteration=True)
             dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
-        length_bucket = check_length_bucket(length_bucket)
-        preprocess = lambda *args: self._preprocess_element(*args, length_bucket=length_bucket)  # noqa: E731
+        preprocess = self._preprocess_function(check_length_bucket(length_bucket))
         return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+    def _preprocess_function(self, length_bucket: Optional[int]):
+        """The `tf.function` `make_dataset` maps, kept per tokenizer layer and bucket: traced once
+        per element structure, not once per dataset (tracing the tokenizer's graph was most of a
+        `predict` on a few texts)."""
+        # Kept out of Keras' attribute tracking: a cache, not a part of the model.
+        functions = self.__dict__.get("_preprocess_functions")
+        if functions is None:
+            functions = {}
+            object.__setattr__(self, "_preprocess_functions", functions)
+        preprocessor, function = functions.get(length_bucket, (None, None))
+        if preprocessor is not self.preprocessor:
+            function = tf.function(lambda *args: self._preprocess_element(*args, length_bucket=length_bucket))
+            functions[length_bucket] = (self.preprocessor, function)
+        return function
 
     def _labels_array(self, y):
         return np.asarray(y)

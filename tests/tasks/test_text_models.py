@@ -307,6 +307,13 @@ def test_inputs_as_tensors_datasets_and_token_features(trained):
         model.evaluate(unbatched.batch(4), labels, verbose=0)
     with pytest.raises(ValueError, match="validation_split"):
         model.fit(texts, labels, validation_split=0.2, verbose=0)
+    # The map function is kept per bucket and traced once per element structure: predicting
+    # again traces nothing.
+    preprocess = model._preprocess_function(model.length_bucket)
+    traced = preprocess.experimental_get_tracing_count()
+    np.testing.assert_allclose(model.predict(texts, verbose=0), expected, rtol=1e-5, atol=1e-6)
+    assert model._preprocess_function(model.length_bucket) is preprocess
+    assert preprocess.experimental_get_tracing_count() == traced
 
 
 # --- .keras files and the tokenizer asset ---------------------------------------------------------------
@@ -719,6 +726,13 @@ def test_question_answerer_v2_learns_when_there_is_no_answer(layouts):
     dev_questions, dev_contexts, dev_answers = qa_v2_task(30, seed=1)
     predicted = model.predict((dev_questions, dev_contexts))
     assert np.mean(_v2_right(predicted, dev_answers)) >= 0.9, predicted
+    # `predict`'s traced graph is kept while the settings stay; a new threshold traces a new one.
+    answer = model._answer_function()
+    assert [a["text"] for a in model.predict((dev_questions, dev_contexts))] == [a["text"] for a in predicted]
+    assert model._answer_function() is answer
+    model.null_score_diff_threshold = -1e6  # the null answer always wins by more than this
+    assert model._answer_function() is not answer
+    assert {a["text"] for a in model.predict((dev_questions[:4], dev_contexts[:4]))} == {""}
     metrics = model.evaluate((dev_questions, dev_contexts), dev_answers, verbose=0, return_dict=True)
     assert min(metrics[f"{k}_accuracy"] for k in ("start_log_probs", "end_log_probs", "cls_logits")) >= 0.9
 

@@ -314,8 +314,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         (v2: "" and -1 when the null score exceeds `null_score_diff_threshold`).
         Keras `predict` arguments other than `batch_size` are not used."""
         questions, contexts = self._pairs(x)
-        graph = QaGraph(self.task_model, self.preprocessor, self.qa_settings, length_bucket=self.length_bucket)
-        answer = tf.function(graph.__call__, reduce_retracing=True)
+        answer = self._answer_function()
         size = batch_size or DEFAULT_BATCH_SIZE
         results = []
         for begin in range(0, len(questions), size):
@@ -324,6 +323,18 @@ class AlbertQuestionAnswerer(AlbertTextTask):
                                                out["end_char"].numpy(), out["score"].numpy()):
                 results.append({"text": text.decode("utf-8"), "start": int(start), "end": int(end), "score": float(score)})
         return results
+
+    def _answer_function(self):
+        """`predict`'s traced `QaGraph`, kept while the head, the tokenizer layer, the settings and
+        the bucket stay the same (tracing it was most of a `predict` on a few questions)."""
+        key = (self.task_model, self.preprocessor, sorted(self.qa_settings.items()), self.length_bucket)
+        # Kept out of Keras' attribute tracking: a cache, not a part of the model.
+        cached = self.__dict__.get("_answer_cache")
+        if cached is None or any(a is not b for a, b in zip(cached[0][:2], key[:2])) or cached[0][2:] != key[2:]:
+            graph = QaGraph(self.task_model, self.preprocessor, self.qa_settings, length_bucket=self.length_bucket)
+            cached = (key, tf.function(graph.__call__, reduce_retracing=True))
+            object.__setattr__(self, "_answer_cache", cached)
+        return cached[1]
 
     def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, *,
                check: bool = True, **kwargs):
