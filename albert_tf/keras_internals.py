@@ -82,7 +82,7 @@ def traced_as_saved() -> Iterator[None]:
     A `tf.function`'s trace cache is keyed on the save context's variable policy. So every
     function attribute of a saved object that was traced outside a save is traced again during
     it, and its graph is stored a second time: for an export's serving functions, about half the
-    export's time and a third of `saved_model.pb`. A nested use inside a save is a no-op.
+    export's time and a third or more of `saved_model.pb`. A nested use inside a save is a no-op.
 
     Raises:
         KerasInternalsError: TensorFlow moved `tensorflow.python.saved_model.save_context`.

@@ -219,11 +219,9 @@ class ReloadProcess:
             self._stderr_reader.join(timeout=10)
             if self.process.returncode == 0:
                 raise _IdleExit()
-            tail = list(self.stderr) or [f"the process ended with status {self.process.returncode}"]
-            raise CompatibilityError(f"a fresh process could not load and run {saved_model_dir}:\n" + "\n".join(tail))
+            raise _reload_failed(saved_model_dir, list(self.stderr) or [f"the process ended with status {self.process.returncode}"])
         if not reply.get("ok"):
-            tail = reply.get("error", "").strip().splitlines()[-_STDERR_TAIL:]
-            raise CompatibilityError(f"a fresh process could not load and run {saved_model_dir}:\n" + "\n".join(tail))
+            raise _reload_failed(saved_model_dir, reply.get("error", "").strip().splitlines()[-_STDERR_TAIL:])
 
     def close(self, kill: bool = False) -> None:
         """Ends the child: at the end of its stdin, or killed (`kill`, or after 10 s)."""
@@ -238,6 +236,10 @@ class ReloadProcess:
                 self.process.wait()
         if ReloadProcess._current is self:
             ReloadProcess._current = None
+
+
+def _reload_failed(saved_model_dir: str, lines: List[str]) -> CompatibilityError:
+    return CompatibilityError(f"a fresh process could not load and run {saved_model_dir}:\n" + "\n".join(lines))
 
 
 class _IdleExit(Exception):

@@ -54,7 +54,6 @@ def serve(requests: TextIO, replies: TextIO, idle_s: Optional[float] = None) -> 
             reply = {"ok": False, "error": traceback.format_exc()}
         replies.write(REPLY_PREFIX + json.dumps(reply) + "\n")
         replies.flush()
-    return 0
 
 
 def main(argv: Sequence[str]) -> int:

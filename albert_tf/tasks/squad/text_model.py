@@ -327,14 +327,14 @@ class AlbertQuestionAnswerer(AlbertTextTask):
     def _answer_function(self):
         """`predict`'s traced `QaGraph`, kept while the head, the tokenizer layer, the settings and
         the bucket stay the same (tracing it was most of a `predict` on a few questions)."""
-        key = (self.task_model, self.preprocessor, sorted(self.qa_settings.items()), self.length_bucket)
+        settings = (sorted(self.qa_settings.items()), self.length_bucket)
         # Kept out of Keras' attribute tracking: a cache, not a part of the model.
         cached = self.__dict__.get("_answer_cache")
-        if cached is None or any(a is not b for a, b in zip(cached[0][:2], key[:2])) or cached[0][2:] != key[2:]:
+        if cached is None or cached[0] is not self.task_model or cached[1] is not self.preprocessor or cached[2] != settings:
             graph = QaGraph(self.task_model, self.preprocessor, self.qa_settings, length_bucket=self.length_bucket)
-            cached = (key, tf.function(graph.__call__, reduce_retracing=True))
+            cached = (self.task_model, self.preprocessor, settings, tf.function(graph.__call__, reduce_retracing=True))
             object.__setattr__(self, "_answer_cache", cached)
-        return cached[1]
+        return cached[3]
 
     def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, *,
                check: bool = True, **kwargs):
