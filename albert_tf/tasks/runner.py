@@ -7,7 +7,8 @@ command maps its flags onto it and calls `finetune`. The task's family
 (`albert_tf.tasks.families.task_family`) reads and encodes the data and builds the task's raw-text
 model (`AlbertTextClassifier`, ...), which trains on the encoded features as its head; the run is
 `albert_tf.training.finetuning.run_finetuning`, and the model directory keeps the head.
-Hyper-parameters not given are resolved by `albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the task's preset (GLUE, SQuAD, RACE),
+Hyper-parameters not given are resolved by
+`albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the task's preset (GLUE, SQuAD, RACE),
 else the generic defaults, then the recipe for the model's size.
 
 Bad settings, data or checkpoints raise `albert_tf.tasks.errors.TaskError` with a one-line message

@@ -2,9 +2,10 @@
 
 The run is task-agnostic. A task supplies its model (a raw-text `AlbertTextTask`, which trains as
 its head on feature dicts with the labels inside, as `albert-tf finetune` runs it; or an
-`AlbertTaskModel` head alone), its datasets, and an `eval_fn(model, eval_dataset) -> {metric:
-value}`; the settings are one typed `FinetuningRunConfig` (`run_finetuning(model, train, dev, config)`; its
-fields as keywords work too). The run
+`AlbertTaskModel` head alone), its datasets, and an
+`eval_fn(model, eval_dataset) -> {metric: value}`; the settings are one typed
+`FinetuningRunConfig` (`run_finetuning(model, train, dev, config)`; its fields as keywords work
+too). The run
 
 * compiles the model with the original fine-tuning optimizer, `create_optimizer("adamw", ...)`
   (AdamW without bias correction, weight decay 0.01 inside the update, gradients clipped to
