@@ -21,6 +21,11 @@ if "tensorflow" not in _sys.modules:
 
 __version__ = "0.1.0"
 
+# `keras.saving.load_model` finds the package's classes without importing them first.
+from albert_tf.keras_registry import install as _install_keras_registry
+
+_install_keras_registry()
+
 _LAZY = {
     "AlbertConfig": "albert_tf.config",
     "ConfigError": "albert_tf.config",

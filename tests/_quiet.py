@@ -16,8 +16,11 @@ RUNTIME_NOTICES = [
         r"^\S+ \S+: I tensorflow/core/framework/local_rendezvous\.cc:\d+\] Local rendezvous is aborting with status: OUT_OF_RANGE",
     )
 ]
-# The package's own progress lines on stderr (`albert-tf pretrain`'s log, progress of long evaluations).
-OWN_LINES = [re.compile(p) for p in (r"^INFO albert_tf\.", r"^\w[^:]*: \d+(/\d+)? batches.*, \d+s(, done)?$")]
+# The package's own lines on stderr (`albert-tf pretrain`'s log, progress of long evaluations, one-line notices
+# such as `from_pretrained`'s new head).
+OWN_LINES = [
+    re.compile(p) for p in (r"^INFO albert_tf\.", r"^albert_tf: ", r"^\w[^:]*: \d+(/\d+)? batches.*, \d+s(, done)?$")
+]
 
 
 def unexpected_stderr(stderr: str) -> List[str]:

@@ -85,13 +85,34 @@ def test_readme_blocks_run_in_order_as_written(work):
     text = (REPO / "README.md").read_text(encoding="utf-8")
     cli = re.search(r"```bash\n(albert-tf train-tokenizer .*?)```", text, flags=re.S).group(1)
     python = re.search(r"```python\n(from albert_tf.tasks import FinetuneSettings.*?)```", text, flags=re.S).group(1)
+    api = re.search(r"```python\n(from albert_tf import AlbertTextClassifier\n\nmodel = AlbertTextClassifier"
+                    r"\.from_pretrained\(\"rt/model\"\).*?)```", text, flags=re.S).group(1)
     shell = subprocess.run(["bash", "-euo", "pipefail", "-c", cli], cwd=work, env=_env(work), capture_output=True,
                            text=True, timeout=TIMEOUT_S)
     works(shell)
-    call = subprocess.run([sys.executable, "-c", python], cwd=work, env=_env(work), capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
-    works(call)
+    for block in (python, api):
+        call = subprocess.run([sys.executable, "-c", block], cwd=work, env=_env(work), capture_output=True, text=True,
+                              timeout=TIMEOUT_S)
+        works(call)
     assert (work / "rt" / "model" / "COMPLETE").is_file() and (work / "rt" / "py-model" / "COMPLETE").is_file()
+    assert (work / "rt" / "keras-run" / "task.json").is_file()
+    assert json.loads((work / "rt" / "serving" / "sentiment" / "1" / "assets" / "export.json").read_text())[
+        "precision"] == "mixed_bfloat16"
+
+
+def test_the_quickstart_runs_on_what_the_main_job_pushed(work, shared_pipeline_run, tmp_path):
+    """The README's Keras quickstart, as written, in a folder where the main job pushed its model."""
+    import shutil
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    quickstart = re.search(r"## Quickstart \(Keras\).*?```python\n(.*?)```", text, flags=re.S).group(1)
+    pushed = Path(shared_pipeline_run.settings.serving_base) / shared_pipeline_run.settings.model_name
+    shutil.copytree(max(pushed.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1),
+                    tmp_path / "albert-tf-pipeline" / "serving" / "albert_classifier" / "1")
+    call = subprocess.run([sys.executable, "-c", quickstart], cwd=tmp_path, env=_env(work), capture_output=True,
+                          text=True, timeout=TIMEOUT_S)
+    works(call)
+    assert (tmp_path / "sentiment.keras").is_file() and (tmp_path / "serving" / "sentiment" / "1" / "saved_model.pb").is_file()
 
 
 def test_pretrain_with_the_defaults_fits_and_the_paper_recipe_is_refused(work):

@@ -284,11 +284,25 @@ def _load_export(directory: str, encoder) -> InitResult:
     return InitResult("export", directory, LoadReport(loaded=loaded["loaded"], missing=loaded["missing"]))
 
 
+def is_tfhub_module(directory: str) -> bool:
+    """Whether `directory` is a TF-Hub module (TF1 Hub format): its checkpoint is `variables/`,
+    beside no checkpoint of its own, and it is no albert-tf export."""
+    from albert_tf.weight_index import is_export
+
+    return (
+        os.path.isfile(os.path.join(directory, "variables", "variables.index"))
+        and not any(n.endswith(".index") for n in os.listdir(directory))
+        and not is_export(directory)
+    )
+
+
 def _load_directory(directory: str, encoder) -> InitResult:
     from albert_tf.weight_index import is_export
 
     if is_export(directory):
         return _load_export(directory, encoder)
+    if is_tfhub_module(directory):
+        return _load_checkpoint_prefix(os.path.join(directory, "variables", "variables"), encoder)
     if os.path.isfile(os.path.join(directory, FINETUNED_MARKER)) and os.path.isfile(os.path.join(directory, FINETUNED_MODEL)):
         return _load_keras_file(os.path.join(directory, FINETUNED_MODEL), encoder)
     if os.path.isfile(os.path.join(directory, PRETRAINING_ENCODER)):

@@ -14,6 +14,5 @@ Pretraining data (SOP + n-gram masked LM, exact to google-research/albert create
 
 Fine-tuning data is read in each task's folder: `albert_tf.tasks.classification.data` (GLUE layouts,
 generic TSV/CSV/JSONL), `albert_tf.tasks.tagging.data` (CoNLL BIO, People's Daily),
-`albert_tf.tasks.squad.data` (SQuAD v1.1/v2.0) and `albert_tf.tasks.multiple_choice.data` (RACE);
-`albert_tf.data.glue`, `.tagging`, `.squad` and `.race` forward to them.
+`albert_tf.tasks.squad.data` (SQuAD v1.1/v2.0) and `albert_tf.tasks.multiple_choice.data` (RACE).
 """

@@ -166,6 +166,8 @@ def _train(s: DistillSettings, plan, family, spec, teacher, tokenizer, transfer,
     from albert_tf.distillation.objective import DistillationModel
     from albert_tf.distillation.student import build_student
     from albert_tf.tasks.classification import examples_dataset
+    from albert_tf.tasks.model_dir import text_model_around
+    from albert_tf.tasks.resources import tokenizer_layer_from_model_dir
     from albert_tf.tasks.runner import write_model_assets
     from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
 
@@ -191,7 +193,12 @@ def _train(s: DistillSettings, plan, family, spec, teacher, tokenizer, transfer,
         return results
 
     def save_assets(directory: str, model) -> None:
-        write_model_assets(directory, tokenizer_file, plan.config, spec, lambda: write_results(directory, model))
+        write_model_assets(directory, tokenizer_file, plan.config, spec, lambda: write_results(directory, model.task_model),
+                           model=model)
+
+    def whole_student(model):
+        # The model directory keeps the student whole, as every fine-tuned directory does.
+        return text_model_around(model.student, tokenizer_layer_from_model_dir(s.teacher, spec), spec)
 
     print(
         f"distilling {spec.task} into {plan.source}: {transfer.size} transfer examples, {steps} steps (warmup {warmup}), "
@@ -211,7 +218,7 @@ def _train(s: DistillSettings, plan, family, spec, teacher, tokenizer, transfer,
         )
         result = run_finetuning(
             build_model, examples_dataset(transfer.features), eval_data, config, eval_fn=eval_fn,
-            save_assets=save_assets, saved_model=lambda model: model.student, constant_baseline=constant,
+            save_assets=save_assets, saved_model=whole_student, constant_baseline=constant,
         )
     except (FinetuningError, FileExistsError) as e:
         raise TaskError(str(e)) from None

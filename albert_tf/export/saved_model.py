@@ -40,6 +40,7 @@ import numpy as np
 
 from albert_tf import file_io, weight_index
 from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup
+from albert_tf.export import precision as export_precision
 from albert_tf.kinds import SPEC_KINDS
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET
 
@@ -106,7 +107,8 @@ def set_method_names(saved_model_dir: str, method_names: Dict[str, str]) -> None
     file_io.atomic_write_bytes(path, saved_model.SerializeToString(deterministic=True))
 
 
-def _write_assets(directory: str, module: signatures.ServingModule, extra_assets: Sequence[str]) -> None:
+def _write_assets(directory: str, module: signatures.ServingModule, extra_assets: Sequence[str],
+                  task_spec: Optional[Dict] = None) -> None:
     assets = os.path.join(directory, "assets")
     os.makedirs(assets, exist_ok=True)
     tokenizer = module.tokenizer
@@ -136,7 +138,8 @@ def _write_assets(directory: str, module: signatures.ServingModule, extra_assets
         },
         "signatures": module.signatures_keys(),
         "qa": module.qa_settings,
-        "dtype_policy": str(encoder.dtype_policy.name),
+        "dtype_policy": export_precision.model_precision(module.model),
+        "precision": export_precision.model_precision(module.model),
     }
     if module.task_settings is not None:  # token classifiers and multiple choice only
         info["task_settings"] = module.task_settings
@@ -144,6 +147,8 @@ def _write_assets(directory: str, module: signatures.ServingModule, extra_assets
         json.dump(info, f, indent=2, sort_keys=True, ensure_ascii=False)
         f.write("\n")
     weight_index.write_weight_index(assets, module.exported_variables, module.model, encoder)
+    if task_spec is not None:
+        file_io.atomic_write_json(os.path.join(assets, "task.json"), task_spec)
     for path in extra_assets:
         shutil.copyfile(path, os.path.join(assets, os.path.basename(path)))
 
@@ -171,6 +176,8 @@ def export_saved_model(
     qa_settings: Optional[Dict] = None,
     task_settings: Optional[Dict] = None,
     extra_assets: Sequence[str] = (),
+    task_spec: Optional[Dict] = None,
+    precision: Optional[str] = None,
     check: bool = True,
     batching: Optional[serving_config.BatchingConfig] = None,
     container_base: str = "/models",
@@ -198,7 +205,12 @@ def export_saved_model(
       task_settings: token classifiers: `token_unit` ("word" / "char", see
         `albert_tf.tasks.tagging.serving`); multiple-choice models: `max_qa_length` (see
         `albert_tf.tasks.multiple_choice.serving`).
-      extra_assets: more files to copy into `assets/` (e.g. `task.json`).
+      extra_assets: more files to copy into `assets/` (e.g. a model directory's `task.json`).
+      precision: the graph's precision, "float32" or "mixed_bfloat16" (`albert_tf.export.precision`),
+        whatever the model was trained in; default the model's. Recorded in export.json, and
+        the reload check compares at its tolerance.
+      task_spec: the `task.json` to write into `assets/` (a `TaskSpec` as a dict) when no
+        `extra_assets` file brings one: what `from_pretrained` rebuilds the whole model from.
       check: run the compatibility check (ops + fresh-process reload); on by default, as TF
         Serving would otherwise be the first to find a broken export.
       batching: the `batching_parameters.txt` settings.
@@ -230,6 +242,10 @@ def export_saved_model(
     final = os.path.join(model_dir, str(version))
     if os.path.exists(final):
         raise ExportError(f"{final} exists: a served version is never overwritten; pick another version")
+    try:
+        model = export_precision.with_precision(model, precision)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
     module = signatures.ServingModule(
         model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings,
         length_bucket=length_bucket,
@@ -245,7 +261,7 @@ def export_saved_model(
         functions = module.signatures()
         tf.saved_model.save(module, staging, signatures=functions)
         set_method_names(staging, module.method_names())
-        _write_assets(staging, module, extra_assets)
+        _write_assets(staging, module, extra_assets, task_spec)
         meta_graph = compatibility.read_meta_graph(staging)
         inputs = warmup.warmup_inputs(meta_graph.signature_def, pair, module.sequence_length)
         # TF Serving replays the warmup on a preferred model.tflite too, whose one signature is
@@ -260,10 +276,7 @@ def export_saved_model(
         if check:
             if not report.ok:
                 raise ExportError("the export is not servable by TF Serving 2.20:\n  " + "\n  ".join(report.problems))
-            # bf16 graphs may be rewritten differently by the session's optimizer than by eager
-            # tf.function execution: compare at bf16's precision.
-            bf16 = "bfloat16" in module.encoder.dtype_policy.name
-            tolerance = dict(rtol=2e-2, atol=2e-2) if bf16 else {}
+            tolerance = export_precision.TOLERANCES[export_precision.model_precision(module.model)]
             try:
                 compatibility.check_reload(staging, inputs, _in_memory_outputs(module, inputs), **tolerance)
             except compatibility.CompatibilityError as e:

@@ -191,7 +191,7 @@ def train_classifier(
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.tasks.classification import make_eval_fn
     from albert_tf.tasks.families import task_family
-    from albert_tf.tasks.runner import on_head, task_model_of, write_model_assets
+    from albert_tf.tasks.runner import on_head, write_model_assets
     from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
     from albert_tf.training.strategies import get_strategy
 
@@ -232,7 +232,8 @@ def train_classifier(
             # The kept weights are those of the best evaluation (as `albert-tf finetune` reports).
             return {"dev": max(evaluations, key=lambda m: m[spec.best_metric]) if evaluations else {}}
 
-        write_model_assets(directory, os.path.join(vocab_dir, vocab_info["file"]), albert_config, spec, results)
+        write_model_assets(directory, os.path.join(vocab_dir, vocab_info["file"]), albert_config, spec, results,
+                           model=model, training=hyper.to_dict())
 
     eval_labels = np.concatenate([batch["labels"] for batch in eval_data.batch(1024).as_numpy_iterator()])
     constant = majority_class_baseline(eval_labels, ["accuracy", "mcc"], label_names=list(labels))
@@ -264,7 +265,7 @@ def train_classifier(
         )
         result = run_finetuning(
             build_model, train_data, eval_data, config, eval_fn=on_head(tracking_eval_fn), strategy=get_strategy(strategy),
-            save_assets=save_assets, constant_baseline=constant, saved_model=task_model_of,
+            save_assets=save_assets, constant_baseline=constant,
         )
         if result.collapsed:
             print(f"WARNING: the fine-tuned model collapsed: {result.collapse.reason}", flush=True)

@@ -19,12 +19,12 @@ The models and their pieces:
   laid out the same way: `head.py` (the head on token ids), `data.py` (reading and encoding),
   `text_model.py` (the raw-text Keras model), `serving.py` (its TF Serving signatures, registered
   with `albert_tf.export`), `family.py` (how `albert-tf finetune`, `evaluate` and `predict` run
-  it) and its metrics (`metrics.py`; SQuAD's n-best and EM/F1 in `postprocessing.py`,
-  `squad_postprocessing` forwards to it; SQuAD and RACE keep prediction and scoring in
-  `evaluation.py`);
+  it) and its metrics (`metrics.py`; SQuAD's n-best and EM/F1 in `postprocessing.py`; SQuAD and
+  RACE keep prediction and scoring in `evaluation.py`);
 * `family` -- the task template (`TaskFamily`); `text_task` -- the raw-text template
   (`AlbertTextTask`); `base` -- the head template (`AlbertTaskModel`); `pretrained` -- what
-  `from_pretrained` reads;
+  `from_pretrained` reads of a pretrained checkpoint; `model_dir` -- the one model directory every
+  producer writes and `from_pretrained` reads whole;
 * `presets` -- the original README's GLUE hyper-parameters;
 * `text_models` -- the raw-text Keras models on top of them (strings in, keras-hub style):
   `AlbertTextClassifier`, `AlbertTextRegressor`, `AlbertTextTagger`, `AlbertMultipleChoice`,

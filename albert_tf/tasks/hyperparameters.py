@@ -20,6 +20,7 @@ training-set size is known (`FinetuningHyperparameters.schedule`).
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional
 
 from albert_tf.kinds import RECIPE_TAGGING
@@ -105,6 +106,11 @@ class FinetuningHyperparameters:
         if warmup > steps:
             raise TaskError(f"{param('warmup_steps')} ({warmup}) exceeds the number of training steps ({steps})")
         return TrainingSchedule(steps, warmup)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The resolved values as JSON-ready data (what a model directory's `task.json` records as
+        `training`), the preset and recipe nested."""
+        return json.loads(json.dumps(dataclasses.asdict(self), default=str))
 
     def for_plan(self) -> Dict[str, Any]:
         """The mapping a family's `plan` reads (`albert_tf.tasks.family.TaskFamily.plan`)."""

@@ -120,12 +120,6 @@ def _huggingface_lower_case(directory: str) -> Optional[bool]:
     return bool(values["do_lower_case"])
 
 
-def _is_tfhub_module(directory: str) -> bool:
-    return os.path.isfile(os.path.join(directory, "variables", "variables.index")) and not any(
-        n.endswith(".index") for n in os.listdir(directory)
-    )
-
-
 def resolve_pretrained(
     path: Union[str, os.PathLike],
     *,
@@ -151,7 +145,7 @@ def resolve_pretrained(
         TokenizerNotFoundError: No tokenizer stored with the checkpoint, and none given.
         ValueError: No architecture stored with the checkpoint, and none given.
     """
-    from albert_tf.checkpoints.any_format import config_from_init
+    from albert_tf.checkpoints.any_format import config_from_init, is_tfhub_module
     from albert_tf.config import AlbertConfig, load_config
     from albert_tf.weight_index import ExportWeightsError, is_export, read_weight_index
 
@@ -164,7 +158,7 @@ def resolve_pretrained(
         except ExportWeightsError as e:
             raise PretrainedNotFoundError(f"{path} is an albert-tf TF Serving export, but {e}") from None
     weights = path
-    if os.path.isdir(path) and _is_tfhub_module(path) and not is_export(path):
+    if os.path.isdir(path) and is_tfhub_module(path):
         weights = os.path.join(path, "variables")
     if isinstance(config, AlbertConfig):
         resolved = config

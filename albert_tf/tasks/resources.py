@@ -19,8 +19,8 @@ from albert_tf.tasks.spec import TaskSpec
 # path is none of them.
 INIT_KINDS = (
     "a .keras, .weights.h5, .safetensors or .npz file, a TF checkpoint prefix (or its .index / .data-* "
-    "file), a directory of a TF checkpoint, a fine-tuning or pretraining output directory, a Hugging Face "
-    "model directory or a keras-hub preset directory"
+    "file), a directory of a TF checkpoint, a fine-tuning or pretraining output directory, an albert-tf "
+    "export or pushed version, a TF-Hub module, a Hugging Face model directory or a keras-hub preset directory"
 )
 _CHECKPOINT_SUFFIXES = (".keras", ".weights.h5", ".safetensors", ".safetensors.index.json", ".npz", ".bin", ".pt", ".pth")
 
@@ -54,11 +54,11 @@ def tokenizer_from_model_dir(model_dir: str, spec: TaskSpec):
 
 def resolve_tokenizer_file(spm_model: Optional[str], vocab_file: Optional[str], init: Optional[str]) -> Tuple[str, str, Optional[bool]]:
     """(type, path, lower_case) from `spm_model` / `vocab_file`, else the tokenizer stored with
-    `init`: a fine-tuning output's `task.json` entry, a pretraining run's `tokenizer.json` (also
-    from its `tf1/` or `checkpoints/`), else a tokenizer file beside it
-    (`albert_tf.tokenization.resolve.find_tokenizer` with `INIT_SEARCH`). lower_case is the casing
-    stored with it, None where none is."""
-    from albert_tf.tokenization.resolve import INIT_SEARCH, find_tokenizer
+    `init`, found in every layout `from_pretrained` reads (`albert_tf.tokenization.resolve.find_tokenizer`
+    with `EVERY_LAYOUT`: a model directory's `task.json`, a pretraining run's `tokenizer.json`, a
+    keras-hub preset, an export's assets, a TF-Hub module's, a file beside the checkpoint).
+    lower_case is the casing stored with it, None where none is."""
+    from albert_tf.tokenization.resolve import EVERY_LAYOUT, find_tokenizer
 
     if spm_model and vocab_file:
         raise TaskError(f"pass {param('spm_model')} or {param('vocab_file')}, not both")
@@ -67,7 +67,7 @@ def resolve_tokenizer_file(spm_model: Optional[str], vocab_file: Optional[str], 
     if vocab_file:
         return "wordpiece", vocab_file, None
     if init:
-        found = find_tokenizer(init, INIT_SEARCH)
+        found = find_tokenizer(init, EVERY_LAYOUT)
         if found is not None:
             return found.kind, found.file, found.lower_case
     raise TaskError(f"no tokenizer: pass {param('spm_model')} (SentencePiece .model) or {param('vocab_file')} (WordPiece vocab.txt)")
@@ -77,8 +77,11 @@ def is_checkpoint_path(path: str) -> bool:
     """Whether `path` is of a kind `init_encoder` reads (not whether it loads)."""
     from albert_tf.checkpoints import any_format as init_module
     from albert_tf.checkpoints.original import CheckpointError, resolve_checkpoint_prefix
+    from albert_tf.weight_index import is_export
 
     if os.path.isfile(path) and path.lower().endswith(_CHECKPOINT_SUFFIXES):
+        return True
+    if os.path.isdir(path) and (is_export(path) or init_module.is_tfhub_module(path)):
         return True
     if os.path.isdir(path):
         markers = (
@@ -161,15 +164,18 @@ def check_tokenizer_fits(tokenizer, tokenizer_file: str, config, config_source: 
 
 
 def load_model(model_dir: str):
-    """The fine-tuned task model of `model_dir` (best weights)."""
+    """The id-level task model (the head on its encoder) of `model_dir`, with the best weights: the
+    `task_model` of the raw-text model the directory keeps, or the head itself in a directory
+    written before the whole model was kept."""
     from albert_tf.checkpoints.any_format import register_saved_classes
     from albert_tf.training.finetuning import load_finetuned_model
 
     register_saved_classes()
     try:
-        return load_finetuned_model(model_dir)
+        model = load_finetuned_model(model_dir)
     except (FileNotFoundError, ValueError, OSError) as e:
         raise TaskError(f"cannot load the model in {model_dir}: {e}") from None
+    return getattr(model, "task_model", model)
 
 
 def tokenizer_layer_from_model_dir(model_dir: str, spec: TaskSpec):

@@ -210,20 +210,29 @@ def check_settings(s: FinetuneSettings) -> None:
         check_init(s.init)
 
 
-def write_model_assets(directory: str, tokenizer_file: str, config, spec: TaskSpec, results: Callable[[], Dict[str, Any]]) -> None:
-    """Everything of a fine-tuned model directory but the weights: the tokenizer file, the
+def write_model_assets(directory: str, tokenizer_file: str, config, spec: TaskSpec, results: Callable[[], Dict[str, Any]],
+                       model=None, training: Optional[Dict[str, Any]] = None) -> None:
+    """Everything of a fine-tuned model directory but `model.keras`: the tokenizer file, the
     encoder's `albert_config.json`, `eval_results.json` (what `results()` returns; it runs after
-    the first two are written and may add to `spec.settings`) and `task.json`."""
+    the first two are written and may add to `spec.settings`) and `task.json`, which records the
+    raw-text `model` (after it took what the results decided, e.g. SQuAD v2's threshold) and the
+    resolved `training` configuration."""
+    from albert_tf.tasks.model_dir import model_record
+
     shutil.copyfile(tokenizer_file, os.path.join(directory, spec.tokenizer["file"]))
     config.to_json_file(os.path.join(directory, CONFIG_FILE))
     write_json(os.path.join(directory, RESULTS_FILE), results())
+    if model is not None:
+        model.adopt_spec(spec)
+        spec.model = model_record(model)
+    spec.training = training
     spec.write(directory)
 
 
 def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     """Fine-tunes the encoder on the task and writes `settings.model_dir`.
 
-    The directory receives, atomically, `model.keras`, `albert_config.json`, the tokenizer file,
+    The directory receives, atomically, `model.keras` (the whole raw-text model), `albert_config.json`, the tokenizer file,
     `task.json`, `eval_results.json` (the best model on every dev split and on labelled test
     files) and prediction files for unlabelled test data. Progress and results are printed as
     `albert-tf finetune` shows them.
@@ -330,8 +339,8 @@ def _check_memory(s: FinetuneSettings, hyper: FinetuningHyperparameters, config,
 def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPlan, config, tokenizer_file, strategy,
          steps: int, warmup: int):
     """`run_finetuning` of the plan's raw-text model: the encoder from `init` (or random), the
-    tokenizer layer of the run's tokenizer, the family's head; the model directory keeps the head
-    (`model.keras`) with its assets beside it."""
+    tokenizer layer of the run's tokenizer, the family's head; the model directory keeps the whole
+    model (`model.keras`) with its assets beside it (`albert_tf.tasks.model_dir`)."""
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.modeling import AlbertEncoder
@@ -360,7 +369,8 @@ def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPl
             raise TaskError(raw_message(e)) from None
 
     def save_assets(directory: str, model) -> None:
-        write_model_assets(directory, tokenizer_file, config, spec, lambda: plan.write_results(directory, model))
+        write_model_assets(directory, tokenizer_file, config, spec, lambda: plan.write_results(directory, task_model_of(model)),
+                           model=model, training=hyper.to_dict())
 
     print(
         f"fine-tuning {s.task}: {plan.summary}, "
@@ -395,7 +405,7 @@ def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPl
         )
         return run_finetuning(
             build_model, plan.train_data, plan.eval_data, run_config, eval_fn=on_head(plan.eval_fn), strategy=strategy,
-            save_assets=save_assets, constant_baseline=plan.constant_baseline, saved_model=task_model_of,
+            save_assets=save_assets, constant_baseline=plan.constant_baseline,
         )
     except (FinetuningError, FileExistsError) as e:
         raise TaskError(raw_message(e)) from None

@@ -56,6 +56,12 @@ class TaskSpec:
             `max_query_length`, `n_best_size`, `max_answer_length`, for v2 the tuned
             `null_score_diff_threshold`; RACE `max_qa_length`, `levels`). Empty for the other
             tasks, and in files written before it existed.
+        model: The raw-text model the directory holds (`albert_tf.tasks.model_dir.model_record`):
+            `{"class": "AlbertTextClassifier", "config": {its constructor arguments}}`, so that
+            `from_pretrained` and an export rebuild it whole. None in files written before it existed
+            (the model is then read from its head and this spec).
+        training: The resolved fine-tuning configuration the model was trained with (learning
+            rate, batch size, schedule, precision, ...); None where the producer recorded none.
     """
 
     task: str
@@ -68,6 +74,8 @@ class TaskSpec:
     columns: Dict[str, Optional[str]] = dataclasses.field(default_factory=dict)
     token_unit: str = "word"
     settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    model: Optional[Dict[str, Any]] = None
+    training: Optional[Dict[str, Any]] = None
     format_version: int = TASK_FORMAT_VERSION
 
     @property
@@ -89,16 +97,22 @@ class TaskSpec:
             raise TaskSpecError(f"model directory not found: {model_dir}")
         if not is_complete(model_dir):
             raise TaskSpecError(f"{model_dir} is not a completed fine-tuning directory (no COMPLETE file)")
-        path = os.path.join(model_dir, TASK_FILE)
+        return cls.from_file(os.path.join(model_dir, TASK_FILE), model_dir)
+
+    @classmethod
+    def from_file(cls, path: str, model_dir: Optional[str] = None) -> "TaskSpec":
+        """The spec in the `task.json` at `path` (a model directory's, or an export's asset)."""
         try:
             with open(path, encoding="utf-8") as f:
                 values = json.load(f)
         except FileNotFoundError:
-            raise TaskSpecError(f"{path} is missing: {model_dir} was not written by `albert-tf finetune`") from None
+            where = model_dir or os.path.dirname(path)
+            raise TaskSpecError(f"{path} is missing: {where} was not written by `albert-tf finetune`") from None
         except (ValueError, UnicodeDecodeError) as e:
             raise TaskSpecError(f"{path} is not valid JSON: {e}") from None
         if not isinstance(values, dict) or values.get("format_version") != TASK_FORMAT_VERSION:
-            raise TaskSpecError(f"{path}: unsupported task file (format_version {values.get('format_version')!r})")
+            version = values.get("format_version") if isinstance(values, dict) else None
+            raise TaskSpecError(f"{path}: unsupported task file (format_version {version!r})")
         names = {f.name for f in dataclasses.fields(cls)}
         try:
             return cls(**{k: v for k, v in values.items() if k in names})

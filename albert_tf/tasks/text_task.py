@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.keras_internals import forget_compiled_loss
-from albert_tf.kinds import RECIPE_CLASSIFICATION
+from albert_tf.kinds import RECIPE_CLASSIFICATION, SPEC_CLASSIFICATION
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.serialization import NestedLayersConfig
@@ -116,6 +116,74 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     # nested, then these; subclasses add their own arguments in `get_config`.
     config_layers = ("encoder", "preprocessor")
     config_fields = ("length_bucket", "task_model_name")
+
+    # --- the stored task: what `from_pretrained` restores and every model directory records ----
+
+    # Constructor arguments whose change makes a stored head's weights meaningless: given with
+    # another value than the stored one, `from_pretrained` builds a new head.
+    head_fields = ()
+    # The model's name when neither the caller nor the stored model names it.
+    default_name = "albert_text_task"
+
+    @classmethod
+    def _restore(cls, path, given, **kwargs):
+        """What every `from_pretrained` does (`albert_tf.tasks.model_dir`): an architecture preset
+        name gives a randomly initialised encoder, anything else is read from disk."""
+        from albert_tf.config import PRESETS
+        from albert_tf.tasks.model_dir import preset_text_model, restore_text_model
+
+        if isinstance(path, str) and path in PRESETS and not os.path.exists(path):
+            options = {k: kwargs.get(k) for k in ("tokenizer", "seed", "compile", "name", "sequence_length",
+                                                  "lower_case", "dtype")}
+            return preset_text_model(cls, path, given, **options)
+        return restore_text_model(cls, path, given, **kwargs)
+
+    @classmethod
+    def from_preset(cls, preset, *args, **kwargs):
+        """keras-hub's name for `from_pretrained`, which takes the same forms: a local model
+        directory, export, `.keras` file or checkpoint of any layout it reads, or an architecture
+        preset of `albert_tf.config.PRESETS` ("tiny", "small", "base-v2", ...) as a randomly
+        initialised encoder for the vocabulary `tokenizer=` (albert_tf ships no weights and
+        downloads nothing)."""
+        return cls.from_pretrained(preset, *args, **kwargs)
+
+    @classmethod
+    def arguments_from_spec(cls, spec, head_config) -> Dict:
+        """The constructor arguments of a directory written before the whole model was kept, from
+        its `task.json` and the config of its head (`model.keras` then held the head)."""
+        arguments = {"task_model_name": head_config.get("name")}
+        if head_config.get("dropout") is not None:
+            arguments["dropout"] = head_config["dropout"]
+        return arguments
+
+    @classmethod
+    def complete_arguments(cls, config: Dict, encoder) -> Dict:
+        """`config` with the recipe's choices for the arguments it lacks (the pooling for the
+        model's size, where the class takes one)."""
+        return config
+
+    def adopt_spec(self, spec) -> None:
+        """Takes what the run decided after the model was saved (SQuAD v2: the tuned no-answer
+        threshold) from the directory's `task.json`."""
+
+    def task_spec(self, tokenizer_file: str, training: Optional[Dict] = None, *, pair: bool = False):
+        """The `task.json` (`TaskSpec`) of this model, for a directory or an export that holds it
+        (`pair`: it reads text pairs, which `albert-tf predict` then asks for)."""
+        from albert_tf.tasks.model_dir import model_record
+        from albert_tf.tasks.spec import TaskSpec
+
+        fields = self.spec_fields()
+        if pair:
+            fields["columns"] = {"text": "text", "text_b": "text_b", "label": "label"}
+        tokenizer = {"type": SENTENCEPIECE if self.preprocessor.is_sentencepiece else WORDPIECE,
+                     "file": tokenizer_file, "lower_case": self.preprocessor.lower_case}
+        return TaskSpec(fields.pop("task"), fields.pop("kind"), fields.pop("labels", None),
+                        self.preprocessor.sequence_length, tokenizer=tokenizer, model=model_record(self),
+                        training=training, **fields)
+
+    def spec_fields(self) -> Dict:
+        """The task-specific `TaskSpec` fields: task, kind, labels, metrics, best_metric, ..."""
+        raise TypeError(f"{type(self).__name__} defines no spec_fields")
 
     # --- the shared machinery ---------------------------------------------------------------------
 
@@ -324,7 +392,7 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
 
     def finetune(self, x, y=None, *, validation_data, model_dir: str, best_metric: Optional[str] = None,
                  constant_baseline="auto", seed: Optional[int] = None, overwrite: bool = False,
-                 verbose="auto", callbacks=None, **hyperparameters):
+                 verbose="auto", callbacks=None, epochs: Optional[float] = None, **hyperparameters):
         """Fine-tunes on raw text with the driver of `albert-tf finetune` and the pipeline's Trainer
         (`albert_tf.training.finetuning.run_finetuning`), where `fit` is plain Keras.
 
@@ -332,8 +400,10 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         the recipe's learning rate with linear warmup and decay, bias-corrected AdamW, its batch
         size and 3 epochs (taggers: the recipe's 10); it evaluates `validation_data` after every
         pass, keeps the best weights by `best_metric`, warns when they are no better than the
-        best constant answer, and writes `model_dir` as the command does (`model.keras`,
-        `finetuning.json`, checkpoints to resume from); an interrupted run resumes.
+        best constant answer, and writes `model_dir` in the layout of every fine-tuned model
+        (`albert_tf.tasks.model_dir`: the whole model, `task.json` with the resolved configuration,
+        the tokenizer file, `finetuning.json`), which `from_pretrained`, `albert-tf predict` and
+        `albert-tf export` read; an interrupted run resumes.
 
         Args:
             x, y: The training inputs and labels, as `fit` takes them.
@@ -348,14 +418,20 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             overwrite: Replace an existing, non-empty `model_dir`.
             verbose: As `FinetuningRunConfig.verbose`.
             callbacks: Extra Keras callbacks.
+            epochs: Passes over the training data, Keras' name for `num_epochs`.
             **hyperparameters: The user's values (`albert_tf.tasks.hyperparameters.USER_VALUES`:
                 `learning_rate`, `batch_size`, `num_epochs`, `num_train_steps`, ...).
 
         Returns:
             The `FinetuningResult`; this model holds the best weights.
         """
+        from albert_tf.tasks.model_dir import write_text_model_assets
         from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
 
+        if epochs is not None:
+            if hyperparameters.get("num_epochs") not in (None, epochs):
+                raise ValueError(f"epochs={epochs} and num_epochs={hyperparameters['num_epochs']}: give one of them")
+            hyperparameters["num_epochs"] = epochs
         hyper = self.hyperparameters(**hyperparameters)
         if seed is not None:
             keras.utils.set_random_seed(seed)  # before the datasets: their shuffling draws from it
@@ -378,7 +454,11 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             bias_correction=hyper.bias_correction, weight_decay=hyper.recipe.weight_decay,
             collapse_metric=best_metric if constant_baseline is not None else None,
         )
-        return run_finetuning(self, train, dev, config, callbacks=callbacks, constant_baseline=constant_baseline)
+        return run_finetuning(
+            self, train, dev, config, callbacks=callbacks, constant_baseline=constant_baseline,
+            save_assets=lambda directory, model: write_text_model_assets(directory, model, hyper.to_dict(),
+                                                                          pair=_is_text_pair(x)),
+        )
 
     def constant_baseline(self, validation_data):
         """The best constant answer on `validation_data` for `finetune`'s collapse check, or None
@@ -404,6 +484,12 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         return super().predict(self.make_dataset(x, batch_size=batch_size, length_bucket=self.length_bucket), **kwargs)
 
     # --- serialization --------------------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, config):
+        """As Keras: a model from its config comes uncompiled (`load_model` then compiles it with
+        the saved compile config, or leaves it so with `compile=False`)."""
+        return super().from_config({"compile": False, **config})
 
     def compile_from_config(self, config):
         """Compiles with the compile config of a saved model (Keras calls this when loading), and
@@ -450,10 +536,52 @@ def python_tokenizer(preprocessor: AlbertTokenizerLayer):
                                     max_input_chars_per_word=preprocessor.max_input_chars_per_word)
 
 
-def export_text_model(model, export_base, model_name, version, **kwargs):
-    """`export_saved_model` of a raw-text model's task model and tokenizer, length-aware by default."""
-    from albert_tf.export.saved_model import export_saved_model
+def export_text_model(model, export_base, model_name, version, *, format: Optional[str] = None, **kwargs):
+    """`export_saved_model` of a raw-text model's task model and tokenizer, length-aware by default,
+    with the model's `task.json` in the assets (what `from_pretrained` rebuilds it from).
+
+    The TF Serving layout `<export_base>/<model_name>/<version>/` by default; with
+    `format="tf_saved_model"` (Keras 3's `export`), the SavedModel itself at `export_base`.
+    """
+    import dataclasses
+
+    from albert_tf.export.saved_model import SENTENCEPIECE_ASSET, WORDPIECE_ASSET, export_saved_model
 
     kwargs.setdefault("length_bucket", model.length_bucket)
-    return export_saved_model(model.task_model, model.preprocessor, os.fspath(export_base), model_name or model.name,
-                              version, **kwargs)
+    if not any(os.path.basename(p) == "task.json" for p in kwargs.get("extra_assets", ())):
+        vocabulary = SENTENCEPIECE_ASSET if model.preprocessor.is_sentencepiece else WORDPIECE_ASSET
+        spec = model.task_spec(vocabulary, pair=bool(kwargs.get("pair")))
+        if kwargs.get("labels") is not None and spec.kind == SPEC_CLASSIFICATION:
+            # The names the export serves are the model's from now on.
+            spec.labels = spec.model["config"]["labels"] = [str(label) for label in kwargs["labels"]]
+        kwargs.setdefault("task_spec", dataclasses.asdict(spec))
+    if format is None:
+        return export_saved_model(model.task_model, model.preprocessor, os.fspath(export_base),
+                                  model_name or model.name, version, **kwargs)
+    return _export_at(model, os.fspath(export_base), format, model_name, version, **kwargs)
+
+
+def _export_at(model, path: str, format: str, model_name, version, **kwargs):
+    """Keras' `export(path, format="tf_saved_model")`: the SavedModel (signatures, assets, warmup)
+    at `path`, written beside it and moved in whole."""
+    import dataclasses
+    import shutil
+    import tempfile
+
+    from albert_tf.export.saved_model import export_saved_model
+
+    if format != "tf_saved_model":
+        raise ValueError(f"format must be 'tf_saved_model', got {format!r} (LiteRT: tflite='dynamic-int8' or 'float32')")
+    if model_name is not None or version is not None:
+        raise ValueError("format='tf_saved_model' writes the SavedModel at the path given: model_name and version "
+                         "are for the TF Serving layout (leave format out)")
+    if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+        raise ValueError(f"{path} exists and is not an empty folder: a SavedModel is never written over")
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".export-", dir=parent) as staging:
+        result = export_saved_model(model.task_model, model.preprocessor, staging, "model", 1, **kwargs)
+        if os.path.isdir(path):
+            os.rmdir(path)
+        shutil.move(result.path, path)
+    return dataclasses.replace(result, path=path, serving_configs={})

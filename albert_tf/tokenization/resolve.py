@@ -4,9 +4,8 @@
 layout this package reads or writes (see `EVERY_LAYOUT`); it returns a `StoredTokenizer`: the
 kind ("sentencepiece" or "wordpiece"), the file, and the casing the layout records (None where
 it records none: each caller has its default). A `TokenizerSearch` says which layouts are tried
-in what order; the package's three callers each keep theirs (`EVERY_LAYOUT` for
-`from_pretrained`, `INIT_SEARCH` for `albert-tf finetune --init`, `RUN_SEARCH` for a pretraining
-run's own `tokenizer.json`).
+in what order: `EVERY_LAYOUT` for `from_pretrained` and `albert-tf finetune --init` alike,
+`RUN_SEARCH` for a pretraining run's own `tokenizer.json`.
 
 `python_tokenizer(kind, file, ...)` and `tokenizer_layer(kind, file, ...)` are the one place that
 maps a kind to its class: `SentencePieceTokenizer` / `WordPieceTokenizer` in Python,
@@ -43,8 +42,7 @@ TOKENIZER_JSON = "tokenizer.json"  # `albert-tf pretrain`: tokenizer.json {"type
 EXPORT_JSON = "export.json"  # `albert-tf export`: assets/export.json's "tokenizer" entry
 NAMED_FILES = "files"  # spiece.model, 30k-clean.model, spm.model, any *.model, vocab.txt, vocab_chinese.txt
 ASSETS_FILES = "assets"  # the same names in assets/ (a TF-Hub module)
-SORTED_FILES = "sorted-files"  # any *.model in name order, vocab.txt, vocab_chinese.txt
-LAYOUTS = (TASK_JSON, KERAS_HUB, TOKENIZER_JSON, EXPORT_JSON, NAMED_FILES, ASSETS_FILES, SORTED_FILES)
+LAYOUTS = (TASK_JSON, KERAS_HUB, TOKENIZER_JSON, EXPORT_JSON, NAMED_FILES, ASSETS_FILES)
 
 _KERAS_HUB_VOCABULARIES = (
     (os.path.join("assets", "tokenizer", "vocabulary.spm"), SENTENCEPIECE),
@@ -106,12 +104,6 @@ _EVERY = (TASK_JSON, KERAS_HUB, TOKENIZER_JSON, EXPORT_JSON, NAMED_FILES, ASSETS
 EVERY_LAYOUT = TokenizerSearch(
     steps=tuple((layout, False) for layout in _EVERY) + tuple((layout, True) for layout in _EVERY),
     nested=("tf1", "checkpoints", "variables"),
-)
-# `albert-tf finetune --init`: a fine-tuning output's task.json, a pretraining run's tokenizer.json
-# (also from its `tf1/` or `checkpoints/`), else a tokenizer file beside the checkpoint.
-INIT_SEARCH = TokenizerSearch(
-    steps=((TASK_JSON, False), (TOKENIZER_JSON, False), (TOKENIZER_JSON, True), (SORTED_FILES, False)),
-    nested=("tf1", "checkpoints"),
 )
 # A pretraining run's tokenizer.json, from the run directory, its `tf1/` or `checkpoints/`.
 RUN_SEARCH = TokenizerSearch(steps=((TOKENIZER_JSON, False), (TOKENIZER_JSON, True)), nested=("tf1", "checkpoints"))
@@ -230,8 +222,6 @@ def tokenizer_in(directory: PathLike, layout: str) -> Optional[StoredTokenizer]:
         return _files_in(directory, layout, _PREFERRED_MODELS)
     if layout == ASSETS_FILES:
         return _files_in(os.path.join(directory, "assets"), layout, _PREFERRED_MODELS)
-    if layout == SORTED_FILES:
-        return _files_in(directory, layout, ())
     raise ValueError(f"unknown tokenizer layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
 
 
@@ -309,7 +299,6 @@ def tokenizer_layer(kind: str, file: PathLike, **kwargs: Any):
 
 __all__: Sequence[str] = (
     "EVERY_LAYOUT",
-    "INIT_SEARCH",
     "KINDS",
     "LAYOUTS",
     "RUN_SEARCH",

@@ -1047,9 +1047,10 @@ def run_finetuning(
                 print(f"WARNING: fine-tuning collapsed: {collapse.reason}", flush=True)
 
         kept = model if saved_model is None else saved_model(model)
-        kept.save(os.path.join(staging, MODEL_FILE))
         if save_assets is not None:
+            # First: the assets may settle what the saved model holds (SQuAD v2's tuned threshold).
             save_assets(staging, kept)
+        kept.save(os.path.join(staging, MODEL_FILE))
         info = {
             "num_train_steps": num_train_steps,
             "warmup_steps": warmup_steps,

@@ -120,7 +120,10 @@ def test_conll_tagging(assets, tmp_path, capsys):
     status, _ = cli(["predict", "--model-dir", out, "i live in london"])
     record = json.loads(capsys.readouterr().out)
     assert status == 0 and record["tags"] == ["O", "O", "O", "B-LOC"]
-    assert record["entities"] == [{"type": "LOC", "text": "london", "start": 3, "end": 4}]
+    # The record `model.predict` and the served model give: character offsets in the text, and a score.
+    (entity,) = record["entities"]
+    assert {k: v for k, v in entity.items() if k != "score"} == {"label": "LOC", "text": "london", "start": 10, "end": 16}
+    assert 0.5 < entity["score"] <= 1.0
 
 
 def test_user_errors_leave_nothing_behind(assets, tmp_path):

@@ -1,5 +1,5 @@
 """Tests of the multiple-choice (RACE) export: `albert_tf.tasks.multiple_choice.serving` (in-graph
-choice rows) against the Python conversion (`albert_tf.data.race`), the exported signatures, warmup,
+choice rows) against the Python conversion (`albert_tf.tasks.multiple_choice.data`), the exported signatures, warmup,
 configs and op check, any number of choices, and the local server over REST and gRPC."""
 
 import json
@@ -16,7 +16,7 @@ import tensorflow as tf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _serving_helpers as helpers  # noqa: E402
 
-from albert_tf.data import race  # noqa: E402
+from albert_tf.tasks.multiple_choice import data as race  # noqa: E402
 from albert_tf.export import saved_model, signatures, warmup  # noqa: E402
 from albert_tf.tasks import families  # noqa: E402
 from albert_tf.tasks.multiple_choice import serving as multiple_choice  # noqa: E402

@@ -1,6 +1,6 @@
 """Tests of the SQuAD (question answering) export: `albert_tf.tasks.squad.serving` (in-graph windows,
-span decoding, character offsets) against the Python pipeline (`albert_tf.data.squad` features +
-`albert_tf.tasks.squad_postprocessing`), the exported signatures, reload, the local server's REST
+span decoding, character offsets) against the Python pipeline (`albert_tf.tasks.squad.data` features +
+`albert_tf.tasks.squad.postprocessing`), the exported signatures, reload, the local server's REST
 API and `albert-tf export` of a `finetune --task squad-v2` directory."""
 
 import json
@@ -13,9 +13,9 @@ import tensorflow as tf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from albert_tf.data import squad as squad_data  # noqa: E402
+from albert_tf.tasks.squad import data as squad_data  # noqa: E402
 from albert_tf.export import saved_model, signatures  # noqa: E402
-from albert_tf.tasks import squad_postprocessing as post  # noqa: E402
+from albert_tf.tasks.squad import postprocessing as post  # noqa: E402
 from albert_tf.tasks.squad import serving as qa  # noqa: E402
 from albert_tf.tokenization import SentencePieceTokenizer  # noqa: E402
 from albert_tf.tokenization.in_graph import AlbertTokenizerLayer  # noqa: E402

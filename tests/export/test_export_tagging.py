@@ -16,7 +16,7 @@ import tensorflow as tf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _serving_helpers as helpers  # noqa: E402
 
-from albert_tf.data.tagging import TagVocab  # noqa: E402
+from albert_tf.tasks.tagging.data import TagVocab  # noqa: E402
 from albert_tf.export import saved_model, signatures, warmup  # noqa: E402
 from albert_tf.tasks import families  # noqa: E402
 from albert_tf.tasks import tagging as python_tagging  # noqa: E402

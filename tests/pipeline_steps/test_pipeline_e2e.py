@@ -119,6 +119,38 @@ def test_pipeline_end_to_end(shared_pipeline_run, tmp_path, capsys):
     assert versions(base) == ["1"]
 
 
+@pytest.mark.slow
+def test_the_pushed_model_loads_whole_everywhere(shared_pipeline_run, tmp_path):
+    """The round-trip matrix for the pipeline's producers: the pushed version and the Trainer's model
+    directory load whole with `from_pretrained` (twice, bit for bit alike) and with
+    `keras.saving.load_model` in a fresh process after `import albert_tf`, and answer what the served
+    signature answers."""
+    import subprocess
+
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import AlbertTextClassifier
+
+    settings = shared_pipeline_run.settings
+    pushed = os.path.join(settings.serving_base, settings.model_name, "1")
+    model_dir = os.path.join(shared_pipeline_run.run.artifacts["trained_model"], "model")
+    texts = ["good film", "a dull mess", "the plot was"]
+    served = tf.saved_model.load(pushed).signatures["serving_default"](text=tf.constant(texts))["logits"].numpy()
+    for path in (pushed, model_dir):
+        first, second = (AlbertTextClassifier.from_pretrained(path) for _ in range(2))
+        assert first.num_classes == 2 and first.preprocessor.sequence_length == 24
+        answers = first.predict(texts, verbose=0)
+        np.testing.assert_allclose(answers, served, rtol=1e-5, atol=1e-5, err_msg=path)
+        np.testing.assert_array_equal(second.predict(texts, verbose=0), answers)
+    script = ("import sys, numpy, keras, albert_tf\n"
+              "model = keras.saving.load_model(sys.argv[1])\n"
+              "numpy.save(sys.argv[2], model.predict(sys.argv[3:], verbose=0))\n")
+    subprocess.run([sys.executable, "-c", script, os.path.join(model_dir, "model.keras"), str(tmp_path / "a.npy"),
+                    *texts], check=True, capture_output=True, timeout=300, cwd=tmp_path)
+    np.testing.assert_allclose(np.load(tmp_path / "a.npy"), served, rtol=1e-5, atol=1e-5)
+
+
 def test_a_model_trained_on_random_labels_is_refused(shared_pipeline_run, tmp_path):
     """Labels independent of the texts: whatever the tiny model answers, it is no better than the
     majority class, so the Evaluator refuses it. The steps from ExampleGen to the Evaluator run

@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.data.glue import DataFormatError, LabelVocab, TextExample
+from albert_tf.tasks.classification.data import DataFormatError, LabelVocab, TextExample
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks import classification
 from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor

@@ -1,4 +1,4 @@
-"""Tests of `albert_tf.data.glue`: the GLUE layouts, generic TSV/CSV/JSONL tables, labels and errors."""
+"""Tests of `albert_tf.tasks.classification.data`: the GLUE layouts, generic TSV/CSV/JSONL tables, labels and errors."""
 
 import csv
 import json
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from albert_tf.data import glue
-from albert_tf.data.glue import DataFormatError, LabelVocab
+from albert_tf.tasks.classification import data as glue
+from albert_tf.tasks.classification.data import DataFormatError, LabelVocab
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 

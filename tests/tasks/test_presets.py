@@ -2,7 +2,7 @@
 
 import pytest
 
-from albert_tf.data.glue import GLUE_LAYOUTS
+from albert_tf.tasks.classification.data import GLUE_LAYOUTS
 from albert_tf.metrics import METRICS
 from albert_tf.tasks.presets import PRESETS, finetune_preset
 

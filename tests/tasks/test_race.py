@@ -1,4 +1,4 @@
-"""Tests for RACE: albert_tf.data.race (reading, choice texts, truncation) and
+"""Tests for RACE: albert_tf.tasks.multiple_choice.data (reading, choice texts, truncation) and
 albert_tf.tasks.multiple_choice (the softmax-over-choices model, training, accuracy)."""
 
 import json
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.data import race as R
+from albert_tf.tasks.multiple_choice import data as R
 from albert_tf.tasks.multiple_choice import (
     MultipleChoiceModel,
     predict_race,

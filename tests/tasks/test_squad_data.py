@@ -1,4 +1,4 @@
-"""Tests for albert_tf.data.squad: reading SQuAD v1.1/v2.0 JSON, the features and their alignment."""
+"""Tests for albert_tf.tasks.squad.data: reading SQuAD v1.1/v2.0 JSON, the features and their alignment."""
 
 import json
 import logging
@@ -6,7 +6,7 @@ import logging
 import numpy as np
 import pytest
 
-from albert_tf.data import squad as S
+from albert_tf.tasks.squad import data as S
 from albert_tf.tokenization import SentencePieceTokenizer
 
 
@@ -80,7 +80,7 @@ def test_answer_not_found_is_skipped_with_a_warning_and_counted(tmp_path, caplog
         {"id": "outside", "question": "Where?", "answers": [{"text": "France", "answer_start": 10_000}]},
     ]
     path = squad_file(tmp_path, "v1.json", qas)
-    with caplog.at_level(logging.WARNING, logger="albert_tf.data.squad"):
+    with caplog.at_level(logging.WARNING, logger="albert_tf.tasks.squad.data"):
         examples, skipped = S.read_squad_examples(path, is_training=True)
     assert [e.qas_id for e in examples] == ["good"]
     assert [s.qas_id for s in skipped] == ["moved", "outside"]

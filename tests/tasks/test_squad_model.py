@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertEncoder
-from albert_tf.data import squad as S
-from albert_tf.tasks import squad_postprocessing as P
+from albert_tf.tasks.squad import data as S
+from albert_tf.tasks.squad import postprocessing as P
 from albert_tf.tasks.squad import (
     AlbertSquadV2Head,
     SquadV1Model,

@@ -1,4 +1,4 @@
-"""Tests for albert_tf.tasks.squad_postprocessing: n-best answers, official EM/F1, threshold tuning.
+"""Tests for albert_tf.tasks.squad.postprocessing: n-best answers, official EM/F1, threshold tuning.
 
 Features are built by hand (one piece per word) so that every expected answer and score can be
 worked out on paper.
@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from albert_tf.data.squad import SquadExample, SquadFeature
-from albert_tf.tasks import squad_postprocessing as P
+from albert_tf.tasks.squad.data import SquadExample, SquadFeature
+from albert_tf.tasks.squad import postprocessing as P
 
 CONTEXT = "The Normans were the people of Normandy in France ."
 QUESTION_PIECES = 2  # [CLS] q q [SEP]: the context starts at position 4

@@ -7,8 +7,8 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.data.glue import DataFormatError
-from albert_tf.data.tagging import TaggedSentence, TagVocab
+from albert_tf.tasks.classification.data import DataFormatError
+from albert_tf.tasks.tagging.data import TaggedSentence, TagVocab
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks import tagging
 from albert_tf.tasks.tagging import IGNORE_LABEL, AlbertTokenClassifier
@@ -143,7 +143,7 @@ def test_one_splitter_for_tagging_the_text_tagger_and_the_cli(token_unit):
     `examples_from_texts` cut the same units at the same offsets, on the same `TOKEN_UNITS`."""
     import types
 
-    from albert_tf.data import tagging as tagging_data
+    from albert_tf.tasks.tagging import data as tagging_data
     from albert_tf.tasks import text_models
     from albert_tf.tasks.families import task_family
     from albert_tf.tasks.tagging import data as folder_data

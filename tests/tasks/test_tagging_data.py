@@ -1,11 +1,11 @@
-"""Tests of `albert_tf.data.tagging`: CoNLL files, the People's Daily corpus, splitting, tag lists."""
+"""Tests of `albert_tf.tasks.tagging.data`: CoNLL files, the People's Daily corpus, splitting, tag lists."""
 
 from pathlib import Path
 
 import pytest
 
-from albert_tf.data import tagging
-from albert_tf.data.glue import DataFormatError
+from albert_tf.tasks.tagging import data as tagging
+from albert_tf.tasks.classification.data import DataFormatError
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 PEOPLES_DAILY = SHARED_DATA / "zh" / "peoples_daily_199801_pos_tagged.txt"

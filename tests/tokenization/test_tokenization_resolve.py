@@ -18,14 +18,11 @@ from albert_tf.tasks.errors import TaskError
 from albert_tf.tokenization import resolve
 from albert_tf.tokenization.resolve import (
     ASSETS_FILES,
-    EVERY_LAYOUT,
     EXPORT_JSON,
-    INIT_SEARCH,
     KERAS_HUB,
     NAMED_FILES,
     RUN_SEARCH,
     SENTENCEPIECE,
-    SORTED_FILES,
     TASK_JSON,
     TOKENIZER_JSON,
     WORDPIECE,
@@ -119,15 +116,8 @@ def test_one_finder_reads_every_layout_and_the_old_entry_points_agree(layouts, l
     # from_pretrained's finder: every layout.
     assert text_models.find_tokenizer_file(target) == (kind, expected.file, lower_case)
 
-    # finetune --init's finder: task.json, tokenizer.json (also one level up), files beside the checkpoint.
-    by_init = find_tokenizer(target, INIT_SEARCH)
-    if found_by in (TASK_JSON, TOKENIZER_JSON, NAMED_FILES):
-        assert by_init == StoredTokenizer(kind, expected.file, lower_case, SORTED_FILES if found_by == NAMED_FILES else found_by)
-        assert resources.resolve_tokenizer_file(None, None, target) == (kind, expected.file, lower_case)
-    else:  # keras-hub presets, exports and TF-Hub assets are no --init tokenizer layouts
-        assert by_init is None
-        with pytest.raises(TaskError, match="no tokenizer"):
-            resources.resolve_tokenizer_file(None, None, target)
+    # finetune --init's finder is from_pretrained's: every layout, keras-hub presets, exports and TF-Hub too.
+    assert resources.resolve_tokenizer_file(None, None, target) == (kind, expected.file, lower_case)
 
     # The pretraining run's finder: its tokenizer.json only, lower-cased where it records no casing.
     by_run = pretraining.tokenizer_of_run(target)
@@ -158,20 +148,19 @@ def test_explicit_files_win_and_nothing_found_keeps_each_error(layouts, tmp_path
 
 
 def test_what_the_search_orders_differ_in(tmp_path, caplog):
-    # Several SentencePiece models: from_pretrained prefers the known names, --init takes the first by name.
+    # Several SentencePiece models: the known names first, for from_pretrained and --init alike.
     many = tmp_path / "many"
     for name in ("a.model", "spm.model", "spiece.model"):
         _touch(many / name)
     assert find_tokenizer(str(many)).file == str(many / "spiece.model")
-    assert find_tokenizer(str(many), INIT_SEARCH).file == str(many / "a.model")
-    # A file in tf1/ without a description, the run's tokenizer.json one level up: from_pretrained
-    # takes the file beside the checkpoint, --init the run's description (and its casing).
+    assert resources.resolve_tokenizer_file(None, None, str(many))[1] == str(many / "spiece.model")
+    # A file in tf1/ without a description, the run's tokenizer.json one level up: the file beside
+    # the checkpoint comes first.
     run = tmp_path / "run"
     _touch(run / "vocab.txt", VOCAB)
     _json(run / "tokenizer.json", {"type": "wordpiece", "file": "vocab.txt", "lower_case": False})
     _touch(run / "tf1" / "30k-clean.model")
     assert find_tokenizer(str(run / "tf1")) == StoredTokenizer(SENTENCEPIECE, str(run / "tf1" / "30k-clean.model"), None, NAMED_FILES)
-    assert find_tokenizer(str(run / "tf1"), INIT_SEARCH) == StoredTokenizer(WORDPIECE, str(run / "vocab.txt"), False, TOKENIZER_JSON)
     # An unreadable description is skipped with a warning naming it.
     broken = tmp_path / "broken"
     _touch(broken / "tokenizer.json", "{not json")

@@ -96,7 +96,7 @@ class ClassificationFamily(TableFamily):
         options = dict(dropout=hyper["dropout"], pooling=hyper["pooling"], compile=False, task_model_name=None)
         if spec.kind == SPEC_REGRESSION:
             return AlbertTextRegressor(encoder, preprocessor, **options)
-        return AlbertTextClassifier(encoder, preprocessor, len(spec.labels), **options)
+        return AlbertTextClassifier(encoder, preprocessor, len(spec.labels), labels=spec.labels, **options)
 
     def split_names(self, spec, data):
         if spec.task in GLUE_TASKS:

@@ -9,17 +9,15 @@ serves. How they take text, compile and save is `albert_tf.tasks.text_task.Alber
 
 from __future__ import annotations
 
-import os
 from typing import Optional, Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_REGRESSION
+from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_REGRESSION, SPEC_CLASSIFICATION, SPEC_REGRESSION
 from albert_tf.tasks.classification.head import AlbertClassifier, AlbertRegressor
-from albert_tf.tasks.pretrained import load_pretrained_backbone
-from albert_tf.tasks.text_task import AlbertTextTask, check_parts, resolve_pooling, token_inputs
+from albert_tf.tasks.text_task import AlbertTextTask, check_parts, export_text_model, resolve_pooling, token_inputs
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
 
 
@@ -58,8 +56,10 @@ class AlbertTextClassifier(AlbertTextTask):
 
     def __init__(self, encoder, preprocessor, num_classes: int, dropout: float = 0.1, pooling: str = "cls",
                  compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET,
-                 task_model_name: Optional[str] = "classifier", **kwargs):
+                 task_model_name: Optional[str] = "classifier", labels: Optional[Sequence[str]] = None, **kwargs):
         check_parts(encoder, preprocessor)
+        if labels is not None and len(labels) != num_classes:
+            raise ValueError(f"{len(labels)} labels for {num_classes} classes: give one name per class")
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
@@ -77,35 +77,71 @@ class AlbertTextClassifier(AlbertTextTask):
 
         # === Config ===
         self.num_classes = num_classes
+        self.labels = None if labels is None else [str(label) for label in labels]
         self.dropout = dropout
         self.pooling = pooling
         if compile:
             self.compile()
 
+    head_fields = ("num_classes",)
+    default_name = "albert_text_classifier"
+
     @classmethod
-    def from_pretrained(cls, path, num_classes: int, *, sequence_length: int = 128, pooling: Optional[str] = None,
-                        dropout: float = 0.1, compile: bool = True, config=None, tokenizer=None,
-                        lower_case: Optional[bool] = None, dtype=None, allow_vocab_mismatch: bool = False,
-                        name: str = "albert_text_classifier") -> "AlbertTextClassifier":
-        """A classifier on the pretrained encoder and tokenizer at `path` (any layout; see
-        `resolve_pretrained`), with a new head.
+    def from_pretrained(cls, path, num_classes: Optional[int] = None, *, labels: Optional[Sequence[str]] = None,
+                        sequence_length: Optional[int] = None, pooling: Optional[str] = None,
+                        dropout: Optional[float] = None, new_head: bool = False, seed: Optional[int] = None,
+                        compile: bool = True, config=None, tokenizer=None, lower_case: Optional[bool] = None,
+                        dtype=None, allow_vocab_mismatch: bool = False,
+                        name: Optional[str] = None) -> "AlbertTextClassifier":
+        """The classifier stored at `path`, whole, or a new one on the pretrained encoder there.
+
+        A fine-tuned classifier (a model directory of `albert-tf finetune`, `model.finetune` or the
+        pipeline, its export or pushed version, a `.keras` file) comes back with its head, labels,
+        number of classes and sequence length. A checkpoint without a head (any layout
+        `resolve_pretrained` reads) gets a new head; so does a fine-tuned one given another
+        `num_classes` or `new_head=True`. A new head is seeded (`seed`, default 0) and said so in
+        one line on stderr.
 
         Args:
-            path: The checkpoint file, prefix or directory.
-            num_classes: Number of classes.
-            sequence_length: Length of the packed inputs.
-            pooling: "cls" or "mean"; default the recipe's for the model's size.
-            dropout: Dropout before the head.
+            path: The model directory, export, `.keras` file or checkpoint.
+            num_classes: Number of classes (needed for a new head; default the stored one).
+            labels: Class names in id order (default the stored ones).
+            sequence_length: Length of the packed inputs (default the stored one, else 128).
+            pooling: "cls" or "mean"; default the stored one, else the recipe's for the model's size.
+            dropout: Dropout before the head (default the stored one, else 0.1).
+            new_head: Replace a stored head by a new one.
+            seed: Seeds a new head.
             compile: Compile with the recipe (see the class).
-            config, tokenizer, lower_case, dtype, allow_vocab_mismatch: See `load_pretrained_backbone`.
+            config, tokenizer, lower_case, allow_vocab_mismatch: See `load_pretrained_backbone`
+                (for a checkpoint read as an encoder).
+            dtype: The encoder's dtype policy (e.g. "mixed_bfloat16").
             name: The model's name (also the served name `export` defaults to).
         """
-        encoder, preprocessor, _ = load_pretrained_backbone(
-            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
-            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+        if num_classes is None and labels is not None:
+            num_classes = len(labels)
+        return cls._restore(
+            path, dict(num_classes=num_classes, labels=labels, pooling=pooling, dropout=dropout), new_head=new_head,
+            seed=seed, compile=compile, name=name, sequence_length=sequence_length, dtype=dtype, config=config,
+            tokenizer=tokenizer, lower_case=lower_case, allow_vocab_mismatch=allow_vocab_mismatch,
         )
-        pooling = resolve_pooling(pooling, encoder, cls.recipe_task)
-        return cls(encoder, preprocessor, num_classes, dropout=dropout, pooling=pooling, compile=compile, name=name)
+
+    @classmethod
+    def arguments_from_spec(cls, spec, head_config):
+        return {**super().arguments_from_spec(spec, head_config), "num_classes": len(spec.labels),
+                "labels": list(spec.labels), "pooling": head_config.get("pooling", "cls")}
+
+    @classmethod
+    def complete_arguments(cls, config, encoder):
+        if config.get("num_classes") is None:
+            raise ValueError("num_classes is needed for a new classifier head: pass num_classes= (or labels=)")
+        if config.get("labels") is not None and len(config["labels"]) != config["num_classes"]:
+            config = {k: v for k, v in config.items() if k != "labels"}  # another number of classes: new names
+        return {**config, "pooling": resolve_pooling(config.get("pooling"), encoder, cls.recipe_task)}
+
+    def spec_fields(self):
+        labels = self.labels or [str(i) for i in range(self.num_classes)]
+        return dict(task="classification", kind=SPEC_CLASSIFICATION, labels=labels, metrics=["accuracy"],
+                    best_metric="accuracy")
 
     def default_loss(self):
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -145,15 +181,13 @@ class AlbertTextClassifier(AlbertTextTask):
         Returns:
             The `ExportResult` (`result.path` is the version directory).
         """
-        from albert_tf.export.saved_model import export_saved_model
-
-        kwargs.setdefault("length_bucket", self.length_bucket)
-        return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
-                                  version, labels=labels, pair=pair, check=check, **kwargs)
+        return export_text_model(self, export_base, model_name, version, labels=labels or self.labels, pair=pair,
+                                 check=check, **kwargs)
 
     def get_config(self):
         config = super().get_config()
-        config.update({"num_classes": self.num_classes, "dropout": self.dropout, "pooling": self.pooling})
+        config.update({"num_classes": self.num_classes, "dropout": self.dropout, "pooling": self.pooling,
+                       "labels": self.labels})
         return config
 
 
@@ -205,19 +239,33 @@ class AlbertTextRegressor(AlbertTextTask):
         if compile:
             self.compile()
 
+    default_name = "albert_text_regressor"
+
     @classmethod
-    def from_pretrained(cls, path, *, sequence_length: int = 128, pooling: Optional[str] = None,
-                        dropout: float = 0.1, compile: bool = True, config=None, tokenizer=None,
-                        lower_case: Optional[bool] = None, dtype=None, allow_vocab_mismatch: bool = False,
-                        name: str = "albert_text_regressor") -> "AlbertTextRegressor":
-        """A regressor on the pretrained encoder and tokenizer at `path`, with a new head
+    def from_pretrained(cls, path, *, sequence_length: Optional[int] = None, pooling: Optional[str] = None,
+                        dropout: Optional[float] = None, new_head: bool = False, seed: Optional[int] = None,
+                        compile: bool = True, config=None, tokenizer=None, lower_case: Optional[bool] = None,
+                        dtype=None, allow_vocab_mismatch: bool = False,
+                        name: Optional[str] = None) -> "AlbertTextRegressor":
+        """The regressor stored at `path`, whole, or a new one on the pretrained encoder there
         (arguments as `AlbertTextClassifier.from_pretrained`)."""
-        encoder, preprocessor, _ = load_pretrained_backbone(
-            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
-            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+        return cls._restore(
+            path, dict(pooling=pooling, dropout=dropout), new_head=new_head, seed=seed, compile=compile, name=name,
+            sequence_length=sequence_length, dtype=dtype, config=config, tokenizer=tokenizer, lower_case=lower_case,
+            allow_vocab_mismatch=allow_vocab_mismatch,
         )
-        pooling = resolve_pooling(pooling, encoder, cls.recipe_task)
-        return cls(encoder, preprocessor, dropout=dropout, pooling=pooling, compile=compile, name=name)
+
+    @classmethod
+    def arguments_from_spec(cls, spec, head_config):
+        return {**super().arguments_from_spec(spec, head_config), "pooling": head_config.get("pooling", "cls")}
+
+    @classmethod
+    def complete_arguments(cls, config, encoder):
+        return {**config, "pooling": resolve_pooling(config.get("pooling"), encoder, cls.recipe_task)}
+
+    def spec_fields(self):
+        return dict(task="regression", kind=SPEC_REGRESSION, labels=None, metrics=["pearson", "spearman"],
+                    best_metric="pearson")
 
     def default_loss(self):
         return keras.losses.MeanSquaredError()
@@ -235,11 +283,7 @@ class AlbertTextRegressor(AlbertTextTask):
         """Writes the TF Serving SavedModel, as `albert-tf export` does for a regressor: `serving_default`
         and `tokens` return `score`, `regress` is TF Serving's Regress API. Arguments as
         `AlbertTextClassifier.export` (without `labels`)."""
-        from albert_tf.export.saved_model import export_saved_model
-
-        kwargs.setdefault("length_bucket", self.length_bucket)
-        return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
-                                  version, pair=pair, check=check, **kwargs)
+        return export_text_model(self, export_base, model_name, version, pair=pair, check=check, **kwargs)
 
     def get_config(self):
         config = super().get_config()

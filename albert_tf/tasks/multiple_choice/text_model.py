@@ -15,11 +15,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.kinds import RECIPE_CLASSIFICATION
+from albert_tf.kinds import RECIPE_CLASSIFICATION, SPEC_MULTIPLE_CHOICE
 from albert_tf.modeling import ENCODER_INPUTS
 from albert_tf.tasks.multiple_choice.head import MultipleChoiceModel
 from albert_tf.tasks.multiple_choice.serving import MultipleChoiceGraph, multiple_choice_settings
-from albert_tf.tasks.pretrained import load_pretrained_backbone
 from albert_tf.tasks.text_task import AlbertTextTask, check_parts, export_text_model, string_tensor
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
 
@@ -99,18 +98,25 @@ class AlbertMultipleChoice(AlbertTextTask):
         if compile:
             self.compile()
 
+    default_name = "albert_multiple_choice"
+
     @classmethod
-    def from_pretrained(cls, path, *, sequence_length: int = 128, dropout: float = 0.1, compile: bool = True,
-                        config=None, tokenizer=None, lower_case: Optional[bool] = None, dtype=None,
-                        allow_vocab_mismatch: bool = False,
-                        name: str = "albert_multiple_choice") -> "AlbertMultipleChoice":
-        """A multiple-choice model on the pretrained encoder and tokenizer at `path`, with a new
-        head (arguments as `AlbertTextClassifier.from_pretrained`)."""
-        encoder, preprocessor, _ = load_pretrained_backbone(
-            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
-            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+    def from_pretrained(cls, path, *, sequence_length: Optional[int] = None, dropout: Optional[float] = None,
+                        new_head: bool = False, seed: Optional[int] = None, compile: bool = True, config=None,
+                        tokenizer=None, lower_case: Optional[bool] = None, dtype=None,
+                        allow_vocab_mismatch: bool = False, name: Optional[str] = None) -> "AlbertMultipleChoice":
+        """The multiple-choice model stored at `path`, whole, or a new one on the pretrained encoder
+        there (arguments as `AlbertTextClassifier.from_pretrained`)."""
+        return cls._restore(
+            path, dict(dropout=dropout), new_head=new_head, seed=seed, compile=compile, name=name,
+            sequence_length=sequence_length, dtype=dtype, config=config, tokenizer=tokenizer, lower_case=lower_case,
+            allow_vocab_mismatch=allow_vocab_mismatch,
         )
-        return cls(encoder, preprocessor, dropout=dropout, compile=compile, name=name)
+
+    def spec_fields(self):
+        settings = multiple_choice_settings(None, self.preprocessor.sequence_length)
+        return dict(task="race", kind=SPEC_MULTIPLE_CHOICE, labels=["A", "B", "C", "D"], metrics=["accuracy"],
+                    best_metric="accuracy", settings=settings)
 
     def default_loss(self):
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)

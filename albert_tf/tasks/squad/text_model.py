@@ -10,17 +10,14 @@ Training converts the texts as `albert-tf finetune --task squad-v1` / `squad-v2`
 
 from __future__ import annotations
 
-import os
 from typing import List, Optional, Tuple
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.export.saved_model import export_saved_model
-from albert_tf.kinds import RECIPE_CLASSIFICATION
+from albert_tf.kinds import RECIPE_CLASSIFICATION, SPEC_SQUAD
 from albert_tf.modeling import ENCODER_INPUTS
-from albert_tf.tasks.pretrained import load_pretrained_backbone
 from albert_tf.tasks.squad.data import SquadExample, convert_examples_to_features, features_to_arrays
 from albert_tf.tasks.squad.head import build_squad_model
 from albert_tf.tasks.squad.serving import QaGraph, qa_settings
@@ -28,6 +25,7 @@ from albert_tf.tasks.text_task import (
     DEFAULT_BATCH_SIZE,
     AlbertTextTask,
     check_parts,
+    export_text_model,
     python_tokenizer,
     token_inputs,
 )
@@ -197,23 +195,58 @@ class AlbertQuestionAnswerer(AlbertTextTask):
             raise ValueError("null_score_diff_threshold is for version='v2' (unanswerable questions)")
         self.qa_settings = qa_settings(dict(self.qa_settings, null_score_diff_threshold=value), self.version)
 
+    head_fields = ("version",)
+    default_name = "albert_question_answerer"
+
     @classmethod
-    def from_pretrained(cls, path, *, sequence_length: int = 128, dropout: Optional[float] = None,
-                        doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,
-                        max_answer_length: int = 30, version: str = "v1",
-                        null_score_diff_threshold: Optional[float] = None, compile: bool = True, config=None,
+    def from_pretrained(cls, path, *, sequence_length: Optional[int] = None, dropout: Optional[float] = None,
+                        doc_stride: Optional[int] = None, max_query_length: Optional[int] = None,
+                        n_best_size: Optional[int] = None, max_answer_length: Optional[int] = None,
+                        version: Optional[str] = None, null_score_diff_threshold: Optional[float] = None,
+                        new_head: bool = False, seed: Optional[int] = None, compile: bool = True, config=None,
                         tokenizer=None, lower_case: Optional[bool] = None, dtype=None,
-                        allow_vocab_mismatch: bool = False,
-                        name: str = "albert_question_answerer") -> "AlbertQuestionAnswerer":
-        """A QA model on the pretrained encoder and tokenizer at `path`, with a new head (the QA
-        settings and `version` as the class; other arguments as `AlbertTextClassifier.from_pretrained`)."""
-        encoder, preprocessor, _ = load_pretrained_backbone(
-            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
-            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+                        allow_vocab_mismatch: bool = False, name: Optional[str] = None) -> "AlbertQuestionAnswerer":
+        """The QA model stored at `path`, whole (its SQuAD version, settings and tuned v2
+        threshold), or a new one on the pretrained encoder there; another `version` than the
+        stored one makes a new head (the QA settings and `version` as the class; other arguments as
+        `AlbertTextClassifier.from_pretrained`)."""
+        given = dict(dropout=dropout, doc_stride=doc_stride, max_query_length=max_query_length,
+                     n_best_size=n_best_size, max_answer_length=max_answer_length, version=version,
+                     null_score_diff_threshold=null_score_diff_threshold)
+        return cls._restore(
+            path, given, new_head=new_head, seed=seed, compile=compile, name=name, sequence_length=sequence_length,
+            dtype=dtype, config=config, tokenizer=tokenizer, lower_case=lower_case,
+            allow_vocab_mismatch=allow_vocab_mismatch,
         )
-        return cls(encoder, preprocessor, dropout=dropout, doc_stride=doc_stride, max_query_length=max_query_length,
-                   n_best_size=n_best_size, max_answer_length=max_answer_length, compile=compile, version=version,
-                   null_score_diff_threshold=null_score_diff_threshold, name=name)
+
+    @classmethod
+    def arguments_from_spec(cls, spec, head_config):
+        settings = spec.settings or {}
+        version = settings.get("version", "v1")
+        reading = {k: settings[k] for k in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length")
+                   if settings.get(k) is not None}
+        if version == "v2" and settings.get("null_score_diff_threshold") is not None:
+            reading["null_score_diff_threshold"] = settings["null_score_diff_threshold"]
+        return {**super().arguments_from_spec(spec, head_config), "version": version, **reading}
+
+    @classmethod
+    def complete_arguments(cls, config, encoder):
+        if config.get("version", "v1") == "v1":
+            config = {k: v for k, v in config.items() if k != "null_score_diff_threshold"}
+        return config
+
+    def adopt_spec(self, spec) -> None:
+        threshold = (spec.settings or {}).get("null_score_diff_threshold")
+        if self.version == "v2" and threshold is not None:
+            self.null_score_diff_threshold = threshold
+
+    def spec_fields(self):
+        settings = {"version": self.version, **dict(self.qa_settings)}
+        if self.version == "v1":
+            settings.pop("null_score_diff_threshold", None)
+        metrics = ["exact_match", "f1"] if self.version == "v1" else ["best_f1", "best_exact", "f1", "exact"]
+        return dict(task=f"squad-{self.version}", kind=SPEC_SQUAD, labels=None, metrics=metrics,
+                    best_metric="f1" if self.version == "v1" else "best_f1", settings=settings)
 
     def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
         """As `AlbertTextTask.compile`; the default loss weighs each output by 0.5 (v1: start and
@@ -345,9 +378,8 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         `num_windows` (v2 also `null_score`); `tokens` the head's outputs for token ids.
         Arguments as `AlbertTextClassifier.export` (without `labels` and `pair`; `version` is the
         served version number, the SQuAD version being the model's)."""
-        kwargs.setdefault("length_bucket", self.length_bucket)
-        return export_saved_model(self.task_model, self.preprocessor, os.fspath(export_base), model_name or self.name,
-                                  version, qa_settings=dict(self.qa_settings), check=check, **kwargs)
+        return export_text_model(self, export_base, model_name, version, qa_settings=dict(self.qa_settings),
+                                 check=check, **kwargs)
 
     def get_config(self):
         config = super().get_config()

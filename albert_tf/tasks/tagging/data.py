@@ -62,12 +62,15 @@ class TaggedSentence:
         tags: One tag per token.
         source: The file it came from.
         line: The line of its first token.
+        text: The raw text the tokens were split from (`split_with_offsets`); None for
+            pre-tokenized data (a CoNLL or People's Daily file).
     """
 
     tokens: Tuple[str, ...]
     tags: Tuple[str, ...]
     source: str = ""
     line: int = 0
+    text: Optional[str] = None
 
     @property
     def where(self) -> str:

@@ -23,10 +23,12 @@ from albert_tf.tasks.tagging.data import (
 )
 from albert_tf.tasks.tagging.metrics import (
     decode_predictions,
+    entity_spans,
     get_entities,
     make_eval_fn,
     predict_logits,
     score_tagging,
+    unit_probabilities,
 )
 
 TAGGING_TASKS = ("conll", "peoples-daily")
@@ -138,17 +140,21 @@ class TaggingFamily(TableFamily):
         return score_tagging(logits, encoded, examples, vocab)
 
     def predict_examples(self, model, spec, tokenizer, examples, batch_size, label="predicting"):
-        """`tokens`, `tags` and `entities` per sentence."""
+        """Per sentence its `tokens`, their `tags` and the `entities` as `model.predict` and the
+        served model give them (`entity_record`: label, start and end as character offsets in
+        the text, text, score); for pre-tokenized input, whose text is its tokens joined, each
+        entity also has its tokens' `start_token` and `end_token`."""
         vocab = spec.label_vocab()
         encoded = encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab, with_labels=False)
         logits = predict_logits(model, encoded.features, batch_size, callbacks=progress_callbacks_for(label))
+        probabilities = unit_probabilities(logits, encoded.word_positions)
         records = []
-        joiner = "" if spec.token_unit == "char" else " "
-        for sentence, tags in zip(examples, decode_predictions(logits, encoded.word_positions, vocab)):
-            entities = [
-                {"type": kind, "text": joiner.join(sentence.tokens[start : end + 1]), "start": start, "end": end + 1}
-                for kind, start, end in get_entities(tags)
-            ]
+        for sentence, tags, scores in zip(examples, decode_predictions(logits, encoded.word_positions, vocab), probabilities):
+            text, spans = _text_and_spans(sentence, spec.token_unit)
+            entities = entity_spans(tags, scores, spans, text)
+            if sentence.text is None:
+                for entity, (_, first, last) in zip(entities, get_entities(tags)):
+                    entity.update(start_token=first, end_token=last + 1)
             records.append({"tokens": list(sentence.tokens), "tags": tags, "entities": entities})
         return records
 
@@ -164,7 +170,7 @@ class TaggingFamily(TableFamily):
             tokens = [unit for unit, _, _ in split_with_offsets(text, spec.token_unit, strict=False)]
             if not tokens:
                 raise TaskError(f"text {i + 1} is empty")
-            sentences.append(TaggedSentence(tuple(tokens), tuple("O" for _ in tokens), "<command line>", i + 1))
+            sentences.append(TaggedSentence(tuple(tokens), tuple("O" for _ in tokens), "<command line>", i + 1, text))
         return sentences
 
     def examples_from_file(self, spec, path):
@@ -185,3 +191,16 @@ class TaggingFamily(TableFamily):
         result["labels"] = list(spec.labels)
         result["task_settings"] = {"token_unit": spec.token_unit}
         return result
+
+
+def _text_and_spans(sentence: TaggedSentence, token_unit: str):
+    """The text of a sentence and its units' `(unit, start, end)` in it: the raw text it was split
+    from, or its tokens joined (by nothing for characters, by a space for words)."""
+    if sentence.text is not None:
+        return sentence.text, split_with_offsets(sentence.text, token_unit, strict=False)
+    joiner = "" if token_unit == "char" else " "
+    spans, offset = [], 0
+    for token in sentence.tokens:
+        spans.append((token, offset, offset + len(token)))
+        offset += len(token) + len(joiner)
+    return joiner.join(sentence.tokens), spans

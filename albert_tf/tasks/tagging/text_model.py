@@ -15,8 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.kinds import RECIPE_TAGGING
-from albert_tf.tasks.pretrained import load_pretrained_backbone
+from albert_tf.kinds import RECIPE_TAGGING, SPEC_TAGGING
 from albert_tf.tasks.tagging.data import (
     IGNORE_LABEL,
     TOKEN_UNITS,
@@ -141,18 +140,39 @@ class AlbertTextTagger(AlbertTextTask):
         if compile:
             self.compile()
 
+    head_fields = ("tags",)
+    default_name = "albert_text_tagger"
+
     @classmethod
-    def from_pretrained(cls, path, tags: Sequence[str], *, token_unit: str = "word", sequence_length: int = 128,
-                        dropout: float = 0.1, compile: bool = True, config=None, tokenizer=None,
-                        lower_case: Optional[bool] = None, dtype=None, allow_vocab_mismatch: bool = False,
-                        name: str = "albert_text_tagger") -> "AlbertTextTagger":
-        """A tagger on the pretrained encoder and tokenizer at `path`, with a new head (other
+    def from_pretrained(cls, path, tags: Optional[Sequence[str]] = None, *, token_unit: Optional[str] = None,
+                        sequence_length: Optional[int] = None, dropout: Optional[float] = None,
+                        new_head: bool = False, seed: Optional[int] = None, compile: bool = True, config=None,
+                        tokenizer=None, lower_case: Optional[bool] = None, dtype=None,
+                        allow_vocab_mismatch: bool = False, name: Optional[str] = None) -> "AlbertTextTagger":
+        """The tagger stored at `path`, whole, or a new one on the pretrained encoder there: `tags`
+        are needed for a new head, and other `tags` than the stored ones make one (other
         arguments as `AlbertTextClassifier.from_pretrained`)."""
-        encoder, preprocessor, _ = load_pretrained_backbone(
-            path, sequence_length=sequence_length, config=config, tokenizer=tokenizer, lower_case=lower_case,
-            dtype=dtype, allow_vocab_mismatch=allow_vocab_mismatch,
+        return cls._restore(
+            path, dict(tags=None if tags is None else list(tags), token_unit=token_unit, dropout=dropout),
+            new_head=new_head, seed=seed, compile=compile, name=name, sequence_length=sequence_length, dtype=dtype,
+            config=config, tokenizer=tokenizer, lower_case=lower_case, allow_vocab_mismatch=allow_vocab_mismatch,
         )
-        return cls(encoder, preprocessor, tags, dropout=dropout, token_unit=token_unit, compile=compile, name=name)
+
+    @classmethod
+    def arguments_from_spec(cls, spec, head_config):
+        return {**super().arguments_from_spec(spec, head_config), "tags": list(spec.labels),
+                "token_unit": spec.token_unit}
+
+    @classmethod
+    def complete_arguments(cls, config, encoder):
+        if not config.get("tags"):
+            raise ValueError("tags are needed for a new tagger head: pass tags= (the BIO tags in id order, 'O' first)")
+        return config
+
+    def spec_fields(self):
+        return dict(task="tagging", kind=SPEC_TAGGING, labels=list(self.tags), token_unit=self.token_unit,
+                    metrics=["entity_f1", "entity_precision", "entity_recall", "token_accuracy"],
+                    best_metric="entity_f1")
 
     def default_loss(self):
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=IGNORE_LABEL)

@@ -1,0 +1,106 @@
+"""Keras finds every albert_tf class after `import albert_tf` alone.
+
+`keras.saving.load_model` looks a saved class up by its registered name
+("albert_tf>AlbertTextClassifier") in Keras' global registry, which the
+`register_keras_serializable` decorators fill when their module is imported. Importing every such
+module with the package would make `import albert_tf` (and the CLI's `--help`) load TensorFlow.
+Instead, Keras' registry is made lazy: a name of this package that is not registered yet imports
+the module that defines it (`SERIALIZABLE`; a test checks it lists every decorated class). The
+registry is swapped when Keras' registration module loads, or at once when it already has.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+
+PACKAGE = "albert_tf"
+_REGISTRY_MODULE = "keras.src.saving.object_registration"
+
+# Registered name (without the "albert_tf>" package) -> the module that registers it.
+SERIALIZABLE = {
+    "AlbertLayerNorm": "albert_tf.modeling",
+    "AlbertEmbeddings": "albert_tf.modeling",
+    "AlbertAttention": "albert_tf.modeling",
+    "AlbertFeedForward": "albert_tf.modeling",
+    "AlbertEncoder": "albert_tf.modeling",
+    "AlbertMLMHead": "albert_tf.modeling",
+    "AlbertSOPHead": "albert_tf.modeling",
+    "AlbertPretrainer": "albert_tf.pretrainer",
+    "AlbertTokenizerLayer": "albert_tf.tokenization.in_graph",
+    "LAMBOptimizer": "albert_tf.training.optimizers",
+    "AdamWeightDecayOptimizer": "albert_tf.training.optimizers",
+    "WarmupPolynomialDecay": "albert_tf.training.schedules",
+    "AlbertClassifier": "albert_tf.tasks.classification.head",
+    "AlbertRegressor": "albert_tf.tasks.classification.head",
+    "AlbertTextClassifier": "albert_tf.tasks.classification.text_model",
+    "AlbertTextRegressor": "albert_tf.tasks.classification.text_model",
+    "AlbertTokenClassifier": "albert_tf.tasks.tagging.head",
+    "AlbertTextTagger": "albert_tf.tasks.tagging.text_model",
+    "MaskedTokenAccuracy": "albert_tf.tasks.tagging.text_model",
+    "SquadV1Model": "albert_tf.tasks.squad.head",
+    "AlbertSquadV2Head": "albert_tf.tasks.squad.head",
+    "SquadV2Model": "albert_tf.tasks.squad.head",
+    "AlbertQuestionAnswerer": "albert_tf.tasks.squad.text_model",
+    "MultipleChoiceModel": "albert_tf.tasks.multiple_choice.head",
+    "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice.text_model",
+}
+
+
+class LazyRegistry(dict):
+    """Keras' global custom-object registry that imports this package's classes on first look-up."""
+
+    def _import(self, key) -> None:
+        if isinstance(key, str) and key.startswith(PACKAGE + ">") and not dict.__contains__(self, key):
+            module = SERIALIZABLE.get(key[len(PACKAGE) + 1:])
+            if module is not None:
+                importlib.import_module(module)  # its decorators register into this dict
+
+    def __contains__(self, key) -> bool:
+        self._import(key)
+        return dict.__contains__(self, key)
+
+    def __getitem__(self, key):
+        self._import(key)
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        self._import(key)
+        return dict.get(self, key, default)
+
+
+def _make_lazy(registration_module) -> None:
+    registry = registration_module.GLOBAL_CUSTOM_OBJECTS
+    if not isinstance(registry, LazyRegistry):
+        registration_module.GLOBAL_CUSTOM_OBJECTS = LazyRegistry(registry)
+
+
+class _WhenKerasRegisters(importlib.abc.MetaPathFinder):
+    """Makes Keras' registry lazy right after Keras' registration module runs."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _REGISTRY_MODULE:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _make_lazy(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    """Makes `keras.saving.load_model` find albert_tf's classes, now or once Keras is imported."""
+    module = sys.modules.get(_REGISTRY_MODULE)
+    if module is not None:
+        _make_lazy(module)
+    elif not any(isinstance(f, _WhenKerasRegisters) for f in sys.meta_path):
+        sys.meta_path.insert(0, _WhenKerasRegisters())

@@ -1,0 +1,254 @@
+"""The round-trip matrix, from the user's side: every producer of a fine-tuned model writes the one
+model layout (`albert_tf.tasks.model_dir`), and every loader reads it whole.
+
+Producers: `model.finetune`, `model.save` and `model.export` (every family of the task battery:
+classification, regression on pairs, tagging, multiple choice, SQuAD v1 and v2), `albert-tf
+finetune` (classification, tagging) and the Distiller (classification). The pipeline's pushed
+version is checked on the shared run in tests/pipeline_steps/test_pipeline_e2e.py, the README's
+quickstart on it in tests/test_first_hour.py.
+
+Loaders: `from_pretrained` (twice: the two loads answer bit for bit alike), `keras.saving.load_model`
+in a fresh process after `import albert_tf` alone, `albert-tf predict` / `evaluate`, and the served
+signature. Every loader answers what the producer's model answers, within `TOLERANCE`.
+"""
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _task_battery as battery  # noqa: E402
+from _cli_helpers import cli_runner, tiny_model_config, write_sentiment_tables, write_vocab  # noqa: E402
+from _task_cases import CASES  # noqa: E402
+
+from albert_tf.tasks.model_dir import model_record  # noqa: E402
+from albert_tf.tasks.text_models import AlbertTextClassifier, AlbertTextTagger  # noqa: E402
+
+TOLERANCE = 1e-5
+PRODUCERS = ("model.finetune", "model.save", "export")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _same(got, want, where, tolerance=TOLERANCE):
+    battery.assert_same_answers(got, want, tolerance, where)
+
+
+def _fresh_process_answers(paths, probe, tmp_path):
+    """`keras.saving.load_model(path).predict(probe)` for each path, in a new interpreter that
+    imports `keras` and `albert_tf` and nothing else of the package."""
+    request, answers = tmp_path / "request.pkl", tmp_path / "answers.pkl"
+    request.write_bytes(pickle.dumps({"paths": [str(p) for p in paths], "probe": probe}))
+    script = (
+        "import pickle, sys, keras, albert_tf\n"
+        "request = pickle.load(open(sys.argv[1], 'rb'))\n"
+        "answers = [keras.saving.load_model(p).predict(request['probe'], verbose=0) for p in request['paths']]\n"
+        "pickle.dump(answers, open(sys.argv[2], 'wb'))\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(request), str(answers)], check=True, cwd=tmp_path,
+                   capture_output=True, timeout=300)
+    return pickle.loads(answers.read_bytes())
+
+
+# --- the battery's families: model.finetune, model.save, export ------------------------------------------
+
+
+class Produced:
+    def __init__(self, case, model, answers, paths):
+        self.case, self.model, self.answers, self.paths = case, model, answers, paths
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def produced(request, tiny_config, tiny_spm_model, tmp_path_factory):
+    case = CASES[request.param]
+    root = tmp_path_factory.mktemp(f"{case.name}_round_trip")
+    model = battery.build(case, tiny_config, tiny_spm_model)
+    model.finetune(case.x, case.y, validation_data=(case.x, case.y), model_dir=str(root / "run"), seed=0,
+                   learning_rate=battery.LEARNING_RATE, batch_size=case.batch_size, epochs=2, warmup_proportion=0.0,
+                   constant_baseline=None, verbose=0)
+    model.save(root / "saved.keras")
+    export = model.export(root / "serving", model_name=case.name, check=False, **case.export_kwargs)
+    paths = {"model.finetune": root / "run", "model.save": root / "saved.keras", "export": Path(export.path)}
+    return Produced(case, model, model.predict(case.probe, verbose=0), paths)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("producer", PRODUCERS)
+def test_from_pretrained_restores_the_whole_model(produced, producer):
+    cls = type(produced.model)
+    first = cls.from_pretrained(produced.paths[producer])
+    second = cls.from_pretrained(produced.paths[producer])
+    where = f"{produced.case.name} from {producer}"
+    assert type(first) is cls and first.compiled
+    # The head, its labels and settings, and the sequence length come back as they were trained.
+    restored, trained = model_record(first)["config"], model_record(produced.model)["config"]
+    assert {k: v for k, v in restored.items() if k != "labels"} == {k: v for k, v in trained.items() if k != "labels"}
+    assert first.preprocessor.sequence_length == produced.model.preprocessor.sequence_length
+    answers = first.predict(produced.case.probe, verbose=0)
+    _same(answers, produced.answers, where)
+    _same(second.predict(produced.case.probe, verbose=0), answers, where + ", a second load", tolerance=0.0)
+
+
+@pytest.mark.slow
+def test_keras_load_model_in_a_fresh_process_after_import_albert_tf(produced, tmp_path):
+    paths = [produced.paths["model.finetune"] / "model.keras", produced.paths["model.save"]]
+    for path, answers in zip(paths, _fresh_process_answers(paths, produced.case.probe, tmp_path)):
+        _same(answers, produced.answers, f"{produced.case.name}: load_model({path.name})")
+
+
+@pytest.mark.slow
+def test_served_signature_answers_as_the_model(produced, tmp_path):
+    """The producer's export, and an export of the model `from_pretrained` read from the model
+    directory, serve what the trained model answers."""
+    case = produced.case
+    reloaded = type(produced.model).from_pretrained(produced.paths["model.finetune"])
+    again = reloaded.export(tmp_path, model_name=case.name, check=False, **case.export_kwargs)
+    for path in (produced.paths["export"], again.path):
+        serving_default = tf.saved_model.load(str(path)).signatures["serving_default"]
+        outputs = serving_default(**case.serving_inputs(case.probe))
+        served = case.served_answers({key: value.numpy() for key, value in outputs.items()})
+        _same(served, case.predicted_answers(produced.answers), f"{case.name}: served by {path}")
+
+
+@pytest.mark.slow
+def test_a_new_head_only_when_asked_seeded_and_said(produced, capsys):
+    cls, path = type(produced.model), produced.paths["model.finetune"]
+    capsys.readouterr()
+    cls.from_pretrained(path)
+    assert "new head" not in capsys.readouterr().err
+    first = cls.from_pretrained(path, new_head=True, seed=3)
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "new head (seed 3; new_head=True)" in said[0], said
+    second = cls.from_pretrained(path, new_head=True, seed=3)
+    # The encoder is the stored one, the head new and the same for the same seed.
+    _same(second.predict(produced.case.probe, verbose=0), first.predict(produced.case.probe, verbose=0),
+          "two seeded new heads", tolerance=0.0)
+
+
+# --- albert-tf finetune, predict and evaluate; the Distiller --------------------------------------------
+
+WORDS = ["good", "great", "fine", "bad", "awful", "dull", "film", "movie", "plot", "a", "the", "very", "paris",
+         "london", "is", "big", "in", "i", "live"]
+CONFIG = tiny_model_config(5 + len(WORDS))
+cli = cli_runner(("albert_tf.cli.finetune", "albert_tf.cli.evaluate", "albert_tf.cli.predict", "albert_tf.cli.export"))
+
+
+@pytest.fixture(scope="module")
+def cli_models(tmp_path_factory):
+    """A classifier and a CoNLL tagger written by `albert-tf finetune`."""
+    root = tmp_path_factory.mktemp("cli_round_trip")
+    assert write_vocab(root / "vocab.txt", WORDS) == CONFIG["vocab_size"]
+    (root / "config.json").write_text(json.dumps(CONFIG), encoding="utf-8")
+    write_sentiment_tables(root / "sentiment", {"train": 64, "dev": 16, "test": 8})
+    common = ["--config", root / "config.json", "--vocab-file", root / "vocab.txt", "--batch-size", 16,
+              "--learning-rate", 3e-3, "--quiet"]
+    status, error = cli(["finetune", "--task", "classification", "--data", root / "sentiment", "--text-column", "text",
+                         "--label-column", "label", "--model-dir", root / "classifier", "--max-seq-length", 12,
+                         "--num-train-steps", 30, *common])
+    assert (status, error) == (0, "")
+    conll = root / "conll"
+    conll.mkdir()
+    sentences = [f"i O\nlive O\nin O\n{['paris', 'london'][i % 2]} B-LOC\n" for i in range(24)]
+    (conll / "train.txt").write_text("\n".join(sentences), encoding="utf-8")
+    (conll / "dev.txt").write_text("\n".join(sentences[:6]), encoding="utf-8")
+    status, error = cli(["finetune", "--task", "conll", "--data", conll, "--model-dir", root / "tagger",
+                         "--max-seq-length", 10, "--num-train-steps", 30, *common])
+    assert (status, error) == (0, "")
+    return root
+
+
+def _cli_json_lines(capsys, argv):
+    capsys.readouterr()
+    status, error = cli(argv)
+    assert (status, error) == (0, "")
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+@pytest.mark.slow
+def test_the_cli_classifier_round_trips_through_every_loader(cli_models, tmp_path, capsys):
+    texts = ["great good fine", "dull bad awful", "a very good film", "the plot"]
+    model_dir = cli_models / "classifier"
+    first = AlbertTextClassifier.from_pretrained(model_dir)
+    second = AlbertTextClassifier.from_pretrained(model_dir)
+    assert first.labels == ["neg", "pos"] and first.num_classes == 2 and first.preprocessor.sequence_length == 12
+    logits = first.predict(texts, verbose=0)
+    _same(second.predict(texts, verbose=0), logits, "a second load", tolerance=0.0)
+    probabilities = tf.nn.softmax(logits).numpy()
+    # albert-tf predict and evaluate read the same directory.
+    records = _cli_json_lines(capsys, ["predict", "--model-dir", model_dir, *texts])
+    _same([[r["probabilities"][name] for name in first.labels] for r in records], probabilities.tolist(), "predict")
+    assert [r["label"] for r in records] == [first.labels[i] for i in logits.argmax(-1)]
+    capsys.readouterr()
+    assert cli(["evaluate", "--model-dir", model_dir, "--data", cli_models / "sentiment", "--split", "dev"])[0] == 0
+    evaluated = json.loads(capsys.readouterr().out)["dev"]["accuracy"]
+    dev = [line.split("\t") for line in (cli_models / "sentiment" / "dev.tsv").read_text().splitlines()[1:]]
+    predicted = first.predict([text for _, text in dev], verbose=0).argmax(-1)
+    assert evaluated == pytest.approx(np.mean([first.labels[i] == label for i, (label, _) in zip(predicted, dev)]))
+    # keras.saving.load_model in a fresh process: the whole raw-text model, strings in.
+    _same(_fresh_process_answers([model_dir / "model.keras"], texts, tmp_path)[0], logits, "load_model")
+    # albert-tf export, then from_pretrained on the export and its served signature.
+    assert cli(["export", "--model-dir", model_dir, "--export-base", tmp_path / "serving", "--model-name", "clf",
+                "--skip-check"])[0] == 0
+    version = tmp_path / "serving" / "clf" / "1"
+    _same(AlbertTextClassifier.from_pretrained(version).predict(texts, verbose=0), logits, "from the export")
+    served = tf.saved_model.load(str(version)).signatures["serving_default"](text=tf.constant(texts))
+    _same(served["probabilities"].numpy(), probabilities, "served")
+
+
+@pytest.mark.slow
+def test_the_cli_tagger_round_trips_with_one_answer_shape(cli_models, capsys, tmp_path):
+    texts = ["i live in london", "paris is big"]
+    model_dir = cli_models / "tagger"
+    first = AlbertTextTagger.from_pretrained(model_dir)
+    answers = first.predict(texts, verbose=0)
+    _same(AlbertTextTagger.from_pretrained(model_dir).predict(texts, verbose=0), answers, "a second load", 0.0)
+    assert answers[0] and answers[0][0]["label"] == "LOC" and answers[0][0]["text"] == "london"
+    records = _cli_json_lines(capsys, ["predict", "--model-dir", model_dir, *texts])
+    # albert-tf predict gives predict's records (character offsets), plus the word tags.
+    _same([r["entities"] for r in records], answers, "albert-tf predict")
+    _same(_fresh_process_answers([model_dir / "model.keras"], texts, tmp_path)[0], answers, "load_model")
+
+
+@pytest.mark.slow
+def test_a_distilled_student_round_trips(cli_models, tmp_path, capsys):
+    from albert_tf.distillation import DistillSettings, distill
+
+    student_dir = tmp_path / "student"
+    distill(DistillSettings(teacher=str(cli_models / "classifier"), data=str(cli_models / "sentiment"),
+                            model_dir=str(student_dir), student="shared:1", num_train_steps=10, batch_size=16,
+                            quiet=True))
+    texts = ["great good fine", "dull bad awful", "the plot"]
+    first = AlbertTextClassifier.from_pretrained(student_dir)
+    logits = first.predict(texts, verbose=0)
+    _same(AlbertTextClassifier.from_pretrained(student_dir).predict(texts, verbose=0), logits, "a second load", 0.0)
+    records = _cli_json_lines(capsys, ["predict", "--model-dir", student_dir, *texts])
+    _same([[r["probabilities"][name] for name in first.labels] for r in records],
+          tf.nn.softmax(logits).numpy().tolist(), "albert-tf predict of the student")
+    _same(_fresh_process_answers([student_dir / "model.keras"], texts, tmp_path)[0], logits, "load_model")
+
+
+def test_a_directory_without_a_model_record_still_loads(produced_old_layout):
+    model, old_dir, probe, answers = produced_old_layout
+    restored = type(model).from_pretrained(old_dir)
+    _same(restored.predict(probe, verbose=0), answers, "a directory that keeps the head")
+
+
+@pytest.fixture
+def produced_old_layout(tiny_config, tiny_spm_model, tmp_path):
+    """A classifier directory as albert_tf wrote it before it kept the whole model: `model.keras`
+    holds the head, `task.json` has no model record."""
+    case = CASES["classifier"]
+    model = battery.build(case, tiny_config, tiny_spm_model)
+    model.finetune(case.x, case.y, validation_data=(case.x, case.y), model_dir=str(tmp_path / "run"), seed=0,
+                   num_train_steps=2, constant_baseline=None, verbose=0)
+    (tmp_path / "run" / "model.keras").unlink()
+    model.task_model.save(tmp_path / "run" / "model.keras")
+    spec = json.loads((tmp_path / "run" / "task.json").read_text())
+    del spec["model"], spec["training"]
+    (tmp_path / "run" / "task.json").write_text(json.dumps(spec))
+    return model, tmp_path / "run", case.probe, model.predict(case.probe, verbose=0)
