@@ -8,7 +8,7 @@ template is `albert_tf.tasks.text_task.AlbertTextTask`.
 Each model holds the three parts of a keras-hub task: the in-graph tokenizer
 (`AlbertTokenizerLayer`, `model.preprocessor`), the `AlbertEncoder` (`model.encoder`, keras-hub's
 backbone) and the task head, which is the token-level task model of `albert_tf.tasks`
-(`model.task_model`: an `AlbertClassifier`, `AlbertRegressor`, ...). These models are the tasks
+(`model.task_model`: an `AlbertForClassification`, `AlbertForRegression`, ...). These models are the tasks
 `albert-tf finetune`, the pipeline's Trainer and the benchmarks train: they feed them token
 features with the labels inside (`has_labels_inside`), on which a model trains as its head, and
 keep the head in the model directory, which `albert-tf export` serves. The Keras graph runs on
