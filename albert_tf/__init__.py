@@ -38,11 +38,11 @@ _LAZY = {
     "AlbertFeedForward": "albert_tf.modeling",
     "AlbertMLMHead": "albert_tf.modeling",
     "AlbertSOPHead": "albert_tf.modeling",
-    "AlbertTextClassifier": "albert_tf.tasks.text_models",
-    "AlbertTextRegressor": "albert_tf.tasks.text_models",
-    "AlbertTextTagger": "albert_tf.tasks.text_models",
-    "AlbertMultipleChoice": "albert_tf.tasks.text_models",
-    "AlbertQuestionAnswerer": "albert_tf.tasks.text_models",
+    "AlbertTextClassifier": "albert_tf.tasks.classification.text_model",
+    "AlbertTextRegressor": "albert_tf.tasks.classification.text_model",
+    "AlbertTextTagger": "albert_tf.tasks.tagging.text_model",
+    "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice.text_model",
+    "AlbertQuestionAnswerer": "albert_tf.tasks.squad.text_model",
 }
 
 __all__ = sorted(_LAZY)

@@ -13,7 +13,7 @@ import tensorflow as tf
 import _task_battery as battery
 from albert_tf import kinds
 from albert_tf.tasks.tagging.metrics import entity_record
-from albert_tf.tasks.text_models import (
+from albert_tf import (
     AlbertMultipleChoice,
     AlbertQuestionAnswerer,
     AlbertTextClassifier,

@@ -135,7 +135,7 @@ def test_finetune_from_the_pipelines_pretrained_model(work, shared_pipeline_run)
     """The pipeline's Pretrainer output alone (no tokenizer or config flags) starts a fine-tune,
     and every model directory written so far loads with `from_pretrained`."""
     from albert_tf import AlbertTextClassifier
-    from albert_tf.tasks.text_models import PretrainedNotFoundError
+    from albert_tf.tasks.pretrained import PretrainedNotFoundError
 
     pretrained = shared_pipeline_run.run.artifacts["pretrained_model"]
     assert json.loads((Path(pretrained) / "run_config.json").read_text())["tokenizer"] is not None

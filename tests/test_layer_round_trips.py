@@ -189,32 +189,32 @@ def _tokenizer_layer(config, spm):
 def _text_classifier(config, spm):
     """Compiled (the default), as the one case of a compiled text model: loading builds the optimizer.
     The other text models are not compiled, to keep the file fast (test_text_models round-trips them compiled)."""
-    from albert_tf.tasks.text_models import AlbertTextClassifier
+    from albert_tf import AlbertTextClassifier
 
     return AlbertTextClassifier(_encoder(config), _preprocessor(spm), num_classes=3), (_tokens(),)
 
 
 def _text_regressor(config, spm):
-    from albert_tf.tasks.text_models import AlbertTextRegressor
+    from albert_tf import AlbertTextRegressor
 
     return AlbertTextRegressor(_encoder(config), _preprocessor(spm), pooling="mean", compile=False), (_tokens(),)
 
 
 def _text_tagger(config, spm):
-    from albert_tf.tasks.text_models import AlbertTextTagger
+    from albert_tf import AlbertTextTagger
 
     return AlbertTextTagger(_encoder(config), _preprocessor(spm), tags=["O", "B-PER", "I-PER"], compile=False), (_tokens(),)
 
 
 def _text_multiple_choice(config, spm):
-    from albert_tf.tasks.text_models import AlbertMultipleChoice
+    from albert_tf import AlbertMultipleChoice
 
     flat = _tokens(batch=2 * 3)
     return AlbertMultipleChoice(_encoder(config), _preprocessor(spm), compile=False), ({k: v.reshape(2, 3, S) for k, v in flat.items()},)
 
 
 def _question_answerer(config, spm):
-    from albert_tf.tasks.text_models import AlbertQuestionAnswerer
+    from albert_tf import AlbertQuestionAnswerer
 
     model = AlbertQuestionAnswerer(_encoder(config), _preprocessor(spm), doc_stride=2, max_query_length=3,
                                    compile=False)

@@ -82,7 +82,7 @@ def test_the_first_differing_setting_is_named():
 
 
 def test_from_pretrained_says_what_it_tried_and_what_it_reads(tmp_path, monkeypatch):
-    from albert_tf.tasks.text_models import PretrainedNotFoundError, resolve_pretrained
+    from albert_tf.tasks.pretrained import PretrainedNotFoundError, resolve_pretrained
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(PretrainedNotFoundError) as raised:

@@ -57,7 +57,10 @@ _SERIALIZABLE_MODULES = (
     "albert_tf.tasks.tagging.head",
     "albert_tf.tasks.squad.head",
     "albert_tf.tasks.multiple_choice.head",
-    "albert_tf.tasks.text_models",
+    "albert_tf.tasks.classification.text_model",
+    "albert_tf.tasks.tagging.text_model",
+    "albert_tf.tasks.squad.text_model",
+    "albert_tf.tasks.multiple_choice.text_model",
 )
 PRETRAINING_RUN_CONFIG = "run_config.json"
 PRETRAINING_CHECKPOINTS = "checkpoints"

@@ -26,8 +26,8 @@ The models and their pieces:
   `from_pretrained` reads of a pretrained checkpoint; `model_dir` -- the one model directory every
   producer writes and `from_pretrained` reads whole;
 * `presets` -- the original README's GLUE hyper-parameters;
-* `text_models` -- the raw-text Keras models on top of them (strings in, keras-hub style):
-  `AlbertTextClassifier`, `AlbertTextRegressor`, `AlbertTextTagger`, `AlbertMultipleChoice`,
+* the raw-text Keras models, one per task folder (`<task>/text_model.py`, strings in, keras-hub
+  style): `AlbertTextClassifier`, `AlbertTextRegressor`, `AlbertTextTagger`, `AlbertMultipleChoice`,
   `AlbertQuestionAnswerer`, with `from_pretrained`, `fit`/`predict` on strings, `.keras` saving
   and `export`.
 

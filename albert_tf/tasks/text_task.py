@@ -1,10 +1,35 @@
-"""The raw-text task template: `AlbertTextTask`, a Keras model that takes strings.
+"""The raw-text task template: `AlbertTextTask`, a Keras model that takes strings, the keras-hub way.
 
-The in-graph tokenizer (`AlbertTokenizerLayer`) runs in `tf.data`, the `AlbertEncoder` and the
-task's token-level head in the Keras graph; each task folder's `text_model.py` subclasses it
-(`albert_tf.tasks.text_models` lists them and says how they take their inputs). The helpers here
-are what the subclasses share: turning raw inputs into string tensors, checking the parts,
-the token inputs of the graph, the pooling the recipe picks and the export.
+Each task folder holds its own (`albert_tf.tasks.<task>.text_model`, all importable from
+`albert_tf`): `AlbertTextClassifier` and `AlbertTextRegressor` (`classification`), `AlbertTextTagger`
+(`tagging`), `AlbertMultipleChoice` (`multiple_choice`), `AlbertQuestionAnswerer` (`squad`: SQuAD
+v1.1, or v2.0 with `version="v2"`). Each holds the three parts of a keras-hub task: the in-graph
+tokenizer (`AlbertTokenizerLayer`, `model.preprocessor`), the `AlbertEncoder` (`model.encoder`,
+keras-hub's backbone) and the id-level task model (`model.task_model`: an `AlbertForClassification`,
+...). They are the models `albert-tf finetune`, the pipeline's Trainer and the benchmarks train, on
+token features with the labels inside (`has_labels_inside`), on which a model trains as its head.
+
+The Keras graph runs on token ids; `fit`, `evaluate` and `predict` take raw text and map the
+tokenizer over the data in `tf.data`, as keras-hub's tasks do with their preprocessors:
+
+* a `[batch]` string tensor, a list or array of `str`, or a pair `(texts_a, texts_b)` of them for
+  sentence-pair tasks, with `y` (and `sample_weight`) as arrays, batched by `batch_size`
+  (default 32) and shuffled for `fit` unless `shuffle=False`;
+* a `tf.data.Dataset` of texts (or pairs), unbatched with `y` given as an array (zipped, then
+  batched by `batch_size`), or yielding `(texts, labels)` itself, batched or not;
+* a dict of token features (`input_ids`, `input_mask`, `segment_ids`) bypasses the tokenizer.
+
+`AlbertMultipleChoice` takes `(contexts, choices)` the same ways. The tagger and the question
+answerer convert their labels in Python, as `albert-tf finetune` does, so they take lists; their
+`predict` returns entities and answers with character spans rather than arrays.
+
+`from_pretrained` (`from_preset`) restores a fine-tuned model whole from the one model directory
+(`albert_tf.tasks.model_dir`) or an export, and puts a new seeded head on any other checkpoint
+`resolve_pretrained` reads. With `compile=True` the model is compiled with the fine-tuning recipe
+for its size (`albert_tf.training.recipes.recommended_recipe`): bias-corrected AdamW at the recipe's
+learning rate, held constant as keras-hub's tasks compile, and the task's loss and metrics. In a
+`.keras` file the vocabulary is an asset of the archive; `keras.saving.load_model` reloads the model
+after `import albert_tf`. `model.export` writes what `albert-tf export` writes for the task.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from albert_tf.export.precision import model_precision, with_precision
 from albert_tf.modeling import AlbertEncoder
-from albert_tf.tasks.text_models import AlbertTextClassifier
+from albert_tf import AlbertTextClassifier
 from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
 TEXTS = ["a good film", "the plot was bad", "it was"]

@@ -90,7 +90,8 @@ def test_refusals_are_one_line(exported, tmp_path, tiny_config):
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.weight_index import ENCODER, ExportWeightsError, load_export_weights
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tasks.text_models import AlbertTextClassifier, PretrainedNotFoundError
+    from albert_tf import AlbertTextClassifier
+    from albert_tf.tasks.pretrained import PretrainedNotFoundError
 
     _, path = exported
     wide = AlbertEncoder.from_albert_config(tiny_config.replace(num_hidden_groups=2))

@@ -312,7 +312,7 @@ def test_exported_length_aware_savedmodels_answer_as_the_fixed_length_path(tmp_p
 def test_text_model_predict_is_length_aware_with_fixed_length_answers(layer, tmp_path):
     import keras
 
-    from albert_tf.tasks.text_models import AlbertMultipleChoice, AlbertTextClassifier, AlbertTextTagger
+    from albert_tf import AlbertMultipleChoice, AlbertTextClassifier, AlbertTextTagger
 
     classifier = AlbertTextClassifier(_encoder(layer.vocab_size), layer, num_classes=2, compile=False)
     assert classifier.length_bucket == 16
@@ -342,7 +342,7 @@ def test_text_model_predict_is_length_aware_with_fixed_length_answers(layer, tmp
 
 @pytest.mark.slow
 def test_question_answerer_predict_is_length_aware_with_fixed_length_answers(layer):
-    from albert_tf.tasks.text_models import AlbertQuestionAnswerer
+    from albert_tf import AlbertQuestionAnswerer
 
     model = AlbertQuestionAnswerer(_encoder(layer.vocab_size), layer, doc_stride=16, max_query_length=8,
                                    n_best_size=SEQ, compile=False)

@@ -137,7 +137,7 @@ def test_quantize_is_refused_on_every_model_type(layer):
     from albert_tf.tasks.multiple_choice import AlbertForMultipleChoice
     from albert_tf.tasks.squad import build_squad_model
     from albert_tf.tasks.tagging import AlbertForTagging
-    from albert_tf.tasks.text_models import AlbertTextClassifier
+    from albert_tf import AlbertTextClassifier
 
     encoder = _encoder()
     f = _features()
@@ -294,7 +294,7 @@ def test_text_model_and_cli_export_tflite(tmp_path, layer, spm, capsys):
 
     from albert_tf.cli import export as export_cli
     from albert_tf.tasks.spec import TaskSpec
-    from albert_tf.tasks.text_models import AlbertTextClassifier
+    from albert_tf import AlbertTextClassifier
 
     text_model = AlbertTextClassifier(_encoder(), layer, num_classes=2, compile=False)
     result = text_model.export(str(tmp_path / "base"), "text", tflite="float32", check=False)
@@ -411,7 +411,7 @@ def test_tflite_export_prints_no_converter_notices(tmp_path, layer, capfd):
     from _quiet import unexpected_stderr
 
     from albert_tf.runtime_env import native_notices_dropped
-    from albert_tf.tasks.text_models import AlbertTextClassifier
+    from albert_tf import AlbertTextClassifier
 
     text_model = AlbertTextClassifier(_encoder(), layer, num_classes=2, compile=False)
     capfd.readouterr()

@@ -28,7 +28,7 @@ from _cli_helpers import cli_runner, tiny_model_config, write_sentiment_tables, 
 from _task_cases import CASES  # noqa: E402
 
 from albert_tf.tasks.model_dir import model_record  # noqa: E402
-from albert_tf.tasks.text_models import AlbertTextClassifier, AlbertTextTagger  # noqa: E402
+from albert_tf import AlbertTextClassifier, AlbertTextTagger  # noqa: E402
 
 TOLERANCE = 1e-5
 PRODUCERS = ("model.finetune", "model.save", "export")

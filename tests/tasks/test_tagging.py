@@ -139,12 +139,12 @@ def _reference_units(text, token_unit):
 
 @pytest.mark.parametrize("token_unit", ["word", "char"])
 def test_one_splitter_for_tagging_the_text_tagger_and_the_cli(token_unit):
-    """`tasks.tagging.split_with_offsets`, `text_models.split_units` (AlbertTextTagger) and the CLI's
+    """`tasks.tagging.split_with_offsets`, `tagging.text_model.split_units` (AlbertTextTagger) and the CLI's
     `examples_from_texts` cut the same units at the same offsets, on the same `TOKEN_UNITS`."""
     import types
 
     from albert_tf.tasks.tagging import data as tagging_data
-    from albert_tf.tasks import text_models
+    from albert_tf.tasks.tagging import text_model as text_models
     from albert_tf.tasks.families import task_family
     from albert_tf.tasks.tagging import data as folder_data
 
@@ -165,7 +165,7 @@ def test_splitters_on_an_unknown_unit():
     """`split_with_offsets` refuses it; `split_units` and the CLI split into words, as they always did."""
     import types
 
-    from albert_tf.tasks import text_models
+    from albert_tf.tasks.tagging import text_model as text_models
     from albert_tf.tasks.families import task_family
 
     with pytest.raises(ValueError, match=r"^token_unit must be one of \('word', 'char'\), got 'piece'$"):

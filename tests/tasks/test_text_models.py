@@ -1,4 +1,4 @@
-"""Tests of albert_tf.tasks.text_models: raw-text Keras task models, the keras-hub way.
+"""Tests of the raw-text Keras task models (`albert_tf.tasks.<task>.text_model`), the keras-hub way.
 
 A tiny SentencePiece model (ALBERT recipe) and a tiny encoder are stored in every checkpoint
 layout `from_pretrained` reads (original TF1 release, TF-Hub module, Hugging Face, keras-hub
@@ -22,17 +22,17 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertEncoder
-from albert_tf.tasks import text_models
+from albert_tf.tasks.classification import text_model as classification_text_model
+from albert_tf.tasks.tagging import text_model as tagging_text_model
 from albert_tf.tasks.tagging.metrics import entity_record
-from albert_tf.tasks.text_models import (
+from albert_tf import (
     AlbertMultipleChoice,
     AlbertQuestionAnswerer,
     AlbertTextClassifier,
     AlbertTextRegressor,
     AlbertTextTagger,
-    TokenizerNotFoundError,
-    find_tokenizer_file,
 )
+from albert_tf.tasks.pretrained import TokenizerNotFoundError, find_tokenizer_file
 from albert_tf.tokenization import in_graph
 from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
@@ -467,8 +467,8 @@ def test_package_exports():
 
     for name in ("AlbertTextClassifier", "AlbertTextRegressor", "AlbertTextTagger", "AlbertMultipleChoice",
                  "AlbertQuestionAnswerer"):
-        assert getattr(albert_tf, name) is getattr(text_models, name)
-        assert getattr(albert_tf.tasks, name) is getattr(text_models, name)
+        assert getattr(albert_tf, name) is getattr(albert_tf.tasks, name)
+    assert albert_tf.AlbertTextClassifier is classification_text_model.AlbertTextClassifier
 
 
 # --- tagging, multiple choice, question answering --------------------------------------------------------
@@ -520,7 +520,7 @@ def test_tagger_learns_entities_with_character_spans(layouts, tmp_path):
     weighted = model.evaluate(dev_texts, dev_entities, sample_weight=np.full(60, 3.0), verbose=0, return_dict=True)
     assert weighted["loss"] == pytest.approx(3 * metrics["loss"], rel=1e-5)
     # The metric itself takes weights too (as a `weighted_metrics` entry): per text, over its labelled pieces.
-    metric = text_models.MaskedTokenAccuracy()
+    metric = tagging_text_model.MaskedTokenAccuracy()
     metric.update_state(np.array([[0, 1, -100], [1, 1, 1]]), np.array([[[1.0, 0.0]] * 3, [[0.0, 1.0]] * 3]),
                         sample_weight=np.array([1.0, 0.0]))
     assert float(metric.result()) == pytest.approx(0.5)
@@ -531,7 +531,7 @@ def test_tagger_learns_entities_with_character_spans(layouts, tmp_path):
     chars = AlbertTextTagger(model.encoder, model.preprocessor, TAGS, token_unit="char", compile=False)
     char_features, _, char_encoded = chars.encode(["ab c"], [["B-POS", "I-POS", "O"]])
     assert [char_features["labels"][0, p] for p in char_encoded.word_positions[0]] == [1, 2, 0]
-    assert text_models.split_units("ab c", "char") == [("a", 0, 1), ("b", 1, 2), ("c", 3, 4)]
+    assert tagging_text_model.split_units("ab c", "char") == [("a", 0, 1), ("b", 1, 2), ("c", 3, 4)]
     with pytest.raises(ValueError, match="covers no word"):
         model.encode(["a b"], [[(1, 2, "POS")]])
     with pytest.raises(ValueError, match="token_unit"):

@@ -3,7 +3,7 @@ tokenizer of each kind.
 
 Every layout keeps a (fake: the search reads no file) tokenizer where that layout keeps it; the
 one `find_tokenizer` finds each from every path a caller may give, and the three entry points
-kept for their callers (`tasks.text_models.find_tokenizer_file`, `tasks.resources.resolve_tokenizer_file`,
+kept for their callers (`tasks.pretrained.find_tokenizer_file`, `tasks.resources.resolve_tokenizer_file`,
 `training.pretraining.tokenizer_of_run`) answer what it answers with their search order.
 """
 
@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from albert_tf.tasks import resources, text_models
+from albert_tf.tasks import pretrained, resources
 from albert_tf.tasks.errors import TaskError
 from albert_tf.tokenization import resolve
 from albert_tf.tokenization.resolve import (
@@ -114,7 +114,7 @@ def test_one_finder_reads_every_layout_and_the_old_entry_points_agree(layouts, l
     if os.path.isdir(target):
         assert find_tokenizer(target + "/") == expected
     # from_pretrained's finder: every layout.
-    assert text_models.find_tokenizer_file(target) == (kind, expected.file, lower_case)
+    assert pretrained.find_tokenizer_file(target) == (kind, expected.file, lower_case)
 
     # finetune --init's finder is from_pretrained's: every layout, keras-hub presets, exports and TF-Hub too.
     assert resources.resolve_tokenizer_file(None, None, target) == (kind, expected.file, lower_case)
@@ -137,8 +137,8 @@ def test_explicit_files_win_and_nothing_found_keeps_each_error(layouts, tmp_path
     _touch(bare / "model.ckpt.index")
     assert find_tokenizer(str(bare / "model.ckpt")) is None
     assert resolve.search_directories(str(bare / "model.ckpt")) == [str(bare), str(bare.parent)]
-    with pytest.raises(text_models.TokenizerNotFoundError) as error:
-        text_models.find_tokenizer_file(str(bare / "model.ckpt"))
+    with pytest.raises(pretrained.TokenizerNotFoundError) as error:
+        pretrained.find_tokenizer_file(str(bare / "model.ckpt"))
     message = str(error.value)
     assert message.startswith(f"no tokenizer found for {bare / 'model.ckpt'}: looked for task.json's tokenizer")
     assert f"in {bare} and {bare.parent}; pass tokenizer=" in message
