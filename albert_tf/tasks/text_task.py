@@ -188,16 +188,29 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         return config
 
     def adopt_spec(self, spec) -> None:
-        """Takes what the run decided after the model was saved (SQuAD v2: the tuned no-answer
-        threshold) from the directory's `task.json`."""
+        """Takes from a model directory's or export's `task.json` what is not in the Keras model:
+        the resolved configuration it was trained with (`training_config`), and what the run
+        decided after the model was saved (SQuAD v2: the tuned no-answer threshold)."""
+        # Kept out of Keras' attribute tracking: a record, not a part of the model.
+        object.__setattr__(self, "_training_config", spec.training)
+
+    @property
+    def training_config(self) -> Optional[Dict]:
+        """The resolved fine-tuning configuration the model was trained with (learning rate, batch
+        size, schedule, pooling, the recipe, ...), as its `task.json` records it; None for a model
+        not read from a model directory or export."""
+        return self.__dict__.get("_training_config")
 
     def task_spec(self, tokenizer_file: str, training: Optional[Dict] = None, *, pair: bool = False):
         """The `task.json` (`TaskSpec`) of this model, for a directory or an export that holds it
-        (`pair`: it reads text pairs, which `albert-tf predict` then asks for)."""
+        (`training`: default the model's `training_config`; `pair`: it reads text pairs, which
+        `albert-tf predict` then asks for)."""
         from albert_tf.tasks.model_dir import model_record
         from albert_tf.tasks.spec import TaskSpec
 
         fields = self.spec_fields()
+        if training is None:
+            training = self.training_config
         if pair:
             fields["columns"] = {"text": "text", "text_b": "text_b", "label": "label"}
         tokenizer = {"type": SENTENCEPIECE if self.preprocessor.is_sentencepiece else WORDPIECE,
@@ -479,10 +492,10 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             bias_correction=hyper.bias_correction, weight_decay=hyper.recipe.weight_decay,
             collapse_metric=best_metric if constant_baseline is not None else None,
         )
+        object.__setattr__(self, "_training_config", hyper.to_dict())
         return run_finetuning(
             self, train, dev, config, callbacks=callbacks, constant_baseline=constant_baseline,
-            save_assets=lambda directory, model: write_text_model_assets(directory, model, hyper.to_dict(),
-                                                                          pair=_is_text_pair(x)),
+            save_assets=lambda directory, model: write_text_model_assets(directory, model, pair=_is_text_pair(x)),
         )
 
     def constant_baseline(self, validation_data):

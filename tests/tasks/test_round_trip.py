@@ -89,6 +89,8 @@ def test_from_pretrained_restores_the_whole_model(produced, producer):
     restored, trained = model_record(first)["config"], model_record(produced.model)["config"]
     assert {k: v for k, v in restored.items() if k != "labels"} == {k: v for k, v in trained.items() if k != "labels"}
     assert first.preprocessor.sequence_length == produced.model.preprocessor.sequence_length
+    if producer != "model.save":  # a .keras file is Keras' alone; the directory and the export record the run
+        assert first.training_config["learning_rate"] == battery.LEARNING_RATE, first.training_config
     answers = first.predict(produced.case.probe, verbose=0)
     _same(answers, produced.answers, where)
     _same(second.predict(produced.case.probe, verbose=0), answers, where + ", a second load", tolerance=0.0)

@@ -236,6 +236,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         return config
 
     def adopt_spec(self, spec) -> None:
+        super().adopt_spec(spec)
         threshold = (spec.settings or {}).get("null_score_diff_threshold")
         if self.version == "v2" and threshold is not None:
             self.null_score_diff_threshold = threshold
