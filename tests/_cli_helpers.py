@@ -58,6 +58,20 @@ def write_vocab(path: Path, words: Sequence[str]) -> int:
     return len(SPECIAL) + len(words)
 
 
+# The words of the sentiment tables and a CoNLL sample (`write_tiny_model_files`'s default vocabulary).
+WORDS = ["good", "great", "fine", "bad", "awful", "dull", "film", "movie", "plot", "a", "the", "very", "paris", "london", "is",
+         "big", "in", "i", "live"]
+
+
+def write_tiny_model_files(root: Path, words: Sequence[str] = WORDS) -> Dict:
+    """`root/vocab.txt` (WordPiece, the special tokens and `words`) and `root/config.json` (the tiny
+    model of that vocabulary size, which `finetune` requires of the tokenizer); returns the config."""
+    config = tiny_model_config(len(SPECIAL) + len(words))
+    assert write_vocab(root / "vocab.txt", words) == config["vocab_size"]
+    (root / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return config
+
+
 def sentiment_rows(n: int) -> List[Tuple[str, str]]:
     """`(label, text)` rows alternating "pos" and "neg", each text the three words of its label in a
     rotating order: every word carries the sentiment, so a random encoder learns it in a few dozen steps."""

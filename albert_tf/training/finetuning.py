@@ -878,26 +878,113 @@ def run_finetuning(
     import keras
     import tensorflow as tf
 
-    from albert_tf.training.optimizers import create_optimizer
-    from albert_tf.training.strategies import default_jit_compile, is_chief, strategy_device_kind
+    from albert_tf.training import finetune_resume
+    from albert_tf.training.strategies import is_chief
 
-    if config is None:
-        config = FinetuningRunConfig(**settings)
-    elif settings:
-        raise FinetuningError(f"pass the settings in config or as keywords, not both (got {', '.join(sorted(settings))})")
-    else:
-        config.validate()  # its fields may have been set since it was made
-    num_train_steps, warmup_steps, model_dir = config.num_train_steps, config.warmup_steps, config.model_dir
-    accumulation, steps_per_execution = config.gradient_accumulation_steps, config.steps_per_execution
-    mode = resolve_best_mode(config.best_metric, config.best_mode)
+    config = _resolved_config(config, settings)
+    model_dir, mode = config.model_dir, resolve_best_mode(config.best_metric, config.best_mode)
     verbose = resolve_verbose(config.verbose)
     _check_writable_target(model_dir, config.overwrite)
-
     if strategy is None:
         strategy = tf.distribute.get_strategy()
     chief = is_chief(strategy)
     if config.seed is not None:
         keras.utils.set_random_seed(config.seed)
+    train_dataset, eval_dataset, schedule = _schedule(train_dataset, eval_dataset, config)
+    collapse_check = _collapse_check(constant_baseline, config.collapse_metric or config.best_metric, config.collapse_margin)
+    resumable = bool(config.resume) and chief and not _multi_worker(strategy)
+    run_settings = _run_settings(config, schedule, mode)
+    state = _resume_state(model_dir, run_settings, config.overwrite) if resumable else None
+
+    model = _build(model, strategy, config.precision)
+    run_precision = config.precision or _model_precision(model)
+    jit_compile = _jit_compile(config, strategy, run_precision)
+    # The chief builds beside `model_dir` (a local build area for a remote one); other workers'
+    # copies are private and thrown away.
+    if resumable:
+        staging = finetune_resume.resume_dir(model_dir)
+        os.makedirs(staging, exist_ok=True)
+    else:
+        staging = file_io.make_staging_dir(model_dir) if chief else tempfile.mkdtemp(prefix="albert_finetune_worker_")
+    succeeded = False
+    try:
+        optimizer = _compile(model, strategy, config, jit_compile, _labels_inside(train_dataset))
+        run = _Run(
+            staging=staging, eval_dataset=eval_dataset, eval_fn=eval_fn or default_eval_fn,
+            best_metric=config.best_metric, best_mode=mode, num_train_steps=config.num_train_steps,
+            eval_every=schedule.eval_every, accumulation=config.gradient_accumulation_steps, verbose=verbose,
+            collapse_check=collapse_check,
+            resume=(run_settings, lambda: _training_state(model, optimizer)) if resumable else None,
+        )
+        _fit(model, optimizer, run, train_dataset, schedule, config, state, staging, chief, verbose, callbacks)
+        final_step, best_step, collapse = _keep_best(model, optimizer, run, config, collapse_check, verbose)
+        kept = model if saved_model is None else saved_model(model)
+        if save_assets is not None:
+            # First: the assets may settle what the saved model holds (SQuAD v2's tuned threshold).
+            save_assets(staging, kept)
+        kept.save(os.path.join(staging, MODEL_FILE))
+        info = _run_info(config, schedule, mode, run, run_precision, jit_compile, best_step, collapse,
+                         constant_baseline)
+        file_io.atomic_write_json(os.path.join(staging, RUN_INFO_FILE), info, ensure_ascii=True)
+        if resumable:
+            finetune_resume.finish(staging)
+        file_io.atomic_write_text(os.path.join(staging, COMPLETE_FILE), f"step {final_step}\n")
+        if chief:
+            _publish(staging, model_dir, config.overwrite)
+        succeeded = True
+    except FinetuningError:
+        # The run's own verdict (a collapse, a bad metric) would be the same on a rerun.
+        resumable = False
+        raise
+    finally:
+        # An interrupted or crashed build with a committed state is kept for the rerun.
+        if not chief or (not succeeded and not (resumable and finetune_resume.read_state(staging))):
+            file_io.remove_tree(staging)
+    return FinetuningResult(
+        model=model,
+        model_dir=model_dir if chief else None,
+        best_metrics=run.best_metrics,
+        best_step=best_step,
+        final_step=final_step,
+        history=run.history,
+        artifacts=_artifacts(model_dir, config.tensorboard) if chief else {},
+        collapse=collapse,
+        initial_step=state.step if state is not None else 0,
+    )
+
+
+# --- the parts of a run (`run_finetuning`) ----------------------------------------------------------
+
+
+def _resolved_config(config: Optional["FinetuningRunConfig"], settings: Dict[str, Any]) -> "FinetuningRunConfig":
+    if config is None:
+        return FinetuningRunConfig(**settings)
+    if settings:
+        raise FinetuningError(f"pass the settings in config or as keywords, not both (got {', '.join(sorted(settings))})")
+    config.validate()  # its fields may have been set since it was made
+    return config
+
+
+@dataclasses.dataclass(frozen=True)
+class _Schedule:
+    """When a run evaluates: every `eval_every` updates, `batches_per_interval` batches apart;
+    `epoch_steps` is an epoch's updates (None for an endless dataset)."""
+
+    eval_every: int
+    batches_per_interval: int
+    epoch_steps: Optional[int]
+
+
+def _schedule(train_dataset, eval_dataset, config: "FinetuningRunConfig"):
+    """The datasets as `fit` takes them (batched, the training data repeated) and the schedule of
+    evaluations.
+
+    Raises:
+        FinetuningError: An empty training set, or `steps_per_execution` not dividing an interval.
+    """
+    import tensorflow as tf
+
+    accumulation, num_train_steps = config.gradient_accumulation_steps, config.num_train_steps
     if config.batch_size is not None:
         examples = int(train_dataset.cardinality())
         if examples == 0:
@@ -917,195 +1004,177 @@ def run_finetuning(
     eval_every = min(eval_every, num_train_steps)
     batches_per_interval = eval_every * accumulation
     last_interval = (num_train_steps * accumulation) - (math.ceil(num_train_steps / eval_every) - 1) * batches_per_interval
-    if batches_per_interval % steps_per_execution or last_interval % steps_per_execution:
+    per_execution = config.steps_per_execution
+    if batches_per_interval % per_execution or last_interval % per_execution:
         raise FinetuningError(
-            f"steps_per_execution ({steps_per_execution}) must divide the batches of every evaluation "
+            f"steps_per_execution ({per_execution}) must divide the batches of every evaluation "
             f"interval ({batches_per_interval}, last {last_interval})"
         )
-    if eval_fn is None:
-        eval_fn = default_eval_fn
-    collapse_check = _collapse_check(constant_baseline, config.collapse_metric or config.best_metric, config.collapse_margin)
+    return train_dataset, eval_dataset, _Schedule(eval_every, batches_per_interval, epoch_steps)
+
+
+def _run_settings(config: "FinetuningRunConfig", schedule: _Schedule, mode: str) -> Dict[str, Any]:
+    """What a resumed run must share with the interrupted one (a snapshot: `metadata` may change)."""
+    from albert_tf.training import finetune_resume
+
+    run_settings = dict(config.resume_settings or {})
+    run_settings.update(
+        num_train_steps=config.num_train_steps, warmup_steps=config.warmup_steps, learning_rate=config.learning_rate,
+        batch_size=config.batch_size, eval_batch_size=config.eval_batch_size, shuffle_buffer=config.shuffle_buffer,
+        weight_decay=config.weight_decay, clipnorm=config.clipnorm, bias_correction=config.bias_correction,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        steps_per_execution=config.steps_per_execution, eval_every_n_steps=schedule.eval_every,
+        precision=config.precision, seed=config.seed, best_metric=config.best_metric, best_mode=mode,
+        jit_compile=config.jit_compile, metadata=dict(config.metadata or {}),
+    )
+    return finetune_resume.jsonable(run_settings)
+
+
+def _resume_state(model_dir: str, run_settings: Dict[str, Any], overwrite: bool):
+    """The committed state of an interrupted run of the same settings, or None (its build area
+    then removed: a run killed before its first checkpoint left nothing to continue)."""
+    from albert_tf.training import finetune_resume
+
+    build_dir = finetune_resume.resume_dir(model_dir)
+    state = finetune_resume.read_state(build_dir)
+    if state is not None:
+        try:
+            finetune_resume.check_same_settings(build_dir, model_dir, state, run_settings)
+        except finetune_resume.ResumeSettingsDiffer:
+            if not overwrite:
+                raise
+            state = None
+    if state is None:
+        file_io.remove_tree(build_dir)
+    return state
+
+
+def _jit_compile(config: "FinetuningRunConfig", strategy, run_precision: str) -> bool:
+    from albert_tf.training.strategies import default_jit_compile, strategy_device_kind
+
+    if config.jit_compile is not None:
+        return config.jit_compile
+    return default_jit_compile(strategy_device_kind(strategy), run_precision if run_precision in PRECISIONS else "float32")
+
+
+def _compile(model, strategy, config: "FinetuningRunConfig", jit_compile: bool, labels_inside: bool):
+    """Compiles `model` with the run's AdamW (warmup, decay, clipping, accumulation); returns it."""
+    from albert_tf.training.optimizers import create_optimizer
+
+    accumulation = config.gradient_accumulation_steps
+    with strategy.scope():
+        optimizer = create_optimizer(
+            "adamw", config.learning_rate, num_train_steps=config.num_train_steps,
+            num_warmup_steps=config.warmup_steps, weight_decay=config.weight_decay, clipnorm=config.clipnorm,
+            gradient_accumulation_steps=accumulation if accumulation > 1 else None,
+            bias_correction=config.bias_correction,
+        )
+        # Feature dicts carry their labels: the model computes its own loss (a raw-text model
+        # then trains as its head), whatever loss its `compile` would default to.
+        no_compiled_loss = {"loss": None, "metrics": None} if labels_inside else {}
+        model.compile(optimizer=optimizer, jit_compile=jit_compile, steps_per_execution=config.steps_per_execution,
+                      **no_compiled_loss)
+    return optimizer
+
+
+def _fit(model, optimizer, run: "_Run", train_dataset, schedule: _Schedule, config: "FinetuningRunConfig", state,
+         staging: str, chief: bool, verbose: int, callbacks) -> None:
+    """`model.fit` over the run's intervals, from the resumed `state`'s if there is one."""
+    import keras
 
     from albert_tf.training import finetune_resume
 
-    resumable = bool(config.resume) and chief and not _multi_worker(strategy)
-    state = None
-    run_settings = dict(config.resume_settings or {})
-    run_settings.update(
-        num_train_steps=num_train_steps, warmup_steps=warmup_steps, learning_rate=config.learning_rate,
-        batch_size=config.batch_size, eval_batch_size=config.eval_batch_size, shuffle_buffer=config.shuffle_buffer,
-        weight_decay=config.weight_decay, clipnorm=config.clipnorm, bias_correction=config.bias_correction,
-        gradient_accumulation_steps=accumulation, steps_per_execution=steps_per_execution,
-        eval_every_n_steps=eval_every, precision=config.precision, seed=config.seed, best_metric=config.best_metric,
-        best_mode=mode, jit_compile=config.jit_compile, metadata=dict(config.metadata or {}),
-    )
-    run_settings = finetune_resume.jsonable(run_settings)  # a snapshot: `metadata` may change later
-    if resumable:
-        build_dir = finetune_resume.resume_dir(model_dir)
-        state = finetune_resume.read_state(build_dir)
-        if state is not None:
-            try:
-                finetune_resume.check_same_settings(build_dir, model_dir, state, run_settings)
-            except finetune_resume.ResumeSettingsDiffer:
-                if not config.overwrite:
-                    raise
-                state = None
-        if state is None:
-            # Without a committed state there is nothing to continue: what is there is a run
-            # killed before its first checkpoint.
-            file_io.remove_tree(build_dir)
-
-    model = _build(model, strategy, config.precision)
-    run_precision = config.precision or _model_precision(model)
-    jit_compile = config.jit_compile
-    if jit_compile is None:
-        jit_compile = default_jit_compile(
-            strategy_device_kind(strategy), run_precision if run_precision in PRECISIONS else "float32"
-        )
-
-    # The chief builds beside `model_dir` (a local build area for a remote one); other workers'
-    # copies are private and thrown away.
-    if resumable:
-        staging = build_dir
-        os.makedirs(staging, exist_ok=True)
-    else:
-        staging = file_io.make_staging_dir(model_dir) if chief else tempfile.mkdtemp(prefix="albert_finetune_worker_")
-    succeeded = False
-    try:
-        with strategy.scope():
-            optimizer = create_optimizer(
-                "adamw",
-                config.learning_rate,
-                num_train_steps=num_train_steps,
-                num_warmup_steps=warmup_steps,
-                weight_decay=config.weight_decay,
-                clipnorm=config.clipnorm,
-                gradient_accumulation_steps=accumulation if accumulation > 1 else None,
-                bias_correction=config.bias_correction,
-            )
-            # Feature dicts carry their labels: the model computes its own loss (a raw-text model
-            # then trains as its head), whatever loss its `compile` would default to.
-            no_compiled_loss = {"loss": None, "metrics": None} if _labels_inside(train_dataset) else {}
-            model.compile(optimizer=optimizer, jit_compile=jit_compile, steps_per_execution=steps_per_execution,
-                          **no_compiled_loss)
-        run = _Run(
-            staging=staging,
-            eval_dataset=eval_dataset,
-            eval_fn=eval_fn,
-            best_metric=config.best_metric,
-            best_mode=mode,
-            num_train_steps=num_train_steps,
-            eval_every=eval_every,
-            accumulation=accumulation,
-            verbose=verbose,
-            collapse_check=collapse_check,
-            resume=(run_settings, lambda: _training_state(model, optimizer)) if resumable else None,
-        )
-        initial_epoch = 0
-        if state is not None:
-            _build_for_restore(model, optimizer, train_dataset)
-            finetune_resume.restore(staging, _training_state(model, optimizer), state)
-            run.restore(state)
-            initial_epoch = state.epoch
-            # The training data's order is seeded: the batches already trained on are skipped.
-            train_dataset = train_dataset.skip(initial_epoch * batches_per_interval)
-            logger.info("resuming %s from step %d (%s)", model_dir, state.step, staging)
-            if verbose:
-                print(f"resuming from step {state.step} of {num_train_steps} ({staging})", flush=True)
-        fit_callbacks: List[Any] = []
+    initial_epoch = 0
+    if state is not None:
+        _build_for_restore(model, optimizer, train_dataset)
+        finetune_resume.restore(staging, _training_state(model, optimizer), state)
+        run.restore(state)
+        initial_epoch = state.epoch
+        # The training data's order is seeded: the batches already trained on are skipped.
+        train_dataset = train_dataset.skip(initial_epoch * schedule.batches_per_interval)
+        logger.info("resuming %s from step %d (%s)", config.model_dir, state.step, staging)
         if verbose:
-            # First, so that an interval's progress is finished before its evaluation prints.
-            fit_callbacks.append(_make_progress_callback(keras)(run, epoch_steps))
-        fit_callbacks.append(_make_callback(keras)(run))
-        if config.tensorboard and chief:
-            fit_callbacks.append(
-                keras.callbacks.TensorBoard(log_dir=os.path.join(staging, LOG_SUBDIR), write_graph=False, profile_batch=0)
-            )
-        fit_callbacks.extend(callbacks or ())
-        model.fit(
-            train_dataset,
-            epochs=math.ceil(num_train_steps / eval_every),
-            initial_epoch=initial_epoch,
-            steps_per_epoch=batches_per_interval,
-            callbacks=fit_callbacks,
-            verbose=0,  # the progress callback above reports, in steps and epochs
-            shuffle=False,
+            print(f"resuming from step {state.step} of {config.num_train_steps} ({staging})", flush=True)
+    fit_callbacks: List[Any] = []
+    if verbose:
+        # First, so that an interval's progress is finished before its evaluation prints.
+        fit_callbacks.append(_make_progress_callback(keras)(run, schedule.epoch_steps))
+    fit_callbacks.append(_make_callback(keras)(run))
+    if config.tensorboard and chief:
+        fit_callbacks.append(
+            keras.callbacks.TensorBoard(log_dir=os.path.join(staging, LOG_SUBDIR), write_graph=False, profile_batch=0)
         )
-        final_step = int(optimizer.iterations.numpy())
-        if final_step != num_train_steps:
-            raise FinetuningError(f"training stopped at step {final_step} of {num_train_steps}")
-        if run.best_step is not None:
-            weights_of(model).load_weights(run.best_weights_path)
-            os.remove(run.best_weights_path)
-        best_step = run.best_step if run.best_step is not None else final_step
-        collapse = collapse_check(run.best_metrics) if (collapse_check and run.best_metrics) else None
-        if collapse is not None and collapse.collapsed:
-            logger.warning("fine-tuning collapsed: %s", collapse.reason)
-            if config.on_collapse == "raise":
-                raise FinetuningCollapsed(collapse)
-            if verbose:
-                print(f"WARNING: fine-tuning collapsed: {collapse.reason}", flush=True)
-
-        kept = model if saved_model is None else saved_model(model)
-        if save_assets is not None:
-            # First: the assets may settle what the saved model holds (SQuAD v2's tuned threshold).
-            save_assets(staging, kept)
-        kept.save(os.path.join(staging, MODEL_FILE))
-        info = {
-            "num_train_steps": num_train_steps,
-            "warmup_steps": warmup_steps,
-            "learning_rate": config.learning_rate,
-            "batch_size": config.batch_size,
-            "weight_decay": config.weight_decay,
-            "clipnorm": config.clipnorm,
-            "bias_correction": config.bias_correction,
-            "gradient_accumulation_steps": accumulation,
-            "eval_every_n_steps": eval_every,
-            "precision": run_precision,
-            "jit_compile": bool(jit_compile),
-            "seed": config.seed,
-            "best_metric": config.best_metric,
-            "best_mode": mode,
-            "best_step": best_step,
-            "best_metrics": run.best_metrics,
-            "history": run.history,
-            "collapse": None if collapse is None else collapse.to_dict(),
-            "constant_baseline": None if constant_baseline is None else constant_baseline.to_dict(),
-            "metadata": dict(config.metadata or {}),
-        }
-        file_io.atomic_write_json(os.path.join(staging, RUN_INFO_FILE), info, ensure_ascii=True)
-        if resumable:
-            finetune_resume.finish(staging)
-        file_io.atomic_write_text(os.path.join(staging, COMPLETE_FILE), f"step {final_step}\n")
-        if chief:
-            _publish(staging, model_dir, config.overwrite)
-        succeeded = True
-    except FinetuningError:
-        # The run's own verdict (a collapse, a bad metric) would be the same on a rerun.
-        resumable = False
-        raise
-    finally:
-        # An interrupted or crashed build with a committed state is kept for the rerun.
-        if not chief or (not succeeded and not (resumable and finetune_resume.read_state(staging))):
-            file_io.remove_tree(staging)
-
-    artifacts = {}
-    if chief:
-        artifacts = {
-            "model": os.path.join(model_dir, MODEL_FILE),
-            "run_info": os.path.join(model_dir, RUN_INFO_FILE),
-            "eval_history": os.path.join(model_dir, EVAL_HISTORY_FILE),
-        }
-        if config.tensorboard:
-            artifacts["logs"] = os.path.join(model_dir, LOG_SUBDIR)
-    return FinetuningResult(
-        model=model,
-        model_dir=model_dir if chief else None,
-        best_metrics=run.best_metrics,
-        best_step=best_step,
-        final_step=final_step,
-        history=run.history,
-        artifacts=artifacts,
-        collapse=collapse,
-        initial_step=state.step if state is not None else 0,
+    fit_callbacks.extend(callbacks or ())
+    model.fit(
+        train_dataset,
+        epochs=math.ceil(config.num_train_steps / schedule.eval_every),
+        initial_epoch=initial_epoch,
+        steps_per_epoch=schedule.batches_per_interval,
+        callbacks=fit_callbacks,
+        verbose=0,  # the progress callback above reports, in steps and epochs
+        shuffle=False,
     )
+
+
+def _keep_best(model, optimizer, run: "_Run", config: "FinetuningRunConfig", collapse_check, verbose: int):
+    """Loads the best evaluation's weights into `model` and judges them against the constant answer.
+
+    Returns:
+        `(final step, best step, the collapse verdict or None)`.
+
+    Raises:
+        FinetuningError: Training stopped early. FinetuningCollapsed: a collapse with `on_collapse="raise"`.
+    """
+    final_step = int(optimizer.iterations.numpy())
+    if final_step != config.num_train_steps:
+        raise FinetuningError(f"training stopped at step {final_step} of {config.num_train_steps}")
+    if run.best_step is not None:
+        weights_of(model).load_weights(run.best_weights_path)
+        os.remove(run.best_weights_path)
+    best_step = run.best_step if run.best_step is not None else final_step
+    collapse = collapse_check(run.best_metrics) if (collapse_check and run.best_metrics) else None
+    if collapse is not None and collapse.collapsed:
+        logger.warning("fine-tuning collapsed: %s", collapse.reason)
+        if config.on_collapse == "raise":
+            raise FinetuningCollapsed(collapse)
+        if verbose:
+            print(f"WARNING: fine-tuning collapsed: {collapse.reason}", flush=True)
+    return final_step, best_step, collapse
+
+
+def _run_info(config: "FinetuningRunConfig", schedule: _Schedule, mode: str, run: "_Run", run_precision: str,
+              jit_compile: bool, best_step: int, collapse, constant_baseline) -> Dict[str, Any]:
+    """`finetuning.json`: the run's settings, its best evaluation and its verdict."""
+    return {
+        "num_train_steps": config.num_train_steps,
+        "warmup_steps": config.warmup_steps,
+        "learning_rate": config.learning_rate,
+        "batch_size": config.batch_size,
+        "weight_decay": config.weight_decay,
+        "clipnorm": config.clipnorm,
+        "bias_correction": config.bias_correction,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps,
+        "eval_every_n_steps": schedule.eval_every,
+        "precision": run_precision,
+        "jit_compile": bool(jit_compile),
+        "seed": config.seed,
+        "best_metric": config.best_metric,
+        "best_mode": mode,
+        "best_step": best_step,
+        "best_metrics": run.best_metrics,
+        "history": run.history,
+        "collapse": None if collapse is None else collapse.to_dict(),
+        "constant_baseline": None if constant_baseline is None else constant_baseline.to_dict(),
+        "metadata": dict(config.metadata or {}),
+    }
+
+
+def _artifacts(model_dir: str, tensorboard: bool) -> Dict[str, str]:
+    artifacts = {
+        "model": os.path.join(model_dir, MODEL_FILE),
+        "run_info": os.path.join(model_dir, RUN_INFO_FILE),
+        "eval_history": os.path.join(model_dir, EVAL_HISTORY_FILE),
+    }
+    if tensorboard:
+        artifacts["logs"] = os.path.join(model_dir, LOG_SUBDIR)
+    return artifacts

@@ -7,10 +7,9 @@ import re
 
 import pytest
 
-from _cli_helpers import cli_runner, tiny_model_config, write_sentiment_tables, write_vocab
+from _cli_helpers import WORDS, cli_runner, tiny_model_config, write_sentiment_tables, write_tiny_model_files
 
 MODULES = ("albert_tf.cli.finetune", "albert_tf.cli.evaluate", "albert_tf.cli.predict")
-WORDS = ["good", "great", "fine", "bad", "awful", "dull", "film", "movie", "plot", "a", "the", "very", "paris", "london", "is", "big", "in", "i", "live"]
 # The tokenizer's size: `finetune` refuses a tokenizer that does not fit the model.
 CONFIG = tiny_model_config(5 + len(WORDS))
 cli = cli_runner(MODULES)
@@ -19,8 +18,7 @@ cli = cli_runner(MODULES)
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory):
     root = tmp_path_factory.mktemp("assets")
-    assert write_vocab(root / "vocab.txt", WORDS) == CONFIG["vocab_size"]
-    (root / "config.json").write_text(json.dumps(CONFIG), encoding="utf-8")
+    write_tiny_model_files(root, WORDS)
     # Every word carries the sentiment: a randomly initialised encoder learns it in a few dozen steps.
     write_sentiment_tables(root / "sentiment", {"train": 96, "dev": 32, "test": 16})
     return root

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _task_battery as battery  # noqa: E402
-from _cli_helpers import cli_runner, tiny_model_config, write_sentiment_tables, write_vocab  # noqa: E402
+from _cli_helpers import cli_runner, write_sentiment_tables, write_tiny_model_files  # noqa: E402
 from _task_cases import CASES  # noqa: E402
 
 from albert_tf.tasks.model_dir import model_record  # noqa: E402
@@ -134,9 +134,6 @@ def test_a_new_head_only_when_asked_seeded_and_said(produced, capsys):
 
 # --- albert-tf finetune, predict and evaluate; the Distiller --------------------------------------------
 
-WORDS = ["good", "great", "fine", "bad", "awful", "dull", "film", "movie", "plot", "a", "the", "very", "paris",
-         "london", "is", "big", "in", "i", "live"]
-CONFIG = tiny_model_config(5 + len(WORDS))
 cli = cli_runner(("albert_tf.cli.finetune", "albert_tf.cli.evaluate", "albert_tf.cli.predict", "albert_tf.cli.export"))
 
 
@@ -144,8 +141,7 @@ cli = cli_runner(("albert_tf.cli.finetune", "albert_tf.cli.evaluate", "albert_tf
 def cli_models(tmp_path_factory):
     """A classifier and a CoNLL tagger written by `albert-tf finetune`."""
     root = tmp_path_factory.mktemp("cli_round_trip")
-    assert write_vocab(root / "vocab.txt", WORDS) == CONFIG["vocab_size"]
-    (root / "config.json").write_text(json.dumps(CONFIG), encoding="utf-8")
+    write_tiny_model_files(root)
     write_sentiment_tables(root / "sentiment", {"train": 64, "dev": 16, "test": 8})
     common = ["--config", root / "config.json", "--vocab-file", root / "vocab.txt", "--batch-size", 16,
               "--learning-rate", 3e-3, "--quiet"]
