@@ -212,7 +212,7 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         if training is None:
             training = self.training_config
         if pair:
-            fields["columns"] = {"text": "text", "text_b": "text_b", "label": "label"}
+            fields["columns"] = {**fields.get("columns", {}), "text": "text", "text_b": "text_b", "label": "label"}
         tokenizer = {"type": SENTENCEPIECE if self.preprocessor.is_sentencepiece else WORDPIECE,
                      "file": tokenizer_file, "lower_case": self.preprocessor.lower_case}
         return TaskSpec(fields.pop("task"), fields.pop("kind"), fields.pop("labels", None),

@@ -295,9 +295,9 @@ class Captured(Exception):
     ("race", "RACE", "AlbertMultipleChoice", "AlbertForMultipleChoice"),
 ])
 def test_finetune_trains_the_tasks_raw_text_model(assets, tmp_path, monkeypatch, task, data, model_class, head_class):
-    """`finetune` builds the task's raw-text model on the run's tokenizer and keeps its head: the head
-    has the name Keras gives its class (as when the command trained the head alone, so that exports keep
-    their bytes), and the run's dev evaluation and model directory get the head."""
+    """`finetune` builds the task's raw-text model on the run's tokenizer and keeps it whole in the model
+    directory; its head has the name Keras gives its class (as when the command trained the head alone,
+    so that exports keep their bytes), and the run's dev evaluation gets the head."""
     from albert_tf.tasks import FinetuneSettings
     from albert_tf.tasks.runner import finetune
     from albert_tf.training import finetuning
@@ -306,7 +306,7 @@ def test_finetune_trains_the_tasks_raw_text_model(assets, tmp_path, monkeypatch,
 
     def run_finetuning(model, train_dataset, eval_dataset=None, config=None, *, eval_fn=None, saved_model=None, **objects):
         built = model()
-        seen.update(model=built, kept=saved_model(built), eval_fn=eval_fn)
+        seen.update(model=built, kept=built if saved_model is None else saved_model(built), eval_fn=eval_fn)
         raise Captured
 
     monkeypatch.setattr(finetuning, "run_finetuning", run_finetuning)
@@ -316,7 +316,7 @@ def test_finetune_trains_the_tasks_raw_text_model(assets, tmp_path, monkeypatch,
                                   config=str(assets["config"]), spm_model=assets["spm"], quiet=True, **lengths))
     model = seen["model"]
     assert type(model).__name__ == model_class and type(model.task_model).__name__ == head_class
-    assert seen["kept"] is model.task_model
+    assert seen["kept"] is model  # the model directory keeps the whole raw-text model
     # Keras' name for the class (numbered after the first in a process), not the raw-text model's default.
     default = {"AlbertForSquadV1": "albert_for_squad_v1", "AlbertForSquadV2": "albert_for_squad_v2",
                "AlbertForMultipleChoice": "albert_for_multiple_choice"}[head_class]

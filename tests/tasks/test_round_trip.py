@@ -118,6 +118,31 @@ def test_served_signature_answers_as_the_model(produced, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("produced", ["classifier", "regressor", "tagger"], indirect=True)
+def test_albert_tf_predict_and_evaluate_read_the_model_finetune_directory(produced, tmp_path):
+    """`albert-tf predict` and `evaluate` (their library calls) on the directory `model.finetune`
+    wrote answer what the model does, in the answer shape of `predict` (tagging: character spans)."""
+    from albert_tf.tasks.inference import evaluate_model_dir, predict_model_dir
+
+    case, model_dir = produced.case, produced.paths["model.finetune"]
+    if case.name == "regressor":
+        records = predict_model_dir(str(model_dir), texts=case.probe[0], text_b=case.probe[1]).records
+        _same([r["prediction"] for r in records], produced.answers.tolist(), "predict")
+    elif case.name == "tagger":
+        records = predict_model_dir(str(model_dir), texts=case.probe).records
+        _same([r["entities"] for r in records], produced.answers, "predict")
+    else:
+        records = predict_model_dir(str(model_dir), texts=case.probe).records
+        probabilities = tf.nn.softmax(produced.answers).numpy().tolist()
+        _same([[r["probabilities"][name] for name in ("0", "1")] for r in records], probabilities, "predict")
+        # evaluate reads a table with the columns task.json names.
+        (tmp_path / "dev.tsv").write_text("label\ttext\n" + "".join(f"{y}\t{x}\n" for x, y in zip(case.x, case.y)))
+        accuracy = evaluate_model_dir(str(model_dir), str(tmp_path), splits=["dev"])["dev"]["accuracy"]
+        predicted = produced.model.predict(case.x, verbose=0).argmax(-1)
+        assert accuracy == pytest.approx(float(np.mean(predicted == np.asarray(case.y))))
+
+
+@pytest.mark.slow
 def test_a_new_head_only_when_asked_seeded_and_said(produced, capsys):
     cls, path = type(produced.model), produced.paths["model.finetune"]
     capsys.readouterr()

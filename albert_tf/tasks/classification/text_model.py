@@ -21,6 +21,11 @@ from albert_tf.tasks.text_task import AlbertTextTask, check_parts, export_text_m
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
 
 
+# The table columns `albert-tf evaluate` and `predict --data` read for a model that `model.finetune`
+# trained on arrays: `text` (and `text_b` for pairs) and `label`.
+TABLE_COLUMNS = {"text": "text", "text_b": None, "label": "label", "format": None, "quoting": "csv"}
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertTextClassifier(AlbertTextTask):
     """Text (or text-pair) classifier on raw strings: tokenizer -> `AlbertEncoder` -> `AlbertForClassification` head.
@@ -141,7 +146,7 @@ class AlbertTextClassifier(AlbertTextTask):
     def spec_fields(self):
         labels = self.labels or [str(i) for i in range(self.num_classes)]
         return dict(task="classification", kind=SPEC_CLASSIFICATION, labels=labels, metrics=["accuracy"],
-                    best_metric="accuracy")
+                    best_metric="accuracy", columns=dict(TABLE_COLUMNS))
 
     def default_loss(self):
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -265,7 +270,7 @@ class AlbertTextRegressor(AlbertTextTask):
 
     def spec_fields(self):
         return dict(task="regression", kind=SPEC_REGRESSION, labels=None, metrics=["pearson", "spearman"],
-                    best_metric="pearson")
+                    best_metric="pearson", columns=dict(TABLE_COLUMNS))
 
     def default_loss(self):
         return keras.losses.MeanSquaredError()
