@@ -19,8 +19,7 @@ import sys
 PACKAGE = "albert_tf"
 _REGISTRY_MODULE = "keras.src.saving.object_registration"
 
-# Registered name (without the "albert_tf>" package) -> the module that registers it; the id-level
-# task models also under their former names (`AlbertClassifier`, ...).
+# Registered name (without the "albert_tf>" package) -> the module that registers it.
 SERIALIZABLE = {
     "AlbertLayerNorm": "albert_tf.modeling",
     "AlbertEmbeddings": "albert_tf.modeling",
@@ -34,23 +33,17 @@ SERIALIZABLE = {
     "LAMBOptimizer": "albert_tf.training.optimizers",
     "AdamWeightDecayOptimizer": "albert_tf.training.optimizers",
     "WarmupPolynomialDecay": "albert_tf.training.schedules",
-    "AlbertForClassification": "albert_tf.tasks.classification.head",
     "AlbertClassifier": "albert_tf.tasks.classification.head",
-    "AlbertForRegression": "albert_tf.tasks.classification.head",
     "AlbertRegressor": "albert_tf.tasks.classification.head",
     "AlbertTextClassifier": "albert_tf.tasks.classification.text_model",
     "AlbertTextRegressor": "albert_tf.tasks.classification.text_model",
-    "AlbertForTagging": "albert_tf.tasks.tagging.head",
     "AlbertTokenClassifier": "albert_tf.tasks.tagging.head",
     "AlbertTextTagger": "albert_tf.tasks.tagging.text_model",
     "MaskedTokenAccuracy": "albert_tf.tasks.tagging.text_model",
-    "AlbertForSquadV1": "albert_tf.tasks.squad.head",
     "SquadV1Model": "albert_tf.tasks.squad.head",
     "AlbertSquadV2Head": "albert_tf.tasks.squad.head",
-    "AlbertForSquadV2": "albert_tf.tasks.squad.head",
     "SquadV2Model": "albert_tf.tasks.squad.head",
     "AlbertQuestionAnswerer": "albert_tf.tasks.squad.text_model",
-    "AlbertForMultipleChoice": "albert_tf.tasks.multiple_choice.head",
     "MultipleChoiceModel": "albert_tf.tasks.multiple_choice.head",
     "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice.text_model",
 }

@@ -100,21 +100,21 @@ def _encoder(vocab_size, seed=0):
 
 def _model(kind, vocab_size):
     from albert_tf.pretrainer import AlbertPretrainer
-    from albert_tf.tasks.classification import AlbertForClassification, AlbertForRegression
-    from albert_tf.tasks.multiple_choice import AlbertForMultipleChoice
-    from albert_tf.tasks.squad import AlbertForSquadV1, AlbertForSquadV2
-    from albert_tf.tasks.tagging import AlbertForTagging
+    from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
+    from albert_tf.tasks.multiple_choice import MultipleChoiceModel
+    from albert_tf.tasks.squad import SquadV1Model, SquadV2Model
+    from albert_tf.tasks.tagging import AlbertTokenClassifier
 
     encoder = _encoder(vocab_size)
     model = {
-        "classifier": lambda: AlbertForClassification(encoder, num_labels=3),
-        "regressor": lambda: AlbertForRegression(encoder),
+        "classifier": lambda: AlbertClassifier(encoder, num_labels=3),
+        "regressor": lambda: AlbertRegressor(encoder),
         "encoder": lambda: encoder,
         "pretrainer": lambda: AlbertPretrainer(encoder),
-        "squad_v1": lambda: AlbertForSquadV1(encoder),
-        "squad_v2": lambda: AlbertForSquadV2(encoder, start_n_top=5, end_n_top=5),
-        "tagger": lambda: AlbertForTagging(encoder, num_labels=len(TAGS)),
-        "multiple_choice": lambda: AlbertForMultipleChoice(encoder),
+        "squad_v1": lambda: SquadV1Model(encoder),
+        "squad_v2": lambda: SquadV2Model(encoder, start_n_top=5, end_n_top=5),
+        "tagger": lambda: AlbertTokenClassifier(encoder, num_labels=len(TAGS)),
+        "multiple_choice": lambda: MultipleChoiceModel(encoder),
     }[kind]()
     ones = np.ones((1, SEQ), "int32")
     features = {"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones}

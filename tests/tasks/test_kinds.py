@@ -86,16 +86,16 @@ def test_text_models_fine_tune_with_their_task_kind_recipe():
 def test_each_family_exports_its_models_as_its_kinds_map_says(tiny_encoder):
     from albert_tf.export.signatures import model_kind
     from albert_tf.tasks.classification import build_task_model
-    from albert_tf.tasks.multiple_choice import AlbertForMultipleChoice
-    from albert_tf.tasks.squad import AlbertForSquadV1, AlbertForSquadV2
-    from albert_tf.tasks.tagging import AlbertForTagging
+    from albert_tf.tasks.multiple_choice import MultipleChoiceModel
+    from albert_tf.tasks.squad import SquadV1Model, SquadV2Model
+    from albert_tf.tasks.tagging import AlbertTokenClassifier
 
     models = {
         kinds.SPEC_CLASSIFICATION: [build_task_model(tiny_encoder, 2)],
         kinds.SPEC_REGRESSION: [build_task_model(tiny_encoder, None)],
-        kinds.SPEC_TAGGING: [AlbertForTagging(tiny_encoder, num_labels=3)],
-        kinds.SPEC_SQUAD: [AlbertForSquadV1(tiny_encoder), AlbertForSquadV2(tiny_encoder)],
-        kinds.SPEC_MULTIPLE_CHOICE: [AlbertForMultipleChoice(tiny_encoder)],
+        kinds.SPEC_TAGGING: [AlbertTokenClassifier(tiny_encoder, num_labels=3)],
+        kinds.SPEC_SQUAD: [SquadV1Model(tiny_encoder), SquadV2Model(tiny_encoder)],
+        kinds.SPEC_MULTIPLE_CHOICE: [MultipleChoiceModel(tiny_encoder)],
     }
     assert set(models) == set(kinds.SPEC_KINDS)
     for spec_kind, built in models.items():

@@ -60,7 +60,7 @@ def test_task_family_refuses_unknown_names_and_kinds():
 def test_export_arguments_and_kinds_come_from_the_family(tiny_encoder):
     from albert_tf.export.signatures import KINDS, model_kind
     from albert_tf.tasks.classification import build_task_model
-    from albert_tf.tasks.tagging import AlbertForTagging
+    from albert_tf.tasks.tagging import AlbertTokenClassifier
 
     tagging = TaskSpec("conll", "tagging", ["O", "B-LOC"], 16, [], "entity_f1", TOKENIZER)
     assert task_family(tagging).export_arguments(tagging) == dict(
@@ -70,7 +70,7 @@ def test_export_arguments_and_kinds_come_from_the_family(tiny_encoder):
     assert task_family(squad).export_arguments(squad)["qa_settings"] == {"doc_stride": 8}
     assert model_export_kind(build_task_model(tiny_encoder, 2)) == "classifier"
     assert model_export_kind(build_task_model(tiny_encoder, None)) == "regressor"
-    assert model_kind(AlbertForTagging(tiny_encoder, num_labels=3)) == "tagger"
+    assert model_kind(AlbertTokenClassifier(tiny_encoder, num_labels=3)) == "tagger"
     assert model_export_kind(tiny_encoder) is None and model_kind(tiny_encoder) == "encoder"
     assert {"classifier", "regressor", "tagger", "squad_v1", "squad_v2", "multiple_choice"} <= set(KINDS)
 

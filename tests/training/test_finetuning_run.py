@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertEncoder
-from albert_tf.tasks.classification import AlbertForClassification, examples_dataset, make_eval_fn
+from albert_tf.tasks.classification import AlbertClassifier, examples_dataset, make_eval_fn
 from albert_tf.training import finetuning
 from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
 
@@ -36,7 +36,7 @@ def easy_features(n=128, seq=6, seed=0):
 
 
 def new_model():
-    return AlbertForClassification(AlbertEncoder.from_albert_config(CONFIG), num_labels=2)
+    return AlbertClassifier(AlbertEncoder.from_albert_config(CONFIG), num_labels=2)
 
 
 def leftovers(parent):
@@ -162,7 +162,7 @@ def collapse_run(tmp_path, name, train, dev, **kwargs):
 
     constant = majority_class_baseline(dev["labels"], ["accuracy", "mcc"])
     def mean_pooled():
-        return AlbertForClassification(AlbertEncoder.from_albert_config(CONFIG), num_labels=2, pooling="mean")
+        return AlbertClassifier(AlbertEncoder.from_albert_config(CONFIG), num_labels=2, pooling="mean")
 
     return run_finetuning(
         mean_pooled, examples_dataset(train), examples_dataset(dev), num_train_steps=40, warmup_steps=4,

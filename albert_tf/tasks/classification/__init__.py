@@ -1,6 +1,6 @@
 """Sentence(-pair) classification and regression (GLUE-style tasks), all in this folder:
 
-* `head` -- the heads on token ids, `AlbertForClassification` and `AlbertForRegression`;
+* `head` -- the heads on token ids, `AlbertClassifier` and `AlbertRegressor`;
 * `data` -- the GLUE files and generic tables read into `TextExample`s, and their encoding into
   model features (`encode_examples`, `examples_dataset`);
 * `text_model` -- the raw-text models `AlbertTextClassifier` and `AlbertTextRegressor`;
@@ -18,7 +18,7 @@ from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
 _LAZY = {
     **{name: "albert_tf.tasks.classification.head" for name in (
-        "POOLING_MODES", "AlbertForClassification", "AlbertForRegression", "build_task_model", "masked_mean", "pooled_features")},
+        "POOLING_MODES", "AlbertClassifier", "AlbertRegressor", "build_task_model", "masked_mean", "pooled_features")},
     **{name: "albert_tf.tasks.classification.data" for name in (
         "DEFAULT_MAX_IN_MEMORY_BYTES", "FEATURE_NAMES", "encode_examples", "examples_dataset",
         "features_tfrecord_dataset", "write_features_tfrecord")},

@@ -36,9 +36,7 @@ def _check_pooling(pooling: str) -> str:
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-# Also under its former name, so that model directories written with it load.
-@keras.saving.register_keras_serializable(package="albert_tf", name="AlbertClassifier")
-class AlbertForClassification(AlbertTaskModel):
+class AlbertClassifier(AlbertTaskModel):
     """Sentence(-pair) classifier: pooled output -> dropout -> dense(`num_labels`).
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` [batch, seq] and, for training and
@@ -99,18 +97,16 @@ class AlbertForClassification(AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-# Also under its former name, so that model directories written with it load.
-@keras.saving.register_keras_serializable(package="albert_tf", name="AlbertRegressor")
-class AlbertForRegression(AlbertTaskModel):
+class AlbertRegressor(AlbertTaskModel):
     """Sentence(-pair) regression: pooled output -> dropout -> dense(1), mean squared error.
 
-    Inputs as `AlbertForClassification`, with float `labels` [batch]. Outputs:
+    Inputs as `AlbertClassifier`, with float `labels` [batch]. Outputs:
     `{"predictions": [batch]}`.
 
     Args:
         encoder: An `AlbertEncoder`.
         dropout: Dropout on the pooled output.
-        pooling: "cls" or "mean", as `AlbertForClassification`.
+        pooling: "cls" or "mean", as `AlbertClassifier`.
     """
 
     export_kind = KIND_REGRESSOR
@@ -153,7 +149,7 @@ def pooled_features(pooling: str, encoder_outputs, inputs):
 
 
 def build_task_model(encoder, num_labels: Optional[int], dropout: float = 0.1, pooling: str = "cls") -> AlbertTaskModel:
-    """An `AlbertForClassification` for `num_labels` classes, or an `AlbertForRegression` for None."""
+    """An `AlbertClassifier` for `num_labels` classes, or an `AlbertRegressor` for None."""
     if num_labels is None:
-        return AlbertForRegression(encoder, dropout=dropout, pooling=pooling)
-    return AlbertForClassification(encoder, num_labels=num_labels, dropout=dropout, pooling=pooling)
+        return AlbertRegressor(encoder, dropout=dropout, pooling=pooling)
+    return AlbertClassifier(encoder, num_labels=num_labels, dropout=dropout, pooling=pooling)

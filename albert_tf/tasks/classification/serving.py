@@ -18,7 +18,7 @@ from albert_tf.kinds import KIND_CLASSIFIER, KIND_REGRESSOR
 
 @register_serving
 class ClassifierServing(ServingModule):
-    """An `AlbertForClassification`: class probabilities and labels, plus TF Serving's Classify API."""
+    """An `AlbertClassifier`: class probabilities and labels, plus TF Serving's Classify API."""
 
     kind = KIND_CLASSIFIER
     extra_signatures = {"classify": CLASSIFY_METHOD}
@@ -55,7 +55,7 @@ class ClassifierServing(ServingModule):
 
 @register_serving
 class RegressorServing(ServingModule):
-    """An `AlbertForRegression`: one `score` per input, plus TF Serving's Regress API."""
+    """An `AlbertRegressor`: one `score` per input, plus TF Serving's Regress API."""
 
     kind = KIND_REGRESSOR
     extra_signatures = {"regress": REGRESS_METHOD}

@@ -90,9 +90,9 @@ class TaggingFamily(TableFamily):
         return examples_dataset(train.features), examples_dataset(dev.features), eval_fn, constant
 
     def build_task_model(self, encoder, spec, hyper):
-        from albert_tf.tasks.tagging.head import AlbertForTagging
+        from albert_tf.tasks.tagging.head import AlbertTokenClassifier
 
-        return AlbertForTagging(encoder, num_labels=len(spec.labels), dropout=hyper["dropout"])
+        return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=hyper["dropout"])
 
     def build_model(self, encoder, preprocessor, spec, hyper):
         from albert_tf.tasks.tagging.text_model import AlbertTextTagger
