@@ -152,6 +152,22 @@ def test_student_learns_from_soft_labels_and_its_directory_works_unchanged(works
     code, message = cli(["export", "--model-dir", model_dir, "--export-base", workspace / "export", "--model-name", "student"])
     assert code == 0, message
     assert any((workspace / "export" / "student").iterdir())
+    # The student's directory holds it whole, as every model directory does: from_pretrained (two loads
+    # alike) and keras.saving.load_model answer as `albert-tf predict` does.
+    import keras
+
+    from albert_tf import AlbertTextClassifier
+
+    texts = ["good great fine", "bad awful dull", "the plot"]
+    student = AlbertTextClassifier.from_pretrained(model_dir)
+    logits = student.predict(texts, verbose=0)
+    assert student.labels == ["neg", "pos"]
+    np.testing.assert_array_equal(AlbertTextClassifier.from_pretrained(model_dir).predict(texts, verbose=0), logits)
+    records = predict_model_dir(str(model_dir), texts=texts).records
+    np.testing.assert_allclose([[r["probabilities"][name] for name in student.labels] for r in records],
+                               _softmax(logits), rtol=1e-5, atol=1e-5)
+    reloaded = keras.saving.load_model(model_dir / "model.keras")
+    np.testing.assert_allclose(reloaded.predict(texts, verbose=0), logits, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("transfer", ["hidden", "attention"])
