@@ -27,37 +27,12 @@ from albert_tf.kinds import SPEC_KINDS
 from albert_tf.tasks.errors import TaskError
 from albert_tf.tasks.spec import GLUE_TASKS, TaskSpec
 
-# Each family lives in its task's folder; importable from here as before.
+# Each family lives in its task's folder; the template and its shared pieces in `albert_tf.tasks.family`.
+from albert_tf.tasks.family import TaskFamily
 from albert_tf.tasks.classification.family import TABLE_TASKS, ClassificationFamily
-from albert_tf.tasks.multiple_choice.family import RACE_TASKS, MultipleChoiceFamily, race_split_path  # noqa: F401
-from albert_tf.tasks.squad.family import (  # noqa: F401
-    SQUAD_FILES,
-    SQUAD_PREDICTIONS_DIR,
-    SQUAD_TASKS,
-    SquadFamily,
-    squad_split_file,
-)
-from albert_tf.tasks.tagging.family import (  # noqa: F401
-    CONLL_FILES,
-    PEOPLES_DAILY_FRACTIONS,
-    TAGGING_TASKS,
-    TaggingFamily,
-    conll_split_file,
-    peoples_daily_splits,
-)
-# The task template and its shared pieces, importable from here as before.
-from albert_tf.tasks.family import (  # noqa: F401
-    GENERIC_DEFAULTS,
-    Predictions,
-    ReadingFamily,
-    TableFamily,
-    TaskFamily,
-    TrainingPlan,
-    format_metrics,
-    progress_callbacks_for,
-    reading_data_errors,
-    write_jsonl,
-)
+from albert_tf.tasks.multiple_choice.family import RACE_TASKS, MultipleChoiceFamily
+from albert_tf.tasks.squad.family import SQUAD_TASKS, SquadFamily
+from albert_tf.tasks.tagging.family import TAGGING_TASKS, TaggingFamily
 
 READING_TASKS = SQUAD_TASKS + RACE_TASKS
 TASKS = GLUE_TASKS + TABLE_TASKS + TAGGING_TASKS + READING_TASKS

@@ -29,7 +29,6 @@ from albert_tf.kinds import (
     SPEC_TO_EXPORT,
 )
 from albert_tf.tasks.errors import TaskError
-from albert_tf.tasks.hyperparameters import GENERIC_DEFAULTS  # noqa: F401  (importable from here as before)
 from albert_tf.tasks.spec import TaskSpec
 
 

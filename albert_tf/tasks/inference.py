@@ -12,7 +12,8 @@ import os
 from typing import Any, Dict, Optional, Sequence
 
 from albert_tf.tasks.errors import TaskError
-from albert_tf.tasks.families import Predictions, task_family
+from albert_tf.tasks.families import task_family
+from albert_tf.tasks.family import Predictions
 from albert_tf.tasks.resources import tokenizer_from_model_dir
 from albert_tf.tasks.spec import TaskSpec
 

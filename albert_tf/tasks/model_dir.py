@@ -257,15 +257,20 @@ def _unchanged(stored: StoredTask, given: Dict[str, Any], sequence_length, dtype
     )
 
 
+def _model_config(cls, config: Dict[str, Any], encoder, preprocessor) -> Dict[str, Any]:
+    """The config `cls.from_config` takes: `config` completed by the recipe, on these parts, uncompiled."""
+    config = {**cls.complete_arguments(config, encoder), "encoder": encoder, "preprocessor": preprocessor,
+              "compile": False}
+    config["name"] = config.get("name") or cls.default_name
+    return config
+
+
 def new_head_model(cls, encoder, preprocessor, config: Dict[str, Any], *, seed: Optional[int], why: str, source: str):
     """`cls` on `encoder` and `preprocessor` with a new head built under `seed` (default
     `DEFAULT_HEAD_SEED`), said in one line on stderr."""
     head_seed = DEFAULT_HEAD_SEED if seed is None else seed
-    config = {**cls.complete_arguments(config, encoder), "encoder": encoder, "preprocessor": preprocessor,
-              "compile": False}
-    config["name"] = config.get("name") or cls.default_name
     with seeded(head_seed):
-        model = cls.from_config(config)
+        model = cls.from_config(_model_config(cls, config, encoder, preprocessor))
     say(f"{cls.__name__} with a new head (seed {head_seed}; {why}) on the encoder of {source}")
     return model
 
@@ -274,10 +279,7 @@ def _stored_head_model(cls, stored: StoredTask, encoder, preprocessor, config: D
     """`cls` on `encoder` and `preprocessor` holding the stored head's weights."""
     from albert_tf.weight_index import HEAD, load_export_weights
 
-    config = {**cls.complete_arguments(config, encoder), "encoder": encoder, "preprocessor": preprocessor,
-              "compile": False}
-    config["name"] = config.get("name") or cls.default_name
-    model = cls.from_config(config)
+    model = cls.from_config(_model_config(cls, config, encoder, preprocessor))
     if stored.export is not None:
         load_export_weights(stored.export, model.task_model, part=HEAD)
     else:

@@ -24,14 +24,8 @@ from typing import Any, Callable, Dict, Optional
 
 from albert_tf.errors import raw_message
 from albert_tf.tasks.errors import TaskError, param
-from albert_tf.tasks.families import (
-    RACE_TASKS,
-    SQUAD_TASKS,
-    TABLE_TASKS,
-    TASKS,
-    TrainingPlan,
-    task_family,
-)
+from albert_tf.tasks.families import RACE_TASKS, SQUAD_TASKS, TABLE_TASKS, TASKS, task_family
+from albert_tf.tasks.family import TrainingPlan
 from albert_tf.tasks.hyperparameters import USER_VALUES, FinetuningHyperparameters, resolve_hyperparameters
 from albert_tf.tasks.resources import (
     check_init,

@@ -103,10 +103,7 @@ def test_a_recipe_kind_or_no_preset_resolves_the_recipe_alone():
     assert student.batch_size == GENERIC_DEFAULTS["batch_size"] and tuple(student.schedule(640)) == (60, 6)
 
 
-def test_generic_defaults_live_here_and_keep_their_old_homes():
-    from albert_tf.tasks import families, family
-
-    assert family.GENERIC_DEFAULTS is GENERIC_DEFAULTS and families.GENERIC_DEFAULTS is GENERIC_DEFAULTS
+def test_the_user_values_are_finetune_settings():
     assert set(USER_VALUES) <= {f.name for f in dataclasses.fields(FinetuneSettings)}
 
 
