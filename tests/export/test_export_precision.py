@@ -1,5 +1,6 @@
-"""Tests of albert_tf.export.precision: an export computes in the precision asked for, whatever the
-model was trained in, records it in export.json and is checked at that precision's tolerance."""
+"""Tests of a raw-text model's export options: `precision` (albert_tf.export.precision: the graph computes
+in the precision asked for, whatever the model was trained in, records it in export.json and is checked
+at that precision's tolerance) and Keras 3's `format="tf_saved_model"`."""
 
 import json
 
@@ -47,3 +48,23 @@ def test_with_precision_keeps_the_weights_and_refuses_other_models(tiny_config, 
         with_precision(head, "float16")
     with pytest.raises(ValueError, match="precision is for encoders and task models, not a AlbertTokenizerLayer"):
         with_precision(model.preprocessor, "mixed_bfloat16")
+
+
+def test_keras_format_writes_the_savedmodel_at_the_path(tiny_config, tiny_spm_model, tmp_path):
+    """`export(path, format="tf_saved_model")`, as Keras 3: the SavedModel itself at `path` (signatures,
+    assets, task.json, warmup), nothing else beside it; a path in use and other formats are refused."""
+    model = _classifier(tiny_config, tiny_spm_model)
+    path = tmp_path / "exported"
+    result = model.export(path, format="tf_saved_model", check=False)
+    assert result.path == str(path) and (path / "saved_model.pb").is_file()
+    assert (path / "assets" / "task.json").is_file() and (path / "assets.extra" / "tf_serving_warmup_requests").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exported"]
+    served = tf.saved_model.load(str(path)).signatures["serving_default"](text=tf.constant(TEXTS))["logits"].numpy()
+    np.testing.assert_allclose(served, model.predict(TEXTS, verbose=0), atol=1e-5, rtol=1e-5)
+    assert AlbertTextClassifier.from_pretrained(path).labels == ["neg", "pos"]
+    with pytest.raises(ValueError, match="exists and is not an empty folder"):
+        model.export(path, format="tf_saved_model", check=False)
+    with pytest.raises(ValueError, match="format must be 'tf_saved_model', got 'onnx'"):
+        model.export(tmp_path / "other", format="onnx")
+    with pytest.raises(ValueError, match="model_name and version are for the TF Serving layout"):
+        model.export(tmp_path / "other", model_name="x", format="tf_saved_model")
