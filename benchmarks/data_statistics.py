@@ -35,7 +35,7 @@ DATA = bench_common.SOTU.parents[1]
 
 def _inputs(work: Path, sotu: Path, rt: Path):
     """The TFRecord splits for the statistics and the text files for the pretraining step."""
-    from albert_tf.tasks.classification.data import read_table
+    from albert_tf.data.tables import read_table
     from albert_tf.data.tfrecords import frame_record
     from albert_tf.data_validation.records import serialize_bytes_example
 

@@ -110,7 +110,7 @@ def prepare_set(name: str, work: Path, args) -> Path:
 
 
 def vocab_for(name: str, data: Path, args) -> Path:
-    from albert_tf.tasks.classification.data import read_table
+    from albert_tf.data.tables import read_table
     from albert_tf.tokenization import build_wordpiece_vocab
 
     vocab = data.parent / "vocab.txt"

@@ -228,7 +228,7 @@ def main(argv=None) -> int:
         paragraphs = work / "peoples_daily_paragraphs.txt"
         n = write_corpus(data / CORPUS_FILE, paragraphs, corpus, args.paragraphs_per_document, args.max_corpus_lines)
         train_texts = work / "train_texts.txt"
-        from albert_tf.tasks.classification.data import read_table
+        from albert_tf.data.tables import read_table
 
         texts = [e.text_a for e in read_table(str(split_dir / "train.tsv"), text_column="text", label_column="label")]
         train_texts.write_text("\n".join(texts) + "\n", encoding="utf-8")

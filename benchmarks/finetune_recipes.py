@@ -77,7 +77,7 @@ def _bucket(text: str) -> int:
 
 
 def load_rt(data: Path, max_train: int, max_dev: int):
-    from albert_tf.tasks.classification.data import read_table
+    from albert_tf.data.tables import read_table
 
     folder = data / "en" / "rotten_tomatoes"
     train = read_table(str(folder / "train.tsv"), text_column="text", label_column="label")[:max_train]
@@ -87,7 +87,7 @@ def load_rt(data: Path, max_train: int, max_dev: int):
 
 def load_zh_sentiment(data: Path, max_train: int, max_dev: int):
     """The reviews split by a hash of the text: buckets 0-7 train, 8 dev (as the Chinese benchmark)."""
-    from albert_tf.tasks.classification.data import TextExample
+    from albert_tf.data.tables import TextExample
 
     splits = {"train": [], "dev": []}
     for label, name in (("1", "sentiment_pos.txt"), ("0", "sentiment_neg.txt")):
@@ -201,7 +201,8 @@ def run_one(task: Task, prepared, config, preprocessor, *, init, recipe, seed: i
     from albert_tf.tasks.runner import on_head, task_model_of
     from albert_tf.tasks.tagging import AlbertTextTagger
     from albert_tf.tasks.tagging import make_eval_fn as tagging_eval_fn
-    from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
+    from albert_tf.training.finetuning import run_finetuning
+    from albert_tf.training.finetuning_config import resolve_finetuning_config
 
     train, dev, constant, tag_vocab = prepared
     cosines = {}
@@ -225,13 +226,17 @@ def run_one(task: Task, prepared, config, preprocessor, *, init, recipe, seed: i
         eval_fn, metric = tagging_eval_fn(dev, task.dev, tag_vocab), "entity_f1"
         dev_data = tf.data.Dataset.from_tensor_slices(dev.features)
     n = len(next(iter(train.values())))
-    steps = recipe.num_train_steps(n)
+    # The variant under test, as the one fine-tuning configuration every run is built from.
+    run = resolve_finetuning_config(
+        task.kind, config, learning_rate=recipe.learning_rate, batch_size=recipe.batch_size, num_epochs=recipe.epochs,
+        warmup_proportion=recipe.warmup_fraction, bias_correction=recipe.bias_correction, pooling=recipe.pooling,
+        dropout=recipe.dropout, weight_decay=recipe.weight_decay, seed=seed,
+    )
+    steps, _ = run.schedule(n)
     started = time.time()
     with tempfile.TemporaryDirectory(dir=work) as tmp:
-        run_config = FinetuningRunConfig(
-            num_train_steps=steps, warmup_steps=recipe.warmup_steps(steps), learning_rate=recipe.learning_rate,
-            model_dir=os.path.join(tmp, "run"), best_metric=metric, batch_size=recipe.batch_size, shuffle_buffer=n,
-            seed=seed, weight_decay=recipe.weight_decay, bias_correction=recipe.bias_correction, collapse_metric=metric,
+        run_config = run.run_config(
+            n, os.path.join(tmp, "run"), best_metric=metric, shuffle_buffer=n, collapse_metric=metric,
             tensorboard=False, verbose=0, eval_every_n_steps=max(1, steps // 3),
         )
         result = run_finetuning(

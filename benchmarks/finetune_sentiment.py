@@ -66,7 +66,7 @@ def parse_args(argv=None):
 
 def train_sentencepiece_on(train_file: Path, directory: Path, vocab_size: int) -> str:
     """A SentencePiece model (the ALBERT recipe) trained on the training texts."""
-    from albert_tf.tasks.classification.data import read_table
+    from albert_tf.data.tables import read_table
     from albert_tf.tokenization import train_sentencepiece
 
     corpus = directory / "train_texts.txt"
@@ -79,7 +79,7 @@ def majority_accuracy(data: Path, max_eval_examples=None) -> dict:
     """{split: accuracy} of always predicting the most frequent training label (the floor to beat)."""
     from collections import Counter
 
-    from albert_tf.tasks.classification.data import read_table
+    from albert_tf.data.tables import read_table
 
     def labels(split):
         return [e.label for e in read_table(str(data / f"{split}.tsv"), text_column="text", label_column="label")]

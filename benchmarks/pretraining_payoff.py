@@ -115,7 +115,7 @@ def adaptive_pretraining(args, work: Path) -> str:
 
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data
-    from albert_tf.tasks.classification.data import read_table
+    from albert_tf.data.tables import read_table
     from albert_tf.data.pretraining_instances import InstanceConfig
     from albert_tf.data.tfrecords import make_pretraining_dataset
     from albert_tf.modeling import AlbertEncoder

@@ -35,7 +35,8 @@ def features(n: int = 48, seq: int = 6, seed: int = 0):
 def train(model_dir: str, learning_rate: float = 1e-3, callbacks=(), overwrite: bool = False):
     from albert_tf.config import AlbertConfig
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tasks.classification import AlbertClassifier, examples_dataset, make_eval_fn
+    from albert_tf.data.features import examples_dataset
+    from albert_tf.tasks.classification import AlbertClassifier, make_eval_fn
     from albert_tf.training.finetuning import run_finetuning
 
     config = AlbertConfig(vocab_size=30, embedding_size=8, hidden_size=16, num_hidden_layers=1,

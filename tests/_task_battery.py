@@ -33,7 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.export.saved_model import read_export_info
-from albert_tf.training.finetuning import read_run_info
+from albert_tf.training.run_directory import read_run_info
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 

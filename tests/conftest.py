@@ -60,10 +60,10 @@ _PROCESS_WORDS = ("subprocess", "sys.executable")
 WORKER_MEMORY_GIB = 4
 MAX_WORKERS = 8
 # The modules whose tests read the shared pipeline run, and those that must run beside them
-# (tests/test_first_hour.py: its tests build on one another's files): one worker's work under -n.
+# (tests/test_first_hour_main_job.py: the user's next steps on the run's models): one worker's work under -n.
 SHARED_RUN_MODULES = {
     "test_pipeline_e2e", "test_pipeline_warm_start", "test_pipeline_distill", "test_pipeline_reproducible",
-    "test_first_hour",
+    "test_first_hour_main_job",
 }
 SHARED_RUN_GROUP = "shared pipeline run"
 

@@ -1,6 +1,8 @@
 """A new user's first hour, played as a script on the shipped sample (issue 25): the install check,
-the README's blocks in order, pretraining with the defaults, fine-tuning from the pipeline's
-pretrained model, wrong paths, a wrong port, and a fine-tune killed and rerun.
+the README's blocks in order, pretraining with the defaults, wrong paths, a wrong port, and a
+fine-tune killed and rerun. What the user does next with the main job's models (the quickstart on
+the pushed model, fine-tuning from the pipeline's pretrained encoder) is
+`tests/test_first_hour_main_job.py`, beside the pipeline's own tests that share its run.
 
 Every step either works or exits non-zero with exactly one line on stderr; no traceback appears
 anywhere, and a step that works prints nothing on stderr but the runtime's start-up notices and
@@ -11,7 +13,6 @@ in file order.
 from __future__ import annotations
 
 import http.server
-import json
 import os
 import re
 import signal
@@ -26,53 +27,17 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
-from _quiet import unexpected_stderr  # noqa: E402
 
-pytestmark = pytest.mark.slow
-
-REPO = TESTS.parent
-SAMPLE = REPO / "albert_tf" / "resources" / "sample"
-TIMEOUT_S = 600
+from _first_hour import REPO, SAMPLE, TIMEOUT_S, _env, albert_tf, make_work, refused, works  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     """The user's folder: `albert-tf` on the PATH, and the README's relative sample paths."""
-    root = tmp_path_factory.mktemp("first_hour")
-    (root / "bin").mkdir()
-    shim = root / "bin" / "albert-tf"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m albert_tf "$@"\n', encoding="utf-8")
-    shim.chmod(0o755)
-    # The README's paths are relative to a clone: albert_tf/resources/sample/...
-    (root / "albert_tf").mkdir()
-    (root / "albert_tf" / "resources").symlink_to(REPO / "albert_tf" / "resources")
-    return root
+    return make_work(tmp_path_factory.mktemp("first_hour"))
 
 
-def _env(work):
-    return dict(os.environ, PYTHONPATH=str(REPO), PATH=f"{work / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-
-
-def albert_tf(work, *args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "albert_tf", *map(str, args)], cwd=cwd or work, env=_env(work),
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
-
-
-def works(proc):
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert "Traceback" not in proc.stdout + proc.stderr
-    assert unexpected_stderr(proc.stderr) == []
-    return proc.stdout
-
-
-def refused(proc, *expected):
-    """Exit status 2 and one line on stderr holding every `expected` text."""
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-4000:]
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-4000:]
-    for text in expected:
-        assert text in lines[0]
-    return lines[0]
+pytestmark = pytest.mark.slow
 
 
 def test_install_check(work):
@@ -98,21 +63,6 @@ def test_readme_blocks_run_in_order_as_written(work):
     assert (work / "rt" / "keras-run" / "task.json").is_file()
 
 
-def test_the_quickstart_runs_on_what_the_main_job_pushed(work, shared_pipeline_run, tmp_path):
-    """The README's Keras quickstart, as written, in a folder where the main job pushed its model."""
-    import shutil
-
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    quickstart = re.search(r"## Quickstart \(Keras\).*?```python\n(.*?)```", text, flags=re.S).group(1)
-    pushed = Path(shared_pipeline_run.settings.serving_base) / shared_pipeline_run.settings.model_name
-    shutil.copytree(max(pushed.iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1),
-                    tmp_path / "albert-tf-pipeline" / "serving" / "albert_classifier" / "1")
-    call = subprocess.run([sys.executable, "-c", quickstart], cwd=tmp_path, env=_env(work), capture_output=True,
-                          text=True, timeout=TIMEOUT_S)
-    works(call)
-    assert (tmp_path / "sentiment.keras").is_file() and (tmp_path / "serving" / "sentiment" / "1" / "saved_model.pb").is_file()
-
-
 def test_pretrain_with_the_defaults_fits_and_the_paper_recipe_is_refused(work):
     works(albert_tf(work, "make-pretraining-data", "--input", *sorted(SAMPLE.glob("sotu/201[01]_*.txt")),
                     "--output-dir", "pretraining-data", "--spm-model", "rt/spm.model", "--max-seq-length", 128,
@@ -127,28 +77,12 @@ def test_pretrain_with_the_defaults_fits_and_the_paper_recipe_is_refused(work):
                              "base-v2"), "at batch 4096", "GiB is free", "--config small", "--batch-size")
     assert "--grad-accum" in line
     assert not (work / "paper").exists()
-
-
-def test_finetune_from_the_pipelines_pretrained_model(work, shared_pipeline_run):
-    """The pipeline's Pretrainer output alone (no tokenizer or config flags) starts a fine-tune,
-    and every model directory written so far loads with `from_pretrained`."""
+    # Every model directory written so far loads with `from_pretrained`: a pretraining run gets a new head.
     from albert_tf import AlbertTextClassifier
-    from albert_tf.tasks.pretrained import PretrainedNotFoundError
 
-    pretrained = shared_pipeline_run.run.artifacts["pretrained_model"]
-    assert json.loads((Path(pretrained) / "run_config.json").read_text())["tokenizer"] is not None
-
-    task = shared_pipeline_run.settings.task_data.replace("{SPAN}", "1")
-    works(albert_tf(work, "finetune", "--task", "classification", "--data", task, "--text-column", "text",
-                    "--label-column", "label", "--init", pretrained, "--model-dir", "from-pipeline",
-                    "--num-epochs", 8, "--batch-size", 16, "--learning-rate", 0.005,
-                    "--max-seq-length", 24))
-    for path in (pretrained, work / "from-pipeline", work / "pretrained", work / "rt" / "model"):
+    for path in (work / "pretrained", work / "rt" / "model"):
         model = AlbertTextClassifier.from_pretrained(str(path), num_classes=2, sequence_length=24)
         assert model.predict(["a moving film"], verbose=0).shape == (1, 2)
-    with pytest.raises(PretrainedNotFoundError, match="albert_tf ships no weights") as raised:
-        AlbertTextClassifier.from_pretrained("albert_base", num_classes=2)
-    assert "tried " in str(raised.value) and "Hugging Face" in str(raised.value)
 
 
 def test_wrong_paths_are_one_line_before_any_work(work):

@@ -109,7 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--warmup-steps", type=int)
     train.add_argument("--warmup-proportion", type=float, help="warmup as a fraction of the steps (default 0.1)")
     train.add_argument("--eval-every", type=int, help="steps between dev evaluations (default: one epoch)")
-    train.add_argument("--weight-decay", type=float, default=0.01)
+    train.add_argument("--weight-decay", type=float, help="AdamW's weight decay (default: the recipe's, 0.01)")
     train.add_argument("--pooling", choices=("mean", "cls"),
                        help="classifier input: token mean or the [CLS] pooler (default: by model size, albert_tf.training.recipes)")
     train.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,

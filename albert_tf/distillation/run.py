@@ -18,6 +18,7 @@ from typing import Any, Dict
 
 from albert_tf.distillation.settings import DISTILLABLE_KINDS, DistillError, DistillSettings, check_settings
 from albert_tf.tasks.errors import TaskError
+from albert_tf.training.finetuning_config import FinetuningError, resolve_finetuning_config
 
 DISTILLATION_KEY = "distillation"
 
@@ -82,12 +83,12 @@ def distill(settings: DistillSettings) -> DistillOutcome:
     """
     s = settings
     check_settings(s)
-    from albert_tf.training.finetuning import is_complete
+    from albert_tf.training.run_directory import is_complete
 
     if os.path.exists(s.model_dir) and os.listdir(s.model_dir) and not s.overwrite:
         what = "a completed run" if is_complete(s.model_dir) else "not empty"
         raise DistillError(f"--model-dir {s.model_dir} is {what}; pass --overwrite to replace it")
-    from albert_tf.distillation.student import build_student, resolve_student
+    from albert_tf.distillation.student import resolve_student
     from albert_tf.distillation.transfer_set import build_transfer_set, label_with_teacher
     from albert_tf.tasks.families import task_family
 
@@ -110,13 +111,21 @@ def distill(settings: DistillSettings) -> DistillOutcome:
     train_examples = family.read_split(spec, s.data, "train")
     dev_split = splits["dev"][0]
     dev_examples = family.read_split(spec, s.data, dev_split)
-    eval_batch_size = s.eval_batch_size or s.batch_size
+    # The student keeps the teacher's head: its dropout and pooling, unless given.
+    dropout = s.dropout if s.dropout is not None else float(getattr(teacher, "dropout", 0.1))
+    pooling = s.pooling or getattr(teacher, "pooling", None) or "cls"
+    config = resolve_finetuning_config(
+        family, plan.config, use_preset=False, learning_rate=s.learning_rate, batch_size=s.batch_size,
+        eval_batch_size=s.eval_batch_size, max_seq_length=seq_length, dropout=dropout, pooling=pooling,
+        num_train_steps=s.num_train_steps or None, num_epochs=s.num_epochs, warmup_proportion=s.warmup_proportion,
+        seed=s.seed,
+    )
+    eval_batch_size = config.data.eval_batch_size
     transfer = build_transfer_set(
         family, spec, tokenizer, train_examples, max_labeled=s.max_labeled, unlabeled_from_train=s.unlabeled_from_train,
         unlabeled=s.unlabeled, unlabeled_column=s.unlabeled_column, seed=s.seed,
     )
-    hyper = {"eval_batch_size": eval_batch_size}
-    _, eval_data, eval_fn, constant = family.prepare_data(spec, tokenizer, transfer.labeled, dev_examples, hyper)
+    _, eval_data, eval_fn, constant = family.prepare_data(spec, tokenizer, transfer.labeled, dev_examples, eval_batch_size)
     quiet = s.quiet
     if not quiet:
         print(f"teacher {s.teacher}: labelling {transfer.size} transfer examples "
@@ -125,17 +134,7 @@ def distill(settings: DistillSettings) -> DistillOutcome:
     teacher_metrics = family.evaluate_examples(teacher, spec, tokenizer, dev_examples, eval_batch_size, None)
     print(f"teacher dev (seq {seq_length}): {_metrics_line(teacher_metrics)}", flush=True)
 
-    from albert_tf.tasks.hyperparameters import resolve_hyperparameters
-
-    hyper = resolve_hyperparameters(
-        family, plan.config, use_preset=False, learning_rate=s.learning_rate, batch_size=s.batch_size,
-        num_train_steps=s.num_train_steps or None, num_epochs=s.num_epochs, warmup_proportion=s.warmup_proportion,
-    )
-    steps, warmup = hyper.schedule(transfer.size)
-    learning_rate = hyper.learning_rate
-    # The student keeps the teacher's head: its dropout and pooling, unless given.
-    dropout = s.dropout if s.dropout is not None else float(getattr(teacher, "dropout", 0.1))
-    pooling = s.pooling or getattr(teacher, "pooling", None)
+    steps, _ = config.schedule(transfer.size)
     record = {
         "settings": {k: (os.path.abspath(v) if k in ("teacher", "data", "unlabeled") and v else v) for k, v in s.to_dict().items()},
         "student": plan.source,
@@ -145,10 +144,8 @@ def distill(settings: DistillSettings) -> DistillOutcome:
         "num_labeled": len(transfer.labeled),
         "num_unlabeled": transfer.num_unlabeled,
     }
-    result, student = _train(s, plan, family, spec, teacher, tokenizer, transfer, eval_data, eval_fn, constant, record,
-                             steps=steps, warmup=warmup, learning_rate=learning_rate, dropout=dropout, pooling=pooling,
-                             bias_correction=hyper.bias_correction, splits=splits, dev_split=dev_split,
-                             dev_examples=dev_examples, eval_batch_size=eval_batch_size)
+    result, student = _train(s, config, plan, family, spec, teacher, tokenizer, transfer, eval_data, eval_fn, constant,
+                             record, splits=splits, dev_split=dev_split, dev_examples=dev_examples)
     best = spec.best_metric
     print(f"student best dev {best} at step {result.best_step}: {_metrics_line(result.best_metrics)}")
     print(f"teacher dev {best}={teacher_metrics[best]:.4f}")
@@ -161,21 +158,23 @@ def distill(settings: DistillSettings) -> DistillOutcome:
                           len(transfer.labeled), transfer.num_unlabeled, steps)
 
 
-def _train(s: DistillSettings, plan, family, spec, teacher, tokenizer, transfer, eval_data, eval_fn, constant, record, *,
-           steps, warmup, learning_rate, dropout, pooling, bias_correction, splits, dev_split, dev_examples, eval_batch_size):
+def _train(s: DistillSettings, config, plan, family, spec, teacher, tokenizer, transfer, eval_data, eval_fn, constant,
+           record, *, splits, dev_split, dev_examples):
     from albert_tf.distillation.objective import DistillationModel
     from albert_tf.distillation.student import build_student
-    from albert_tf.tasks.classification import examples_dataset
+    from albert_tf.data.features import examples_dataset
     from albert_tf.tasks.model_dir import text_model_around
     from albert_tf.tasks.resources import tokenizer_layer_from_model_dir
     from albert_tf.tasks.runner import write_model_assets
-    from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
+    from albert_tf.training.finetuning import run_finetuning
 
+    eval_batch_size = config.data.eval_batch_size
     tokenizer_file = os.path.join(s.teacher, spec.tokenizer["file"])
     built: Dict[str, Any] = {}
 
     def build_model():
-        student = build_student(plan, family, spec, teacher, dropout=dropout, pooling=pooling, init=s.student_init)
+        student = build_student(plan, family, spec, teacher, dropout=config.task.dropout, pooling=config.task.pooling,
+                                init=s.student_init)
         built["student"] = student
         return DistillationModel(
             student, spec.kind, temperature=s.temperature, alpha=s.alpha, transfer=s.transfer,
@@ -194,30 +193,30 @@ def _train(s: DistillSettings, plan, family, spec, teacher, tokenizer, transfer,
 
     def save_assets(directory: str, model) -> None:
         write_model_assets(directory, tokenizer_file, plan.config, spec, lambda: write_results(directory, model.task_model),
-                           model=model)
+                           model=model, training=config.to_dict())
 
     def whole_student(model):
         # The model directory keeps the student whole, as every fine-tuned directory does.
         return text_model_around(model.student, tokenizer_layer_from_model_dir(s.teacher, spec), spec)
 
     print(
-        f"distilling {spec.task} into {plan.source}: {transfer.size} transfer examples, {steps} steps (warmup {warmup}), "
-        f"batch {s.batch_size}, lr {learning_rate}, seq {spec.max_seq_length}, T {s.temperature}, alpha {s.alpha}, "
-        f"transfer {s.transfer}",
+        f"distilling {spec.task} into {plan.source}: {transfer.size} transfer examples, T {s.temperature}, "
+        f"alpha {s.alpha}, transfer {s.transfer}",
         flush=True,
     )
+    for line in config.describe(transfer.size):
+        print(line, flush=True)
     try:
-        config = FinetuningRunConfig(
-            num_train_steps=steps, warmup_steps=warmup, learning_rate=learning_rate, model_dir=s.model_dir,
-            best_metric=spec.best_metric, eval_every_n_steps=s.eval_every, batch_size=s.batch_size,
-            eval_batch_size=eval_batch_size, shuffle_buffer=min(transfer.size, 100_000), seed=s.seed,
+        run_config = config.run_config(
+            transfer.size, s.model_dir, best_metric=spec.best_metric, eval_every_n_steps=s.eval_every,
+            shuffle_buffer=min(transfer.size, 100_000),
             metadata={"task": spec.task, DISTILLATION_KEY: record, "config": plan.config.to_dict(),
                       "data": os.path.abspath(s.data)},
-            overwrite=s.overwrite, verbose=0 if s.quiet else "auto", bias_correction=bias_correction,
+            overwrite=s.overwrite, verbose=0 if s.quiet else "auto",
             collapse_metric=spec.best_metric if constant is not None else None,
         )
         result = run_finetuning(
-            build_model, examples_dataset(transfer.features), eval_data, config, eval_fn=eval_fn,
+            build_model, examples_dataset(transfer.features), eval_data, run_config, eval_fn=eval_fn,
             save_assets=save_assets, saved_model=whole_student, constant_baseline=constant,
         )
     except (FinetuningError, FileExistsError) as e:

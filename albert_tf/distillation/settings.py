@@ -52,7 +52,9 @@ class DistillSettings:
             `albert-tf finetune`); default random weights.
         dropout: Dropout before the student's head (default: the teacher's).
         pooling: The student's classifier input, "cls" or "mean" (default: the teacher's).
-        The rest are the run's training options, as `FinetuneSettings`.
+        The rest are the run's training options, as `FinetuneSettings`; those left None are
+        resolved into the run's `FinetuningConfig` (without the task's preset: a student learns
+        from soft labels at the rate for its own size).
     """
 
     teacher: str
@@ -72,12 +74,12 @@ class DistillSettings:
     student_init: Optional[str] = None
     dropout: Optional[float] = None
     pooling: Optional[str] = None
-    num_epochs: float = 3.0
+    num_epochs: Optional[float] = None
     num_train_steps: Optional[int] = None
-    batch_size: int = 32
+    batch_size: Optional[int] = None
     eval_batch_size: Optional[int] = None
     learning_rate: Optional[float] = None
-    warmup_proportion: float = 0.1
+    warmup_proportion: Optional[float] = None
     max_seq_length: Optional[int] = None
     eval_every: Optional[int] = None
     seed: int = 12345
@@ -122,9 +124,9 @@ def check_settings(s: DistillSettings) -> None:
         value = getattr(s, name)
         if value is not None and value < 1:
             raise DistillError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    if not s.num_epochs > 0:
+    if s.num_epochs is not None and not s.num_epochs > 0:
         raise DistillError(f"--num-epochs must be > 0, got {s.num_epochs}")
-    if not 0 <= s.warmup_proportion <= 1:
+    if s.warmup_proportion is not None and not 0 <= s.warmup_proportion <= 1:
         raise DistillError(f"--warmup-proportion must be in [0, 1], got {s.warmup_proportion}")
     if s.unlabeled is not None and not os.path.isfile(s.unlabeled):
         raise DistillError(f"--unlabeled file not found: {s.unlabeled}")

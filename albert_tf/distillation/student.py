@@ -108,7 +108,7 @@ def build_student(plan: StudentPlan, family, spec, teacher_model, *, dropout: fl
             init_encoder(encoder, init)
         except (CheckpointError, ValueError) as e:
             raise DistillError(f"--student-init {init}: {e}") from None
-    model = family.build_task_model(encoder, spec, {"dropout": dropout, "pooling": pooling or "cls"})
+    model = family.build_task_model(encoder, spec, dropout=dropout, pooling=pooling or "cls")
     model(dummy_inputs(), training=False)
     if plan.from_teacher:
         # Same layer names and shapes in the same order: only the schedule of the blocks differs.

@@ -52,7 +52,7 @@ def read_unlabeled(family, spec, path: str, column: Optional[str]):
     """The unlabelled examples of the family's type in `path` (`.txt`: a text per line; a table:
     `column`, default the teacher's text column)."""
     if spec.kind == SPEC_TAGGING:
-        from albert_tf.tasks.classification.data import read_text
+        from albert_tf.data.tables import read_text
         from albert_tf.tasks.tagging.data import TaggedSentence, split_with_offsets
 
         if not path.lower().endswith(".txt"):
@@ -75,14 +75,14 @@ def read_unlabeled(family, spec, path: str, column: Optional[str]):
 def encode(spec, tokenizer, examples, labeled: bool) -> Dict[str, np.ndarray]:
     """Model features of `examples`, with `labels` (zeros / ignored when not `labeled`) and
     `label_weight`."""
-    from albert_tf.tasks.classification.data import DataFormatError
+    from albert_tf.data.tables import DataFormatError
 
     n = len(examples)
     try:
         if spec.kind == SPEC_TAGGING:
-            from albert_tf.tasks.tagging import encode_sentences
+            from albert_tf.tasks.tagging import TagVocab, encode_sentences
 
-            features = dict(encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=spec.label_vocab(),
+            features = dict(encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=TagVocab(spec.labels),
                                              with_labels=labeled).features)
             if not labeled:
                 from albert_tf.tasks.tagging import IGNORE_LABEL
@@ -90,9 +90,10 @@ def encode(spec, tokenizer, examples, labeled: bool) -> Dict[str, np.ndarray]:
                 features["labels"] = np.full(features["input_ids"].shape, IGNORE_LABEL, "int32")
         else:
             from albert_tf.tasks.classification import encode_examples
+            from albert_tf.tasks.classification.family import ClassificationFamily
 
             regression = spec.kind == SPEC_REGRESSION
-            features = encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=spec.label_vocab(),
+            features = encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=ClassificationFamily.label_vocab(spec),
                                        regression=regression, with_labels=labeled)
             if not labeled:
                 features["labels"] = np.zeros((n,), "float32" if regression else "int32")

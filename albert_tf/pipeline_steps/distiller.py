@@ -47,6 +47,7 @@ def run_distiller(examples_dir: str, vocab_dir: str, trainer_dir: str, output_di
     from albert_tf.distillation import DistillSettings, distill
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.pipeline_steps.trainer import CANDIDATE_VERSION, MODEL_SUBDIR, SERVING_SUBDIR
+    from albert_tf.tasks.classification.family import ClassificationFamily
 
     teacher_dir = os.path.join(trainer_dir, MODEL_SUBDIR)
     with staged_directory(output_dir) as staging:
@@ -62,7 +63,7 @@ def run_distiller(examples_dir: str, vocab_dir: str, trainer_dir: str, output_di
         spec = outcome.spec
         exported = export_saved_model(
             outcome.student, vocab_gen.tokenizer_layer(vocab_dir, spec.max_seq_length), os.path.join(staging, SERVING_SUBDIR),
-            model_name, version=CANDIDATE_VERSION, labels=list(spec.labels), pair=spec.is_pair,
+            model_name, version=CANDIDATE_VERSION, labels=list(spec.labels), pair=ClassificationFamily.is_pair(spec),
             extra_assets=[os.path.join(staging, MODEL_SUBDIR, "task.json")],
         )
         summary = {

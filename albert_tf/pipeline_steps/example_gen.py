@@ -112,7 +112,7 @@ def _corpus_rows(files: Sequence[str], eval_fraction: float) -> Dict[str, List[D
 
 
 def _task_rows(task_data: str, text_column: str, text_b_column: Optional[str], label_column: str):
-    from albert_tf.tasks.classification.data import DataFormatError, find_split_file, read_table
+    from albert_tf.data.tables import DataFormatError, find_split_file, read_table
 
     if not os.path.isdir(task_data):
         raise FileNotFoundError(f"task_data is not a directory: {task_data}")

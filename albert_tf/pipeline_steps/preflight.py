@@ -61,7 +61,7 @@ def check_pipeline(settings, pipeline_root: str) -> None:
         PreflightError: The pipeline root, its log folder or the serving base cannot be written,
             or the corpus or the task data is not there (naming the setting).
     """
-    from albert_tf.tasks.classification.data import find_split_file
+    from albert_tf.data.tables import find_split_file
     from albert_tf.pipeline_steps.example_gen import expand_corpus
     from albert_tf.pipeline_steps.spans import SpanError, resolve_spans
 

@@ -23,7 +23,7 @@ import os
 from typing import Any, Dict, List, Optional, Union
 
 from albert_tf.tasks.families import task_family
-from albert_tf.tasks.hyperparameters import FinetuningHyperparameters, resolve_hyperparameters
+from albert_tf.training.finetuning_config import FinetuningConfig, resolve_finetuning_config
 
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "resources", "sample")
 
@@ -58,8 +58,9 @@ class DistillStepSettings:
         enabled: Run the Distiller (off: the pipeline is the one without it, unchanged).
         student: As `DistillSettings.student` ("shared:1", a preset, an albert_config.json).
         temperature, alpha, transfer, max_labeled, unlabeled_from_train: As `DistillSettings`.
-        epochs, batch_size, learning_rate: The student's training (learning rate None: the
-            recipe's for the student's size).
+        epochs, batch_size, learning_rate: The student's training; None: resolved as
+            `albert-tf distill` resolves them (`resolve_finetuning_config`: 3 epochs, batch 32,
+            the recipe's learning rate for the student's size).
         teacher_margin: The Evaluator blesses the student only when its metric is at most this
             far below the teacher's on the same eval data.
     """
@@ -71,8 +72,8 @@ class DistillStepSettings:
     transfer: str = "none"
     max_labeled: Optional[int] = None
     unlabeled_from_train: bool = False
-    epochs: float = 3.0
-    batch_size: int = 32
+    epochs: Optional[float] = None
+    batch_size: Optional[int] = None
     learning_rate: Optional[float] = None
     teacher_margin: float = 0.02
 
@@ -100,7 +101,8 @@ class DistillStepSettings:
             raise ValueError(f"distill.transfer must be one of {', '.join(TRANSFERS)}, got {self.transfer!r}")
         if not 0 <= self.alpha <= 1:
             raise ValueError(f"distill.alpha must be in [0, 1], got {self.alpha}")
-        if not self.temperature > 0 or not self.epochs > 0 or self.batch_size < 1:
+        if not self.temperature > 0 or (self.epochs is not None and not self.epochs > 0) or (
+                self.batch_size is not None and self.batch_size < 1):
             raise ValueError("distill.temperature and distill.epochs must be > 0 and distill.batch_size >= 1")
         if not self.teacher_margin >= 0:
             raise ValueError(f"distill.teacher_margin must be >= 0, got {self.teacher_margin}")
@@ -135,10 +137,11 @@ class PipelineSettings:
         pretrain_steps, pretrain_batch_size, pretrain_learning_rate, pretrain_warmup_steps:
             LAMB pretraining.
         finetune_epochs, finetune_batch_size, finetune_learning_rate, finetune_pooling,
-            finetune_bias_correction, finetune_warmup_fraction: AdamW fine-tuning. A learning rate,
-            pooling or bias correction left unset (None) is resolved as `albert-tf finetune --task
-            classification` resolves it (`albert_tf.tasks.hyperparameters.resolve_hyperparameters`:
-            the recipe for the model's size; for the sample model 1e-3, mean pooling, bias-corrected).
+            finetune_bias_correction, finetune_warmup_fraction: AdamW fine-tuning. What is left
+            unset (None) is resolved as `albert-tf finetune --task classification` resolves it
+            (`albert_tf.training.finetuning_config.resolve_finetuning_config`: the generic 3 epochs,
+            batch 32, 10 % warmup, then the recipe for the model's size; for the sample model 1e-3,
+            mean pooling, bias-corrected), and the settings show the resolved values.
         strategy: The `tf.distribute` strategy of the training steps.
         precision: "float32" or "mixed_bfloat16".
         beam_runner, beam_args: The Beam runner of the data steps and its pipeline options.
@@ -193,12 +196,12 @@ class PipelineSettings:
     pretrain_batch_size: int = 32
     pretrain_learning_rate: float = 0.002
     pretrain_warmup_steps: int = 6
-    finetune_epochs: float = 3.0
-    finetune_batch_size: int = 32
+    finetune_epochs: Optional[float] = None
+    finetune_batch_size: Optional[int] = None
     finetune_learning_rate: Optional[float] = None
     finetune_pooling: Optional[str] = None
     finetune_bias_correction: Optional[bool] = None
-    finetune_warmup_fraction: float = 0.1
+    finetune_warmup_fraction: Optional[float] = None
     strategy: str = "default"
     precision: str = "float32"
     beam_runner: str = "DirectRunner"
@@ -222,15 +225,14 @@ class PipelineSettings:
 
     def __post_init__(self):
         self.validate()
-        hyper = finetuning_hyperparameters(
-            self.albert_config(self.vocab_size), learning_rate=self.finetune_learning_rate,
-            batch_size=self.finetune_batch_size, max_seq_length=self.max_seq_length, pooling=self.finetune_pooling,
-            bias_correction=self.finetune_bias_correction, num_epochs=self.finetune_epochs,
-            warmup_proportion=self.finetune_warmup_fraction,
-        )
-        self.finetune_learning_rate = hyper.learning_rate
-        self.finetune_pooling = hyper.pooling
-        self.finetune_bias_correction = hyper.bias_correction
+        # What is left unset is resolved as the command line resolves it, and shown resolved.
+        config = self.finetuning_config(self.vocab_size)
+        self.finetune_epochs = config.optimization.num_epochs
+        self.finetune_batch_size = config.data.batch_size
+        self.finetune_learning_rate = config.optimization.learning_rate
+        self.finetune_pooling = config.task.pooling
+        self.finetune_bias_correction = config.optimization.bias_correction
+        self.finetune_warmup_fraction = config.optimization.warmup_proportion
 
     def validate(self) -> None:
         """Raises `SettingsError` naming the first bad value."""
@@ -241,7 +243,7 @@ class PipelineSettings:
                 raise SettingsError(f"{f.name} must be {_type_name(expected)}, got {value!r}")
         for name in ("vocab_size", "max_seq_length", "max_predictions_per_seq", "dupe_factor", "pretrain_steps",
                      "pretrain_batch_size", "finetune_batch_size"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise SettingsError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 < self.eval_fraction < 1:
             raise SettingsError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
@@ -259,9 +261,9 @@ class PipelineSettings:
             raise SettingsError(f"finetune_learning_rate must be > 0, got {self.finetune_learning_rate}")
         if self.finetune_pooling is not None and self.finetune_pooling not in POOLINGS:
             raise SettingsError(f"finetune_pooling must be one of {', '.join(POOLINGS)}, got {self.finetune_pooling!r}")
-        if not 0 <= self.finetune_warmup_fraction < 1:
+        if self.finetune_warmup_fraction is not None and not 0 <= self.finetune_warmup_fraction < 1:
             raise SettingsError(f"finetune_warmup_fraction must be in [0, 1), got {self.finetune_warmup_fraction}")
-        if not self.finetune_epochs > 0:
+        if self.finetune_epochs is not None and not self.finetune_epochs > 0:
             raise SettingsError(f"finetune_epochs must be > 0, got {self.finetune_epochs}")
         for name, allowed in (("vocab_type", VOCAB_TYPES), ("strategy", STRATEGIES), ("precision", PRECISIONS)):
             if getattr(self, name) not in allowed:
@@ -286,6 +288,16 @@ class PipelineSettings:
             return self.statistics_store if "://" in self.statistics_store else os.path.abspath(self.statistics_store)
         base = self.serving_base if "://" in self.serving_base else os.path.abspath(self.serving_base)
         return base.rstrip("/").rsplit("/", 1)[0] + "/data_validation"
+
+    def finetuning_config(self, vocab_size: int) -> FinetuningConfig:
+        """The Trainer's `FinetuningConfig` for a vocabulary of `vocab_size`."""
+        return finetuning_config(
+            self.albert_config(vocab_size), learning_rate=self.finetune_learning_rate,
+            batch_size=self.finetune_batch_size, max_seq_length=self.max_seq_length, pooling=self.finetune_pooling,
+            bias_correction=self.finetune_bias_correction, num_epochs=self.finetune_epochs,
+            warmup_proportion=self.finetune_warmup_fraction, precision=self.precision, strategy=self.strategy,
+            seed=self.seed,
+        )
 
     def albert_config(self, vocab_size: int):
         """The encoder's `AlbertConfig` for a vocabulary of `vocab_size`."""
@@ -342,11 +354,11 @@ class PipelineSettings:
         return cls.from_dict(values, source=path)
 
 
-def finetuning_hyperparameters(albert_config, **values: Any) -> FinetuningHyperparameters:
-    """The hyper-parameters of the pipeline's fine-tuning on an encoder of `albert_config`:
-    `resolve_hyperparameters` of `PIPELINE_TASK` with the given `values` (its keywords; None:
+def finetuning_config(albert_config, **values: Any) -> FinetuningConfig:
+    """The pipeline's fine-tuning configuration on an encoder of `albert_config`:
+    `resolve_finetuning_config` of `PIPELINE_TASK` with the given `values` (its keywords; None:
     unset), the same resolution as the command line's."""
-    return resolve_hyperparameters(task_family(PIPELINE_TASK), albert_config, **values)
+    return resolve_finetuning_config(task_family(PIPELINE_TASK), albert_config, **values)
 
 
 def albert_config_for(model: Union[str, Dict[str, Any]], vocab_size: int, max_seq_length: int):

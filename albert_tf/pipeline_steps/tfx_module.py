@@ -25,7 +25,7 @@ the raw text and a string label. TFX calls `run_fn` with its `FnArgs`; the field
     - `strategy` ("default"), `precision` ("float32"), `model_name` ("albert"), `seed` (12345);
     - `epochs`, `batch_size`, `learning_rate`, `pooling` ("mean"/"cls"), `bias_correction`,
       `warmup_fraction`: default as `albert-tf finetune --task classification` resolves them
-      (`albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the recipe for the model's size,
+      (`albert_tf.training.finetuning_config.resolve_finetuning_config`: the recipe for the model's size,
       else 3 epochs, batch 32, 10 % warmup).
 """
 
@@ -145,7 +145,7 @@ def _given(config: Dict[str, Any], key: str, kind):
 def run_fn(fn_args) -> Dict[str, Any]:
     """Trains on `fn_args.train_files`, selects on `eval_files`, exports to `serving_model_dir`."""
     from albert_tf.pipeline_steps import transform, trainer
-    from albert_tf.tasks.classification import examples_dataset
+    from albert_tf.data.features import examples_dataset
 
     config: Dict[str, Any] = dict(getattr(fn_args, "custom_config", None) or {})
     missing = [k for k in REQUIRED_CONFIG if k not in config]

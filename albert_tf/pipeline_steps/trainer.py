@@ -24,7 +24,7 @@ import os
 from typing import Any, Dict, Optional
 
 from albert_tf.pipeline_steps import example_gen, transform, vocab_gen
-from albert_tf.pipeline_steps.settings import PIPELINE_TASK, finetuning_hyperparameters
+from albert_tf.pipeline_steps.settings import PIPELINE_TASK, finetuning_config
 from albert_tf.pipeline_steps.staging import read_summary, staged_directory, write_summary
 
 MODEL_SUBDIR = "model"
@@ -135,6 +135,33 @@ def _task_spec(labels, max_seq_length: int, vocab_info: Dict[str, Any], pair: bo
     return ClassificationFamily.classification_spec(PIPELINE_TASK, labels, max_seq_length, tokenizer, columns)
 
 
+class _TrackedEvaluation:
+    """The Trainer's dev evaluation of the head (`eval_fn` of the run): the task's metrics and MCC,
+    each evaluation kept, against the majority class of `eval_data` (`constant`)."""
+
+    def __init__(self, spec, eval_data):
+        import numpy as np
+
+        from albert_tf.evaluation import majority_class_baseline
+        from albert_tf.tasks.classification.metrics import make_eval_fn
+
+        labels = np.concatenate([batch["labels"] for batch in eval_data.batch(1024).as_numpy_iterator()])
+        self.constant = majority_class_baseline(labels, ["accuracy", "mcc"], label_names=list(spec.labels))
+        self.best_metric = spec.best_metric
+        self.evaluations = []
+        self._eval_fn = make_eval_fn(list(spec.metrics) + ["mcc"], regression=False, diagnostics=True)
+
+    def __call__(self, model, dataset, callbacks=None):
+        metrics = self._eval_fn(model, dataset, callbacks=callbacks)
+        self.evaluations.append({k: float(v) for k, v in metrics.items()})
+        return metrics
+
+    def results(self, directory, head):
+        """`eval_results.json`: the kept weights are those of the best evaluation (as `albert-tf
+        finetune` reports)."""
+        return {"dev": max(self.evaluations, key=lambda m: m[self.best_metric]) if self.evaluations else {}}
+
+
 def train_classifier(
     train_data,
     eval_data,
@@ -165,10 +192,10 @@ def train_classifier(
     Trainer component and the TFX user module.
 
     Hyper-parameters left None are resolved as `albert-tf finetune --task classification` resolves
-    them (`albert_tf.pipeline_steps.settings.finetuning_hyperparameters`): the recipe for the
+    them (`albert_tf.pipeline_steps.settings.finetuning_config`): the recipe for the
     model's size, else the generic defaults (3 epochs, batch 32, 10 % warmup). `num_train_steps`
     fixes the length in updates instead of `epochs`, which count full batches
-    (`albert_tf.training.finetuning.steps_for_epochs`).
+    (`albert_tf.training.finetuning_config.steps_for_epochs`).
 
     `warm_start`: a pushed version (`albert_tf.pipeline_steps.warm_start`) whose classifier head
     the model starts from (the encoder comes from `init`); its labels must be `labels`.
@@ -183,16 +210,9 @@ def train_classifier(
     Writes `output_dir/model` (the `albert-tf finetune` layout: `albert-tf evaluate/predict/export
     --model-dir` work on it) and `output_dir/serving/<model_name>/1` (the candidate SavedModel).
     """
-    import numpy as np
-
-    from albert_tf.checkpoints.any_format import init_encoder
-    from albert_tf.evaluation import majority_class_baseline
     from albert_tf.export.saved_model import export_saved_model
-    from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tasks.classification import make_eval_fn
     from albert_tf.tasks.families import task_family
-    from albert_tf.tasks.runner import on_head, write_model_assets
-    from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
+    from albert_tf.tasks.runner import train_task_model
     from albert_tf.training.strategies import get_strategy
 
     if deterministic_op_kernels(deterministic):
@@ -206,66 +226,32 @@ def train_classifier(
         check_architecture(warm_start, albert_config)
         check_labels(warm_start, labels)
     spec = _task_spec(labels, max_seq_length, vocab_info, pair)
-    hyper = finetuning_hyperparameters(
+    config = finetuning_config(
         albert_config, learning_rate=learning_rate, batch_size=batch_size, max_seq_length=max_seq_length,
         pooling=pooling, bias_correction=bias_correction, num_train_steps=num_train_steps, num_epochs=epochs,
-        warmup_proportion=warmup_fraction,
+        warmup_proportion=warmup_fraction, precision=precision, strategy=strategy, seed=seed,
     )
-    steps, warmup = hyper.schedule(num_train)
+    steps, _ = config.schedule(num_train)
+    family = task_family(spec)
     init_source: Dict[str, str] = {}
-    # The task's raw-text model, as `albert-tf finetune` builds it; its tokenizer is also the export's.
-    preprocessor = vocab_gen.tokenizer_layer(vocab_dir, max_seq_length)
 
-    def build_model():
-        encoder = AlbertEncoder.from_albert_config(albert_config, dtype=precision)
-        if init:
-            result = init_encoder(encoder, init)
-            init_source.update(kind=result.kind, source=result.source)
-        model = task_family(spec).build_model(encoder, preprocessor, spec, hyper.for_plan())
+    def build(encoder, preprocessor):
+        model = family.build_model(encoder, preprocessor, spec, dropout=config.task.dropout, pooling=config.task.pooling)
         if warm_start is not None:
             load_head(warm_start, model.task_model)
             init_source.update(warm_start=warm_start)
         return model
 
-    def save_assets(directory: str, model) -> None:
-        def results():
-            # The kept weights are those of the best evaluation (as `albert-tf finetune` reports).
-            return {"dev": max(evaluations, key=lambda m: m[spec.best_metric]) if evaluations else {}}
-
-        write_model_assets(directory, os.path.join(vocab_dir, vocab_info["file"]), albert_config, spec, results,
-                           model=model, training=hyper.to_dict())
-
-    eval_labels = np.concatenate([batch["labels"] for batch in eval_data.batch(1024).as_numpy_iterator()])
-    constant = majority_class_baseline(eval_labels, ["accuracy", "mcc"], label_names=list(labels))
-    evaluations = []
+    evaluation = _TrackedEvaluation(spec, eval_data)
     with staged_directory(output_dir) as staging:
         model_dir = os.path.join(staging, MODEL_SUBDIR)
-        eval_fn = make_eval_fn(list(spec.metrics) + ["mcc"], regression=False, diagnostics=True)
-
-        def tracking_eval_fn(model, dataset, callbacks=None):
-            metrics = eval_fn(model, dataset, callbacks=callbacks)
-            evaluations.append({k: float(v) for k, v in metrics.items()})
-            return metrics
-
-        config = FinetuningRunConfig(
-            num_train_steps=steps,
-            warmup_steps=warmup,
-            learning_rate=hyper.learning_rate,
-            model_dir=model_dir,
-            best_metric=spec.best_metric,
-            batch_size=hyper.batch_size,
-            shuffle_buffer=min(num_train, 100_000),
-            precision=precision,
-            seed=seed,
-            metadata={"task": PIPELINE_TASK, "init": init_source, "config": albert_config.to_dict()},
-            tensorboard=False,
-            verbose=0,
-            bias_correction=hyper.bias_correction,
-            collapse_metric="accuracy",
-        )
-        result = run_finetuning(
-            build_model, train_data, eval_data, config, eval_fn=on_head(tracking_eval_fn), strategy=get_strategy(strategy),
-            save_assets=save_assets, constant_baseline=constant,
+        result = train_task_model(
+            build, train_data, eval_data, config, num_train=num_train, model_dir=model_dir,
+            # The task's raw-text model, as `albert-tf finetune` builds it; its tokenizer is also the export's.
+            preprocessor=vocab_gen.tokenizer_layer(vocab_dir, max_seq_length), model_config=albert_config,
+            tokenizer_file=os.path.join(vocab_dir, vocab_info["file"]), spec=spec, results=evaluation.results, init=init,
+            strategy=get_strategy(strategy), eval_fn=evaluation, constant_baseline=evaluation.constant,
+            init_info=init_source, tensorboard=False, verbose=0,
         )
         if result.collapsed:
             print(f"WARNING: the fine-tuned model collapsed: {result.collapse.reason}", flush=True)
@@ -284,11 +270,9 @@ def train_classifier(
             "steps": steps,
             "best_step": result.best_step,
             "best_dev_metrics": {k: float(v) for k, v in result.best_metrics.items()},
-            "constant_baseline": constant.to_dict(),
+            "constant_baseline": evaluation.constant.to_dict(),
             "collapse": None if result.collapse is None else result.collapse.to_dict(),
-            "recipe": {"learning_rate": hyper.learning_rate, "epochs": hyper.num_epochs, "batch_size": hyper.batch_size,
-                       "pooling": hyper.pooling, "bias_correction": hyper.bias_correction,
-                       "warmup_fraction": hyper.warmup_proportion},
+            "config": config.to_dict(),
             "init": init_source,
             "model_name": model_name,
             "candidate": os.path.relpath(exported.path, staging),

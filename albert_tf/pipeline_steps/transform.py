@@ -46,7 +46,7 @@ def _write_documents(corpus_dir: str, directory: str) -> int:
 
 
 def _text_examples(rows, source: str):
-    from albert_tf.tasks.classification.data import TextExample
+    from albert_tf.data.tables import TextExample
 
     return [
         TextExample(r[example_gen.TEXT_FEATURE], r.get(example_gen.TEXT_B_FEATURE), r[example_gen.LABEL_FEATURE], source, i + 1)
@@ -140,7 +140,7 @@ def run_transform(
     """
     from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data
     from albert_tf.data.pretraining_instances import InstanceConfig
-    from albert_tf.tasks.classification import write_features_tfrecord
+    from albert_tf.data.features import write_features_tfrecord
 
     vocab = read_summary(vocab_dir)
     tokenizer_path = vocab_gen.tokenizer_file(vocab_dir)
@@ -197,7 +197,7 @@ def pretraining_files(transform_dir: str):
 
 def finetuning_dataset(transform_dir: str, split: str):
     """The unbatched dataset of fine-tuning features of `split` ("train" or "eval")."""
-    from albert_tf.tasks.classification import features_tfrecord_dataset
+    from albert_tf.data.features import features_tfrecord_dataset
 
     info = read_summary(transform_dir)["finetuning"]
     path = os.path.join(example_gen.split_dir(os.path.join(transform_dir, "finetuning"), split), FEATURES_FILE)

@@ -5,10 +5,9 @@ The task layer:
 
 * `families` -- one class per task family (`ClassificationFamily`, `TaggingFamily`,
   `SquadFamily`, `MultipleChoiceFamily`) and the lookup `task_family(task name or TaskSpec)`;
-* `runner` -- `finetune(FinetuneSettings(...))`, a whole fine-tuning run;
-* `hyperparameters` -- `resolve_hyperparameters`, the one resolver of fine-tuning defaults (the
-  task's preset, then the recipe for the model's size, then the user's values), for the command
-  line and the pipeline alike;
+* `runner` -- `finetune(FinetuneSettings(...))`, a whole fine-tuning run, and `train_task_model`,
+  the driver it shares with the pipeline's Trainer (the run's configuration is the one
+  `albert_tf.training.finetuning_config.FinetuningConfig`);
 * `inference` -- `evaluate_model_dir` and `predict_model_dir` on a fine-tuned model directory;
 * `resources` -- tokenizer, encoder config, `init` checks and model loading;
 * `spec` -- `task.json` (`TaskSpec`); `errors` -- `TaskError`, what all of them raise.
@@ -54,8 +53,6 @@ _LAZY = {
     "FinetuneSettings": "albert_tf.tasks.runner",
     "FinetuneOutcome": "albert_tf.tasks.runner",
     "finetune": "albert_tf.tasks.runner",
-    "FinetuningHyperparameters": "albert_tf.tasks.hyperparameters",
-    "resolve_hyperparameters": "albert_tf.tasks.hyperparameters",
     "evaluate_model_dir": "albert_tf.tasks.inference",
     "predict_model_dir": "albert_tf.tasks.inference",
 }

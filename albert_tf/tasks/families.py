@@ -25,11 +25,11 @@ from typing import Any, Dict, Optional, Union
 
 from albert_tf.kinds import SPEC_KINDS
 from albert_tf.tasks.errors import TaskError
-from albert_tf.tasks.spec import GLUE_TASKS, TaskSpec
+from albert_tf.tasks.spec import TaskSpec
 
 # Each family lives in its task's folder; the template and its shared pieces in `albert_tf.tasks.family`.
 from albert_tf.tasks.family import TaskFamily
-from albert_tf.tasks.classification.family import TABLE_TASKS, ClassificationFamily
+from albert_tf.tasks.classification.family import GLUE_TASKS, TABLE_TASKS, ClassificationFamily
 from albert_tf.tasks.multiple_choice.family import RACE_TASKS, MultipleChoiceFamily
 from albert_tf.tasks.squad.family import SQUAD_TASKS, SquadFamily
 from albert_tf.tasks.tagging.family import TAGGING_TASKS, TaggingFamily

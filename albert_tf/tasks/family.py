@@ -37,8 +37,8 @@ from albert_tf.tasks.spec import TaskSpec
 
 def progress_callbacks_for(label: Optional[str]) -> list:
     """Keras callbacks that show a slow prediction's progress under `label`
-    (`albert_tf.training.finetuning.progress_callbacks`); none when it is None."""
-    from albert_tf.training.finetuning import progress_callbacks
+    (`albert_tf.training.progress.progress_callbacks`); none when it is None."""
+    from albert_tf.training.progress import progress_callbacks
 
     return progress_callbacks(label or "", verbose=label is not None)
 
@@ -60,15 +60,12 @@ def write_jsonl(path: str, records: Sequence[Dict[str, Any]]) -> None:
 
 
 @contextlib.contextmanager
-def reading_data_errors():
-    """Turns the SQuAD / RACE readers' errors (malformed or missing files, bad lengths) into
-    `TaskError`s; their messages name the file."""
-    from albert_tf.tasks.multiple_choice.data import RaceDataError
-    from albert_tf.tasks.squad.data import SquadDataError
-
+def reading_data_errors(*errors):
+    """Turns a reader's `errors` (a family's data error: malformed or missing files, bad lengths)
+    and missing files into `TaskError`s; their messages name the file."""
     try:
         yield
-    except (SquadDataError, RaceDataError, FileNotFoundError) as e:
+    except (*errors, FileNotFoundError) as e:
         raise TaskError(str(e)) from None
 
 
@@ -154,9 +151,10 @@ class TaskFamily(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def plan(self, settings, hyper: Dict[str, Any], tokenizer_type: str, tokenizer_file: str, tokenizer) -> TrainingPlan:
-        """Reads and encodes the run's data (`settings` a `FinetuneSettings`, `hyper` its resolved
-        hyper-parameters) and says how to build, evaluate and report the model."""
+    def plan(self, settings, config, tokenizer_type: str, tokenizer_file: str, tokenizer) -> TrainingPlan:
+        """Reads and encodes the run's data (`settings` a `FinetuneSettings`, `config` its resolved
+        `albert_tf.training.finetuning_config.FinetuningConfig`) and says how to build, evaluate and
+        report the model."""
 
     def tokenizer_entry(self, settings, tokenizer_type: str, tokenizer_file: str) -> Dict[str, Any]:
         return {"type": tokenizer_type, "file": os.path.basename(tokenizer_file), "lower_case": bool(settings.lower_case)}
@@ -215,22 +213,23 @@ class TableFamily(TaskFamily):
     spec_kind_when_reading = SPEC_CLASSIFICATION
 
     @abc.abstractmethod
-    def build_spec(self, settings, hyper, tokenizer_entry, train_examples) -> TaskSpec:
-        """The run's `task.json` spec (labels, metrics, columns) from its settings and training examples."""
+    def build_spec(self, settings, config, tokenizer_entry, train_examples) -> TaskSpec:
+        """The run's `task.json` spec (labels, metrics, columns) from its settings, its
+        `FinetuningConfig` and its training examples."""
 
     @abc.abstractmethod
-    def prepare_data(self, spec: TaskSpec, tokenizer, train_examples, dev_examples, hyper):
+    def prepare_data(self, spec: TaskSpec, tokenizer, train_examples, dev_examples, eval_batch_size: int):
         """(train dataset, dev dataset, eval_fn, the dev set's best constant answer), unbatched
         datasets of encoded features."""
 
     @abc.abstractmethod
-    def build_model(self, encoder, preprocessor, spec: TaskSpec, hyper):
+    def build_model(self, encoder, preprocessor, spec: TaskSpec, *, dropout: float, pooling: Optional[str] = None):
         """The raw-text model (an uncompiled `AlbertTextTask`) for `spec`, on the tokenizer layer
         `preprocessor`: the task a run fine-tunes. Its `task_model` is `build_task_model`'s, with
         the name Keras gives it."""
 
     @abc.abstractmethod
-    def build_task_model(self, encoder, spec: TaskSpec, hyper):
+    def build_task_model(self, encoder, spec: TaskSpec, *, dropout: float, pooling: Optional[str] = None):
         """The token-level task model alone (encoder + this family's head) for `spec`: what
         `build_model`'s `task_model` is, for callers without a tokenizer (a distillation student)."""
 
@@ -241,7 +240,7 @@ class TableFamily(TaskFamily):
 
         Args:
             table_format: A table's format as given for this run (`FinetuneSettings.table_format`);
-                by default each file's own (`albert_tf.tasks.classification.data.detect_file_format`).
+                by default each file's own (`albert_tf.data.tables.detect_file_format`).
 
         Raises:
             TaskError: A missing or malformed file (the message names the file and line).
@@ -281,24 +280,25 @@ class TableFamily(TaskFamily):
     def examples_from_file(self, spec: TaskSpec, path: str):
         """Unlabelled examples of the family's type read from the file `path`."""
 
-    def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
+    def plan(self, settings, config, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
         s = settings
         cache: Dict[str, Any] = {}
         # Read the training data with a provisional spec (the label list comes from it for tables).
         provisional = TaskSpec(
-            s.task, self.spec_kind_when_reading, None, hyper["max_seq_length"], [], "",
+            s.task, self.spec_kind_when_reading, None, config.data.max_seq_length, [], "",
             {}, {"text": s.text_column, "text_b": s.text_b_column, "label": s.label_column, "format": s.table_format, "quoting": s.tsv_quoting},
         )
         reading = dict(on_error=s.on_error, cache=cache, table_format=s.table_format)
         train_examples = first_items(self.read_split(provisional, s.data, "train", **reading), s.max_train_examples)
-        spec = self.build_spec(s, hyper, self.tokenizer_entry(s, tokenizer_type, tokenizer_file), train_examples)
+        spec = self.build_spec(s, config, self.tokenizer_entry(s, tokenizer_type, tokenizer_file), train_examples)
         splits = self.split_names(spec, s.data)
         if not splits.get("dev"):
             raise TaskError(f"no dev split for {s.task} in {s.data}: the run selects its best weights on dev data")
         dev_split = splits["dev"][0]
         dev_examples = first_items(self.read_split(spec, s.data, dev_split, **reading), s.max_eval_examples)
-        train_data, eval_data, eval_fn, constant = self.prepare_data(spec, tokenizer, train_examples, dev_examples, hyper)
-        eval_batch_size = hyper["eval_batch_size"]
+        eval_batch_size = config.data.eval_batch_size
+        train_data, eval_data, eval_fn, constant = self.prepare_data(spec, tokenizer, train_examples, dev_examples,
+                                                                     eval_batch_size)
 
         def write_results(directory: str, model) -> Dict[str, Any]:
             results: Dict[str, Any] = {}
@@ -321,7 +321,9 @@ class TableFamily(TaskFamily):
         return TrainingPlan(
             spec, train_data, eval_data, eval_fn, len(train_examples),
             f"{len(train_examples)} train / {len(dev_examples)} dev examples",
-            lambda encoder, preprocessor: self.build_model(encoder, preprocessor, spec, hyper), write_results,
+            lambda encoder, preprocessor: self.build_model(encoder, preprocessor, spec, dropout=config.task.dropout,
+                                                            pooling=config.task.pooling),
+            write_results,
             constant,
         )
 

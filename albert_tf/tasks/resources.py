@@ -168,7 +168,7 @@ def load_model(model_dir: str):
     `task_model` of the raw-text model the directory keeps, or the head itself in a directory
     written before the whole model was kept."""
     from albert_tf.checkpoints.any_format import register_saved_classes
-    from albert_tf.training.finetuning import load_finetuned_model
+    from albert_tf.training.run_directory import load_finetuned_model
 
     register_saved_classes()
     try:

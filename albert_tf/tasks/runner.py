@@ -1,15 +1,14 @@
 """`finetune(FinetuneSettings(...))`: one fine-tuning run of any task, from data files to a
-model directory that `albert_tf.tasks.inference` (and `albert-tf evaluate / predict / export`)
-reads.
+model directory that `from_pretrained` (and `albert-tf evaluate / predict / export`) reads whole;
+and `train_task_model`, the driver it shares with the pipeline's Trainer.
 
 `FinetuneSettings` mirrors the flags of `albert-tf finetune` (same names, same defaults); the
-command maps its flags onto it and calls `finetune`. The task's family
-(`albert_tf.tasks.families.task_family`) reads and encodes the data and builds the task's raw-text
-model (`AlbertTextClassifier`, ...), which trains on the encoded features as its head; the run is
-`albert_tf.training.finetuning.run_finetuning`, and the model directory keeps the head.
-Hyper-parameters not given are resolved by
-`albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the task's preset (GLUE, SQuAD, RACE),
-else the generic defaults, then the recipe for the model's size.
+command maps its flags onto it and calls `finetune`. Its training values are resolved into the one
+`albert_tf.training.finetuning_config.FinetuningConfig` (`resolve_finetuning_config`: the task's
+preset, then the recipe for the model's size, then the values given). The task's family
+(`albert_tf.tasks.families.task_family`) reads and encodes the data (`plan`), and
+`train_task_model` trains the task's raw-text model (`AlbertTextClassifier`, ...) on it with
+`albert_tf.training.finetuning.run_finetuning`, writing the whole model and its assets.
 
 Bad settings, data or checkpoints raise `albert_tf.tasks.errors.TaskError` with a one-line message
 (it names the setting: `overwrite=True` here, `--overwrite` as the command reports it).
@@ -25,8 +24,6 @@ from typing import Any, Callable, Dict, Optional
 from albert_tf.errors import raw_message
 from albert_tf.tasks.errors import TaskError, param
 from albert_tf.tasks.families import RACE_TASKS, SQUAD_TASKS, TABLE_TASKS, TASKS, task_family
-from albert_tf.tasks.family import TrainingPlan
-from albert_tf.tasks.hyperparameters import USER_VALUES, FinetuningHyperparameters, resolve_hyperparameters
 from albert_tf.tasks.resources import (
     check_init,
     check_tokenizer_fits,
@@ -36,6 +33,12 @@ from albert_tf.tasks.resources import (
     resolve_tokenizer_file,
 )
 from albert_tf.tasks.spec import CONFIG_FILE, RESULTS_FILE, TaskSpec, write_json
+from albert_tf.training.finetuning_config import (
+    USER_NAMES,
+    FinetuningConfig,
+    FinetuningError,
+    resolve_finetuning_config,
+)
 
 # Settings that only mean something for some tasks: (attribute, tasks).
 READING_FLAGS = (
@@ -78,7 +81,8 @@ class FinetuneSettings:
         spm_model, vocab_file, lower_case: The tokenizer (default: the one stored with `init`).
         allow_vocab_mismatch: Accept a tokenizer smaller than the model's vocabulary.
         dropout, encoder_dropout: Dropout before the head and inside the encoder.
-        The remaining fields are the run's training options (see `albert-tf finetune --help`).
+        The remaining fields are the run's training options (see `albert-tf finetune --help`);
+        those left None are resolved into the run's `FinetuningConfig`.
     """
 
     task: str
@@ -115,7 +119,7 @@ class FinetuneSettings:
     warmup_steps: Optional[int] = None
     warmup_proportion: Optional[float] = None
     eval_every: Optional[int] = None
-    weight_decay: float = 0.01
+    weight_decay: Optional[float] = None
     pooling: Optional[str] = None
     bias_correction: Optional[bool] = None
     gradient_accumulation_steps: int = 1
@@ -139,6 +143,7 @@ class FinetuneOutcome:
     Attributes:
         model_dir: The written model directory.
         spec: Its `task.json`.
+        config: The run's resolved `FinetuningConfig`.
         result: The `albert_tf.training.finetuning.FinetuningResult` of the run; `result.model` is
             the trained raw-text model (`AlbertTextClassifier`, ...: `predict` takes strings),
             `result.model.task_model` its head, which the model directory keeps.
@@ -148,6 +153,7 @@ class FinetuneOutcome:
 
     model_dir: str
     spec: TaskSpec
+    config: Any
     result: Any
     num_train_steps: int
     warmup_steps: int
@@ -238,7 +244,7 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     # The run fills in what was left to defaults; the caller's settings stay as given.
     s = dataclasses.replace(settings, task=settings.task.lower() if isinstance(settings.task, str) else settings.task)
     check_settings(s)
-    from albert_tf.training.finetuning import is_complete
+    from albert_tf.training.run_directory import is_complete
 
     if os.path.exists(s.model_dir) and os.listdir(s.model_dir) and not s.overwrite:
         what = "a completed fine-tuning run" if is_complete(s.model_dir) else "not empty"
@@ -253,28 +259,41 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     except StrategyError as e:
         raise TaskError(raw_message(e)) from None
     family = task_family(s.task)
-    config, config_source = resolve_model_config(s.config, s.init)
-    hyper = resolve_hyperparameters(family, config, **{name: getattr(s, name) for name in USER_VALUES})
+    model_config, config_source = resolve_model_config(s.config, s.init)
+    config = resolve_finetuning_config(family, model_config, **{name: getattr(s, name) for name in USER_NAMES if hasattr(s, name)})
     tokenizer_type, tokenizer_file, stored_lower_case = resolve_tokenizer_file(s.spm_model, s.vocab_file, s.init)
     if s.lower_case is None:
         # The casing the tokenizer was made with, where it was stored with it; else lower-cased.
         s.lower_case = True if stored_lower_case is None else bool(stored_lower_case)
     tokenizer = load_tokenizer(tokenizer_type, tokenizer_file, s.lower_case)
-    check_tokenizer_fits(tokenizer, tokenizer_file, config, config_source, s.allow_vocab_mismatch)
-    if hyper.max_seq_length > config.max_position_embeddings:
+    check_tokenizer_fits(tokenizer, tokenizer_file, model_config, config_source, s.allow_vocab_mismatch)
+    seq_length = config.data.max_seq_length
+    if seq_length > model_config.max_position_embeddings:
         given = "" if s.max_seq_length is not None else f" (the {s.task} default)"
         raise TaskError(
-            f"{param('max_seq_length', hyper.max_seq_length)}{given} exceeds the max_position_embeddings of "
-            f"{config_source} ({config.max_position_embeddings}); pass "
-            f"{param('max_seq_length', config.max_position_embeddings)} or less"
+            f"{param('max_seq_length', seq_length)}{given} exceeds the max_position_embeddings of "
+            f"{config_source} ({model_config.max_position_embeddings}); pass "
+            f"{param('max_seq_length', model_config.max_position_embeddings)} or less"
         )
-    if hyper.encoder_dropout is not None:
-        config = config.replace(hidden_dropout_prob=hyper.encoder_dropout, attention_probs_dropout_prob=hyper.encoder_dropout)
-    plan = family.plan(s, hyper.for_plan(), tokenizer_type, tokenizer_file, tokenizer)
+    if config.task.encoder_dropout is not None:
+        dropout = config.task.encoder_dropout
+        model_config = model_config.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    plan = family.plan(s, config, tokenizer_type, tokenizer_file, tokenizer)
     spec = plan.spec
-    steps, warmup = hyper.schedule(plan.num_train)
-    _check_memory(s, hyper, config, strategy, spec)
-    result = _run(s, hyper, plan, config, tokenizer_file, strategy, steps, warmup)
+    steps, warmup = config.schedule(plan.num_train)
+    _check_memory(s, config, model_config, strategy, spec)
+    preprocessor = load_tokenizer_layer(spec.tokenizer["type"], tokenizer_file, spec.tokenizer["lower_case"], seq_length)
+    print(f"fine-tuning {s.task}: {plan.summary}", flush=True)
+    result = train_task_model(
+        plan.build_model, plan.train_data, plan.eval_data, config, num_train=plan.num_train, model_dir=s.model_dir,
+        preprocessor=preprocessor, model_config=model_config, tokenizer_file=tokenizer_file, spec=spec,
+        results=plan.write_results, init=s.init, strategy=strategy, eval_fn=plan.eval_fn,
+        constant_baseline=plan.constant_baseline,
+        metadata={"data": os.path.abspath(s.data)}, eval_every_n_steps=s.eval_every, overwrite=s.overwrite,
+        verbose=0 if s.quiet else "auto",  # "auto": a bar on a terminal, one line per interval otherwise
+        # An interrupted run resumes only with the same settings; the first that differs is named.
+        resume_settings={k: v for k, v in dataclasses.asdict(s).items() if k not in RESUME_IGNORED},
+    )
     shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(result.best_metrics.items()))
     print(f"best dev {spec.best_metric} at step {result.best_step}: {shown}")
     if plan.constant_baseline is not None:
@@ -285,7 +304,7 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
               f"albert_tf.training.recipes for settings that learn (learning rate, --pooling mean, more epochs).",
               flush=True)
     print(f"wrote {result.model_dir}")
-    return FinetuneOutcome(result.model_dir, spec, result, steps, warmup, plan.constant_baseline)
+    return FinetuneOutcome(result.model_dir, spec, config, result, steps, warmup, plan.constant_baseline)
 
 
 def task_model_of(model):
@@ -305,7 +324,7 @@ def on_head(eval_fn):
     return evaluate
 
 
-def _check_memory(s: FinetuneSettings, hyper: FinetuningHyperparameters, config, strategy, spec) -> None:
+def _check_memory(s: FinetuneSettings, run: FinetuningConfig, config, strategy, spec) -> None:
     """On a CPU, refuses a run whose estimated peak memory exceeds what is free, naming what fits."""
     from albert_tf.training import memory
     from albert_tf.training.strategies import strategy_device_kind
@@ -320,7 +339,7 @@ def _check_memory(s: FinetuneSettings, hyper: FinetuningHyperparameters, config,
                 config, batch, spec.max_seq_length, precision=s.precision,
                 gradient_accumulation_steps=s.gradient_accumulation_steps, num_labels=num_labels,
             ),
-            hyper.batch_size,
+            run.data.batch_size,
             spec.max_seq_length,
             gradient_accumulation_steps=s.gradient_accumulation_steps,
         )
@@ -330,27 +349,45 @@ def _check_memory(s: FinetuneSettings, hyper: FinetuningHyperparameters, config,
         print(memory.memory_line(found), flush=True)
 
 
-def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPlan, config, tokenizer_file, strategy,
-         steps: int, warmup: int):
-    """`run_finetuning` of the plan's raw-text model: the encoder from `init` (or random), the
-    tokenizer layer of the run's tokenizer, the family's head; the model directory keeps the whole
-    model (`model.keras`) with its assets beside it (`albert_tf.tasks.model_dir`)."""
+def train_task_model(build, train_data, eval_data, config: FinetuningConfig, *, num_train: int, model_dir: str,
+                     preprocessor, model_config, tokenizer_file: str, spec: TaskSpec,
+                     results: Callable[[str, Any], Dict[str, Any]], init: Optional[str] = None, strategy=None,
+                     eval_fn=None, constant_baseline=None, metadata: Optional[Dict[str, Any]] = None,
+                     init_info: Optional[Dict[str, Any]] = None, **run: Any):
+    """The fine-tuning driver of a task's raw-text model: the CLI's `finetune` and the pipeline's
+    Trainer both train through it.
+
+    Prints the resolved `config`, builds the encoder of `model_config` at the run's precision
+    (from `init`, else random), the model `build(encoder, preprocessor)`, trains it with
+    `run_finetuning` on the unbatched feature datasets, and writes `model_dir` whole
+    (`model.keras`, the tokenizer file, `albert_config.json`, `eval_results.json` from
+    `results(directory, head)`, `task.json` with the model record and `config`).
+
+    Args:
+        eval_fn: The dev evaluation of the head (`eval_fn(head, data, callbacks=None)`), None:
+            `model.evaluate`.
+        constant_baseline: The dev set's best constant answer; the run is checked against it
+            on `spec.best_metric`.
+        metadata: More of `finetuning.json`'s metadata.
+        init_info: Filled with the `init` checkpoint's kind and source (the caller's `build`
+            may add to it); `finetuning.json` records it.
+        run: More `FinetuningRunConfig` fields of this run (`verbose`, `overwrite`, ...).
+
+    Raises:
+        TaskError: A checkpoint that does not fit, or a failed run.
+    """
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
+    from albert_tf.training.finetuning import run_finetuning
 
-    spec = plan.spec
-    init_info: Dict[str, Any] = {}
-    # Built outside the strategy's scope: it holds no variables, and its string ops stay on the host.
-    preprocessor = load_tokenizer_layer(spec.tokenizer["type"], tokenizer_file, spec.tokenizer["lower_case"],
-                                        spec.max_seq_length)
+    init_info = {} if init_info is None else init_info
 
     def build_model():
-        encoder = AlbertEncoder.from_albert_config(config, dtype=s.precision)
-        if s.init:
+        encoder = AlbertEncoder.from_albert_config(model_config, dtype=config.runtime.precision)
+        if init:
             try:
-                loaded = init_encoder(encoder, s.init)
+                loaded = init_encoder(encoder, init)
             except (CheckpointError, ValueError) as e:
                 raise TaskError(raw_message(e)) from None
             init_info.update(kind=loaded.kind, source=loaded.source)
@@ -358,48 +395,25 @@ def _run(s: FinetuneSettings, hyper: FinetuningHyperparameters, plan: TrainingPl
         else:
             print("no --init: the encoder starts from random weights", flush=True)
         try:
-            return plan.build_model(encoder, preprocessor)
+            return build(encoder, preprocessor)
         except ValueError as e:
             raise TaskError(raw_message(e)) from None
 
     def save_assets(directory: str, model) -> None:
-        write_model_assets(directory, tokenizer_file, config, spec, lambda: plan.write_results(directory, task_model_of(model)),
-                           model=model, training=hyper.to_dict())
+        write_model_assets(directory, tokenizer_file, model_config, spec, lambda: results(directory, task_model_of(model)),
+                           model=model, training=config.to_dict())
 
-    print(
-        f"fine-tuning {s.task}: {plan.summary}, "
-        f"{steps} steps (warmup {warmup}), batch {hyper.batch_size}, lr {hyper.learning_rate}, "
-        f"seq {spec.max_seq_length}, pooling {hyper.pooling}, "
-        f"{'bias-corrected' if hyper.bias_correction else 'uncorrected'} AdamW",
-        flush=True,
-    )
+    for line in config.describe(num_train):
+        print(line, flush=True)
     try:
-        run_config = FinetuningRunConfig(
-            num_train_steps=steps,
-            warmup_steps=warmup,
-            learning_rate=hyper.learning_rate,
-            model_dir=s.model_dir,
-            best_metric=spec.best_metric,
-            eval_every_n_steps=s.eval_every,
-            batch_size=hyper.batch_size,
-            eval_batch_size=hyper.eval_batch_size,
-            shuffle_buffer=min(plan.num_train, SHUFFLE_BUFFER),
-            weight_decay=s.weight_decay,
-            gradient_accumulation_steps=s.gradient_accumulation_steps,
-            jit_compile=s.jit_compile,
-            precision=s.precision,
-            seed=s.seed,
-            metadata={"task": spec.task, "init": init_info, "config": config.to_dict(), "data": os.path.abspath(s.data)},
-            overwrite=s.overwrite,
-            verbose=0 if s.quiet else "auto",  # "auto": a bar on a terminal, one line per interval otherwise
-            bias_correction=hyper.bias_correction,
-            collapse_metric=spec.best_metric if plan.constant_baseline is not None else None,
-            # An interrupted run resumes only with the same settings; the first that differs is named.
-            resume_settings={k: v for k, v in dataclasses.asdict(s).items() if k not in RESUME_IGNORED},
+        run_config = config.run_config(
+            num_train, model_dir, best_metric=spec.best_metric, shuffle_buffer=min(num_train, SHUFFLE_BUFFER),
+            metadata={"task": spec.task, "init": init_info, "config": model_config.to_dict(), **(metadata or {})},
+            collapse_metric=spec.best_metric if constant_baseline is not None else None, **run,
         )
         return run_finetuning(
-            build_model, plan.train_data, plan.eval_data, run_config, eval_fn=on_head(plan.eval_fn), strategy=strategy,
-            save_assets=save_assets, constant_baseline=plan.constant_baseline,
+            build_model, train_data, eval_data, run_config, eval_fn=on_head(eval_fn), strategy=strategy,
+            save_assets=save_assets, constant_baseline=constant_baseline,
         )
     except (FinetuningError, FileExistsError) as e:
         raise TaskError(raw_message(e)) from None

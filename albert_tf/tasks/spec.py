@@ -14,10 +14,8 @@ import os
 from typing import Any, Dict, List, Optional
 
 from albert_tf import file_io
-from albert_tf.kinds import SPEC_TAGGING
 from albert_tf.tasks.errors import TaskError
 
-GLUE_TASKS = ("cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "qnli", "rte", "wnli")
 TASK_FILE = "task.json"
 CONFIG_FILE = "albert_config.json"
 RESULTS_FILE = "eval_results.json"
@@ -50,7 +48,7 @@ class TaskSpec:
         columns: Table columns {"text", "text_b", "label", "format", "quoting"} of
             classification/regression. "format" is the training files' format as given (None:
             from their extensions); files read later are read in their own format
-            (`albert_tf.tasks.classification.data.detect_file_format`), this one only breaking a tie.
+            (`albert_tf.data.tables.detect_file_format`), this one only breaking a tie.
         token_unit: For tagging, how `predict` splits raw text: "char" or "word".
         settings: SQuAD / RACE conversion and post-processing settings (`version`, `doc_stride`,
             `max_query_length`, `n_best_size`, `max_answer_length`, for v2 the tuned
@@ -78,20 +76,12 @@ class TaskSpec:
     training: Optional[Dict[str, Any]] = None
     format_version: int = TASK_FORMAT_VERSION
 
-    @property
-    def is_pair(self) -> bool:
-        if self.task in GLUE_TASKS:
-            from albert_tf.tasks.classification.data import glue_layout
-
-            return glue_layout(self.task).text_b is not None
-        return bool(self.columns.get("text_b"))
-
     def write(self, directory: str) -> None:
         write_json(os.path.join(directory, TASK_FILE), dataclasses.asdict(self))
 
     @classmethod
     def read(cls, model_dir: str) -> "TaskSpec":
-        from albert_tf.training.finetuning import is_complete
+        from albert_tf.training.run_directory import is_complete
 
         if not os.path.isdir(model_dir):
             raise TaskSpecError(f"model directory not found: {model_dir}")
@@ -118,11 +108,3 @@ class TaskSpec:
             return cls(**{k: v for k, v in values.items() if k in names})
         except TypeError as e:
             raise TaskSpecError(f"{path}: {e}") from None
-
-    def label_vocab(self):
-        from albert_tf.tasks.classification.data import LabelVocab
-        from albert_tf.tasks.tagging.data import TagVocab
-
-        if self.kind == SPEC_TAGGING:
-            return TagVocab(self.labels)
-        return LabelVocab(self.labels) if self.labels is not None else None

@@ -195,11 +195,14 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         object.__setattr__(self, "_training_config", spec.training)
 
     @property
-    def training_config(self) -> Optional[Dict]:
-        """The resolved fine-tuning configuration the model was trained with (learning rate, batch
-        size, schedule, pooling, the recipe, ...), as its `task.json` records it; None for a model
-        not read from a model directory or export."""
-        return self.__dict__.get("_training_config")
+    def training_config(self):
+        """The resolved `FinetuningConfig` the model was trained with (its task, optimization,
+        data and runtime sections, the preset and the recipe), as its `task.json` records it; None
+        for a model not read from a model directory or export, nor fine-tuned here."""
+        from albert_tf.training.finetuning_config import FinetuningConfig
+
+        recorded = self.__dict__.get("_training_config")
+        return None if recorded is None else FinetuningConfig.from_dict(recorded)
 
     def task_spec(self, tokenizer_file: str, training: Optional[Dict] = None, *, pair: bool = False):
         """The `task.json` (`TaskSpec`) of this model, for a directory or an export that holds it
@@ -210,7 +213,7 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
 
         fields = self.spec_fields()
         if training is None:
-            training = self.training_config
+            training = self.__dict__.get("_training_config")
         if pair:
             fields["columns"] = {**fields.get("columns", {}), "text": "text", "text_b": "text_b", "label": "label"}
         tokenizer = {"type": SENTENCEPIECE if self.preprocessor.is_sentencepiece else WORDPIECE,
@@ -233,15 +236,15 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     def recipe(self):
         """The `FinetuningRecipe` for this model's size (`recommended_recipe`): learning rate,
         batch size, epochs and pooling that learn at this size."""
-        return self.hyperparameters().recipe
+        return self.finetuning_config().recipe
 
-    def hyperparameters(self, **user):
-        """The fine-tuning hyper-parameters for this model, resolved as `albert-tf finetune`
-        resolves them (`albert_tf.tasks.hyperparameters.resolve_hyperparameters`): the recipe for
-        the model's size (a raw-text model has no task preset), then `user`'s values."""
-        from albert_tf.tasks.hyperparameters import resolve_hyperparameters
+    def finetuning_config(self, **user):
+        """The `FinetuningConfig` of a run of this model, resolved as `albert-tf finetune`
+        resolves it (`albert_tf.training.finetuning_config.resolve_finetuning_config`): the recipe
+        for the model's size (a raw-text model has no task preset), then `user`'s values."""
+        from albert_tf.training.finetuning_config import resolve_finetuning_config
 
-        return resolve_hyperparameters(self.recipe_task, self.encoder.to_albert_config(), **user)
+        return resolve_finetuning_config(self.recipe_task, self.encoder.to_albert_config(), **user)
 
     def recommended_optimizer(self, **user):
         """A fresh `AdamWeightDecayOptimizer` (constant rate) with the resolved hyper-parameters:
@@ -249,12 +252,10 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         `learning_rate=`, `bias_correction=`) says otherwise."""
         from albert_tf.training.optimizers import AdamWeightDecayOptimizer
 
-        hyper = self.hyperparameters(**user)
+        o = self.finetuning_config(**user).optimization
         return AdamWeightDecayOptimizer(
-            learning_rate=hyper.learning_rate,
-            weight_decay_rate=hyper.recipe.weight_decay,
-            bias_correction=hyper.bias_correction,
-            global_clipnorm=1.0,
+            learning_rate=o.learning_rate, weight_decay_rate=o.weight_decay, bias_correction=o.bias_correction,
+            global_clipnorm=o.clipnorm,
         )
 
     def default_loss(self):
@@ -457,44 +458,45 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             verbose: As `FinetuningRunConfig.verbose`.
             callbacks: Extra Keras callbacks.
             epochs: Passes over the training data, Keras' name for `num_epochs`.
-            **hyperparameters: The user's values (`albert_tf.tasks.hyperparameters.USER_VALUES`:
-                `learning_rate`, `batch_size`, `num_epochs`, `num_train_steps`, ...).
+            **hyperparameters: The user's values of the run's `FinetuningConfig`
+                (`albert_tf.training.finetuning_config.USER_NAMES`: `learning_rate`, `batch_size`,
+                `num_epochs`, `num_train_steps`, `precision`, ...).
 
         Returns:
             The `FinetuningResult`; this model holds the best weights.
         """
+        from albert_tf.export.precision import model_precision
         from albert_tf.tasks.model_dir import write_text_model_assets
-        from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
+        from albert_tf.training.finetuning import run_finetuning
 
         if epochs is not None:
             if hyperparameters.get("num_epochs") not in (None, epochs):
                 raise ValueError(f"epochs={epochs} and num_epochs={hyperparameters['num_epochs']}: give one of them")
             hyperparameters["num_epochs"] = epochs
-        hyper = self.hyperparameters(**hyperparameters)
-        if seed is not None:
-            keras.utils.set_random_seed(seed)  # before the datasets: their shuffling draws from it
-        train = self.make_dataset(x, y, batch_size=hyper.batch_size, shuffle=True)
-        dev = self._validation_dataset(validation_data, hyper.eval_batch_size)
+        # The model is built: it trains at the precision it was built with.
+        config = self.finetuning_config(seed=seed, **{"precision": model_precision(self), **hyperparameters})
+        keras.utils.set_random_seed(config.runtime.seed)  # before the datasets: their shuffling draws from it
+        train = self.make_dataset(x, y, batch_size=config.data.batch_size, shuffle=True)
+        dev = self._validation_dataset(validation_data, config.data.eval_batch_size)
         # What the schedule counts: the encoded examples (SQuAD: the windows of its contexts).
         num_train = int(train.reduce(np.int64(0), lambda n, *batch: n + tf.cast(
             tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)))
-        num_train_steps, warmup_steps = hyper.schedule(num_train)
         if isinstance(constant_baseline, str) and constant_baseline == "auto":
             constant_baseline = self.constant_baseline(validation_data)
         best_metric = best_metric or self.best_metric
-        config = FinetuningRunConfig(
-            num_train_steps=num_train_steps, warmup_steps=warmup_steps, learning_rate=hyper.learning_rate,
-            model_dir=model_dir, best_metric=best_metric, batch_size=None,
-            gradient_accumulation_steps=hyper.gradient_accumulation_steps,
-            # `jit_compile` is the device's default: tokenizing runs in `tf.data`, the graph XLA
-            # would compile sees token ids only.
-            seed=seed, metadata={"model": type(self).__name__}, overwrite=overwrite, verbose=verbose,
-            bias_correction=hyper.bias_correction, weight_decay=hyper.recipe.weight_decay,
+        if verbose:
+            for line in config.describe(num_train):
+                print(line, flush=True)
+        # The datasets are batched here (`batch_size=None`): tokenizing runs in `tf.data`, and the
+        # graph XLA would compile sees token ids only.
+        run_config = config.run_config(
+            num_train, model_dir, batch_size=None, eval_batch_size=None, best_metric=best_metric,
+            metadata={"model": type(self).__name__}, overwrite=overwrite, verbose=verbose,
             collapse_metric=best_metric if constant_baseline is not None else None,
         )
-        object.__setattr__(self, "_training_config", hyper.to_dict())
+        object.__setattr__(self, "_training_config", config.to_dict())
         return run_finetuning(
-            self, train, dev, config, callbacks=callbacks, constant_baseline=constant_baseline,
+            self, train, dev, run_config, callbacks=callbacks, constant_baseline=constant_baseline,
             save_assets=lambda directory, model: write_text_model_assets(directory, model, pair=_is_text_pair(x)),
         )
 
@@ -555,9 +557,9 @@ def token_inputs() -> Dict[str, keras.KerasTensor]:
 
 
 def resolve_pooling(pooling: Optional[str], encoder: AlbertEncoder, task: str) -> str:
-    from albert_tf.tasks.hyperparameters import resolve_hyperparameters
+    from albert_tf.training.finetuning_config import resolve_finetuning_config
 
-    return resolve_hyperparameters(task, encoder.to_albert_config(), pooling=pooling).pooling
+    return resolve_finetuning_config(task, encoder.to_albert_config(), pooling=pooling).task.pooling
 
 
 def python_tokenizer(preprocessor: AlbertTokenizerLayer):

@@ -57,35 +57,30 @@ import os
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TextIO, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from albert_tf import file_io
-from albert_tf.errors import ParameterError, param
+from albert_tf.training.finetuning_config import FinetuningError, steps_per_epoch
+from albert_tf.training.progress import interval_progress, is_tty, progress_callbacks
+from albert_tf.training.run_directory import (
+    BEST_WEIGHTS_FILE,
+    COMPLETE_FILE,
+    EVAL_HISTORY_FILE,
+    LOG_SUBDIR,
+    MODEL_FILE,
+    RUN_INFO_FILE,
+    check_writable_target,
+    publish,
+)
+from albert_tf.training.recipes import FinetuningRecipe
 from albert_tf.training.strategies import PRECISIONS
 
 logger = logging.getLogger(__name__)
 
-MODEL_FILE = "model.keras"
-BEST_WEIGHTS_FILE = "best.weights.h5"
-RUN_INFO_FILE = "finetuning.json"
-EVAL_HISTORY_FILE = "eval_history.jsonl"
-COMPLETE_FILE = "COMPLETE"
-LOG_SUBDIR = "logs"
 BEST_MODES = ("max", "min")
 
 EvalFn = Callable[[Any, Any], Mapping[str, float]]
 
-# Evaluations and predictions this short run silently; longer ones report every so often.
-PROGRESS_DELAY_S = 3.0
-PROGRESS_EVERY_S = 10.0
-
-
-class FinetuningError(ParameterError):
-    """A fine-tuning run that cannot proceed as configured (bad settings, missing metric, ...)."""
-
-
-class ModelDirExistsError(FinetuningError, FileExistsError):
-    """`model_dir` holds a run or other files, and `overwrite` is off."""
 
 
 class FinetuningCollapsed(FinetuningError):
@@ -129,228 +124,16 @@ class FinetuningResult:
         return bool(self.collapse is not None and self.collapse.collapsed)
 
 
-# --- the output directory ------------------------------------------------------------------------
-
-
-def is_complete(model_dir: str) -> bool:
-    """Whether `model_dir` is the finished output of a fine-tuning run (its `COMPLETE` exists)."""
-    import tensorflow as tf
-
-    return tf.io.gfile.exists(os.path.join(model_dir, COMPLETE_FILE))
-
-
-def _check_writable_target(model_dir: str, overwrite: bool) -> None:
-    import tensorflow as tf
-
-    if not tf.io.gfile.exists(model_dir):
-        return
-    if not tf.io.gfile.isdir(model_dir):
-        raise ModelDirExistsError(f"{param('model_dir')} {model_dir} exists and is not a directory")
-    if tf.io.gfile.listdir(model_dir) and not overwrite:
-        what = "a completed fine-tuning run" if is_complete(model_dir) else "a non-empty directory"
-        raise ModelDirExistsError(
-            f"{param('model_dir')} {model_dir} is {what}; pass {param('overwrite', True)} to replace it"
-        )
-
-
-def _publish(staging: str, model_dir: str, overwrite: bool) -> None:
-    """Makes the finished staging directory `model_dir` (replacing an old one if allowed); on a
-    remote `model_dir` the files are copied up with `COMPLETE` last, so a reader never sees it
-    before every other file is there."""
-    _check_writable_target(model_dir, overwrite)
-    file_io.publish_directory(staging, model_dir, overwrite=overwrite, order=lambda rel: rel == COMPLETE_FILE)
-
-
-def read_run_info(model_dir: str) -> Dict[str, Any]:
-    """The `finetuning.json` of a completed run.
-
-    Raises:
-        FileNotFoundError: `model_dir` is not a completed fine-tuning output.
-        FinetuningError: the file is malformed.
-    """
-    import tensorflow as tf
-
-    if not is_complete(model_dir):
-        raise FileNotFoundError(
-            f"{model_dir} is not a completed fine-tuning directory (no {COMPLETE_FILE} file)"
-        )
-    path = os.path.join(model_dir, RUN_INFO_FILE)
-    try:
-        with tf.io.gfile.GFile(path, "r") as f:
-            info = json.load(f)
-    except tf.errors.NotFoundError:
-        raise FileNotFoundError(f"{path} is missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise FinetuningError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(info, dict):
-        raise FinetuningError(f"{path} must hold a JSON object")
-    return info
-
-
-def load_finetuned_model(model_dir: str, compile: bool = False):
-    """The task model saved by `run_finetuning` in `model_dir` (with the best weights).
-
-    The task modules (`albert_tf.tasks.*`) register their model classes with Keras when
-    imported; import the module of the task before calling this.
-
-    Raises:
-        FileNotFoundError: `model_dir` is not a completed fine-tuning output.
-    """
-    import keras
-
-    if not is_complete(model_dir):
-        raise FileNotFoundError(
-            f"{model_dir} is not a completed fine-tuning directory (no {COMPLETE_FILE} file)"
-        )
-    return keras.saving.load_model(os.path.join(model_dir, MODEL_FILE), compile=compile)
-
-
-# --- epochs and progress --------------------------------------------------------------------------
-
-
-def steps_per_epoch(num_examples: int, batch_size: int, gradient_accumulation_steps: int = 1) -> int:
-    """Optimizer updates in one pass over `num_examples`: full batches only, at least 1.
-
-    The run batches a repeated stream with the remainder dropped, so a last partial batch is no
-    step of its own; counting it (rounding up) gave a run of 2 epochs a third, 1-step interval.
-    """
-    return max(1, int(num_examples) // (int(batch_size) * int(gradient_accumulation_steps)))
-
-
-def steps_for_epochs(num_examples: int, epochs: float, batch_size: int, gradient_accumulation_steps: int = 1) -> int:
-    """`epochs` passes over `num_examples` in optimizer updates (at least 1), on `steps_per_epoch`."""
-    per_epoch = steps_per_epoch(num_examples, batch_size, gradient_accumulation_steps)
-    # Rounded first: 2.2 * 5 is 11.000000000000002 in floating point, which is 11 steps, not 12.
-    return max(1, math.ceil(round(float(epochs) * per_epoch, 6)))
+# --- progress --------------------------------------------------------------------------
 
 
 def resolve_verbose(verbose: Union[int, str]) -> int:
     """0 (silent), 1 (progress bars) or 2 (one line per interval); "auto" is 1 on a terminal, else 2."""
     if verbose == "auto":
-        return 1 if _is_tty(sys.stdout) else 2
+        return 1 if is_tty(sys.stdout) else 2
     if verbose not in (0, 1, 2):  # True and False count as 1 and 0, as Keras reads them
         raise FinetuningError(f"verbose must be 0, 1, 2 or 'auto', got {verbose!r}")
     return int(verbose)
-
-
-def _is_tty(stream) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty and isatty())
-    except (ValueError, OSError):  # a closed or detached stream
-        return False
-
-
-def _number(value: float) -> str:
-    """1, 2.5, 2.17: at most two decimals, none when whole."""
-    return f"{value:.2f}".rstrip("0").rstrip(".")
-
-
-class ProgressLine:
-    """How far a long loop has got, shown only once it has run `delay` seconds.
-
-    On a terminal the line is redrawn in place (and ended by `close`); elsewhere a new line is
-    written every `every` seconds, so that piped output stays one plain line per report.
-
-    Args:
-        label: What is running ("evaluating at step 60", "predicting").
-        total: Batches in all, when known.
-        stream: Where to write (default: `sys.stderr` at creation).
-        tty: Redraw in place; default: whether `stream` is a terminal.
-        delay: Seconds of silence before the first report (default `PROGRESS_DELAY_S`).
-        every: Seconds between lines when not redrawing (default `PROGRESS_EVERY_S`).
-        clock: The time source (seconds).
-    """
-
-    def __init__(self, label: str, total: Optional[int] = None, *, stream: Optional[TextIO] = None,
-                 tty: Optional[bool] = None, delay: Optional[float] = None, every: Optional[float] = None,
-                 clock: Callable[[], float] = time.monotonic):
-        self.label = label
-        self.total = total if total and total > 0 else None
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = _is_tty(self.stream) if tty is None else tty
-        self.delay = PROGRESS_DELAY_S if delay is None else delay
-        self.every = PROGRESS_EVERY_S if every is None else every
-        self.clock = clock
-        self.started = clock()
-        self.last: Optional[float] = None
-        self.done = 0
-        self.shown = -1  # the count of the last line written
-
-    def _text(self, elapsed: float) -> str:
-        if self.total:
-            width = 20
-            filled = min(width, int(width * self.done / self.total))
-            bar = f" [{'=' * filled}{'.' * (width - filled)}]" if self.tty else ""
-            return f"{self.label}: {self.done}/{self.total} batches{bar}, {elapsed:.0f}s"
-        return f"{self.label}: {self.done} batches, {elapsed:.0f}s"
-
-    def update(self, done: int) -> None:
-        self.done = done
-        now = self.clock()
-        elapsed = now - self.started
-        if elapsed < self.delay:
-            return
-        if self.tty:
-            # Redrawing faster than a person reads only costs time.
-            if self.last is None or now - self.last >= 0.2:
-                self.stream.write("\r" + self._text(elapsed))
-                self.stream.flush()
-                self.last, self.shown = now, done
-        elif self.last is None or now - self.last >= self.every:
-            self.stream.write(self._text(elapsed) + "\n")
-            self.stream.flush()
-            self.last, self.shown = now, done
-
-    def close(self) -> None:
-        """Ends a line drawn in place, or reports the end after periodic lines (unless the last one
-        already said it)."""
-        if self.last is None:
-            return
-        if self.tty or self.shown != self.done:
-            elapsed = self.clock() - self.started
-            self.stream.write(("\r" if self.tty else "") + self._text(elapsed) + ", done\n")
-            self.stream.flush()
-        self.last = None
-
-
-def _progress_callback(keras, label: str, options: Dict[str, Any]):
-    class PredictionProgress(keras.callbacks.Callback):
-        """A `ProgressLine` over the batches of one `predict` or `evaluate` call."""
-
-        def __init__(self):
-            super().__init__()
-            self.line: Optional[ProgressLine] = None
-
-        def _begin(self, logs=None):
-            self.line = ProgressLine(label, (self.params or {}).get("steps"), **options)
-
-        def _batch_end(self, batch, logs=None):
-            if self.line is not None:
-                self.line.update(int(batch) + 1)
-
-        def _end(self, logs=None):
-            if self.line is not None:
-                self.line.close()
-
-        on_predict_begin = on_test_begin = _begin
-        on_predict_batch_end = on_test_batch_end = _batch_end
-        on_predict_end = on_test_end = _end
-
-    return PredictionProgress()
-
-
-def progress_callbacks(label: str, *, verbose: Union[int, bool] = True, **options) -> List[Any]:
-    """Keras callbacks that report the progress of one `model.predict` or `model.evaluate` call
-    under `label` (`ProgressLine` options in `options`); none when `verbose` is off.
-
-    Pass them to the call (`callbacks=`); the task modules' predict functions take them.
-    """
-    if not verbose:
-        return []
-    import keras
-
-    return [_progress_callback(keras, label, options)]
 
 
 # --- evaluation and the best checkpoint ----------------------------------------------------------
@@ -394,68 +177,6 @@ def _is_better(value: float, best: Optional[float], mode: str) -> bool:
     if best is None:
         return True
     return value > best if mode == "max" else value < best
-
-
-def _make_progress_callback(keras):
-    class IntervalProgress(keras.callbacks.Callback):
-        """The training progress of each evaluation interval, labelled in steps and epochs.
-
-        Verbose 1: a header line and a Keras progress bar over the interval's batches; verbose 2:
-        one plain line per interval. Either is finished before the interval's evaluation prints.
-        """
-
-        def __init__(self, run: "_Run", steps_per_epoch: Optional[int]):
-            super().__init__()
-            self.run = run
-            self.steps_per_epoch = steps_per_epoch
-            self.bar = None
-            self.seen = 0
-            self.started = 0.0
-
-        def _header(self, epoch: int) -> str:
-            run = self.run
-            first = epoch * run.eval_every + 1
-            last = min((epoch + 1) * run.eval_every, run.num_train_steps)
-            text = f"steps {first}-{last} of {run.num_train_steps}"
-            if self.steps_per_epoch:
-                text += f" (epoch {_number(last / self.steps_per_epoch)} of {_number(run.num_train_steps / self.steps_per_epoch)})"
-            return text
-
-        def on_epoch_begin(self, epoch, logs=None):
-            run = self.run
-            self.seen = 0
-            self.started = time.time()
-            if run.verbose == 1:
-                batches = min(run.batches_per_interval, run.total_batches - epoch * run.batches_per_interval)
-                print(self._header(epoch), flush=True)
-                # Logged values are already running means: shown as they come.
-                self.bar = keras.utils.Progbar(batches, verbose=1, stateless_metrics=[],
-                                               unit_name="batch" if run.accumulation > 1 else "step")
-
-        def on_train_batch_end(self, batch, logs=None):
-            self.seen = batch + 1
-            if self.bar is not None:
-                self.bar.update(self.seen, _loggable(logs), finalize=False)
-
-        def on_epoch_end(self, epoch, logs=None):
-            if self.bar is not None:
-                self.bar.update(self.seen, _loggable(logs), finalize=True)
-                self.bar = None
-            elif self.run.verbose == 2:
-                shown = ", ".join(f"{k}={v:.4f}" for k, v in _loggable(logs))
-                print(f"{self._header(epoch)}: {shown}{', ' if shown else ''}{time.time() - self.started:.1f}s", flush=True)
-
-    return IntervalProgress
-
-
-def _loggable(logs) -> List[Any]:
-    values = []
-    for name, value in (logs or {}).items():
-        try:
-            values.append((name, float(value)))
-        except (TypeError, ValueError):
-            continue
-    return values
 
 
 def _make_callback(keras):
@@ -735,8 +456,8 @@ class FinetuningRunConfig:
             batched by `eval_batch_size` (default `batch_size`).
         eval_batch_size: See `batch_size`.
         shuffle_buffer: Shuffle buffer of the training examples when `batch_size` is given.
-        weight_decay: AdamW's in-update weight-decay rate (0.01 as the original).
-        clipnorm: Global-norm gradient clipping (1.0 as the original); None disables it.
+        weight_decay: AdamW's in-update weight-decay rate (the recipe's, 0.01 as the original).
+        clipnorm: Global-norm gradient clipping (the recipe's, 1.0 as the original); None disables it.
         gradient_accumulation_steps: Batches per update.
         steps_per_execution: Batches per `tf.function` call; must divide the batches of every
             evaluation interval and of the whole run.
@@ -752,8 +473,8 @@ class FinetuningRunConfig:
             "auto": 1 when stdout is a terminal, else 2. Unless 0, each evaluation is printed on
             a line of its own and evaluations longer than a few seconds show their progress on
             stderr (`progress_callbacks`, passed to an `eval_fn` that takes ``callbacks``).
-        bias_correction: Adam's bias correction in the AdamW update (False: the original's
-            update; `albert_tf.training.recipes` recommends True).
+        bias_correction: Adam's bias correction in the AdamW update (the recipe's, True; False:
+            the original's update).
         collapse_metric: The metric compared with the constant answer's (default `best_metric`).
         collapse_margin: How far past the constant the metric must be (default
             `albert_tf.evaluation.collapse.DEFAULT_MARGIN`).
@@ -777,8 +498,9 @@ class FinetuningRunConfig:
     batch_size: Optional[int] = None
     eval_batch_size: Optional[int] = None
     shuffle_buffer: int = 0
-    weight_decay: float = 0.01
-    clipnorm: Optional[float] = 1.0
+    # The optimizer's defaults are the recipe's: they are decided there alone.
+    weight_decay: float = FinetuningRecipe.weight_decay
+    clipnorm: Optional[float] = FinetuningRecipe.clipnorm
     gradient_accumulation_steps: int = 1
     steps_per_execution: int = 1
     jit_compile: Optional[bool] = None
@@ -788,7 +510,7 @@ class FinetuningRunConfig:
     overwrite: bool = False
     tensorboard: bool = True
     verbose: Union[int, str] = "auto"
-    bias_correction: bool = False
+    bias_correction: bool = FinetuningRecipe.bias_correction
     collapse_metric: Optional[str] = None
     collapse_margin: Optional[float] = None
     on_collapse: str = "warn"
@@ -884,7 +606,7 @@ def run_finetuning(
     config = _resolved_config(config, settings)
     model_dir, mode = config.model_dir, resolve_best_mode(config.best_metric, config.best_mode)
     verbose = resolve_verbose(config.verbose)
-    _check_writable_target(model_dir, config.overwrite)
+    check_writable_target(model_dir, config.overwrite)
     if strategy is None:
         strategy = tf.distribute.get_strategy()
     chief = is_chief(strategy)
@@ -930,7 +652,7 @@ def run_finetuning(
             finetune_resume.finish(staging)
         file_io.atomic_write_text(os.path.join(staging, COMPLETE_FILE), f"step {final_step}\n")
         if chief:
-            _publish(staging, model_dir, config.overwrite)
+            publish(staging, model_dir, config.overwrite)
         succeeded = True
     except FinetuningError:
         # The run's own verdict (a collapse, a bad metric) would be the same on a rerun.
@@ -1098,7 +820,7 @@ def _fit(model, optimizer, run: "_Run", train_dataset, schedule: _Schedule, conf
     fit_callbacks: List[Any] = []
     if verbose:
         # First, so that an interval's progress is finished before its evaluation prints.
-        fit_callbacks.append(_make_progress_callback(keras)(run, schedule.epoch_steps))
+        fit_callbacks.append(interval_progress(run, schedule.epoch_steps))
     fit_callbacks.append(_make_callback(keras)(run))
     if config.tensorboard and chief:
         fit_callbacks.append(

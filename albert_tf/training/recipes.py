@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_KINDS, RECIPE_TAGGING
-from albert_tf.training.finetuning import steps_for_epochs
+from albert_tf.training.finetuning_config import steps_for_epochs
 
 # Hidden sizes up to these bounds use the recipe beside them.
 _SIZE_CLASSES = (
@@ -58,6 +58,7 @@ class FinetuningRecipe:
         pooling: The classifier's pooling, "mean" or "cls".
         dropout: Dropout before the task head.
         weight_decay: AdamW's in-update weight decay.
+        clipnorm: Global-norm gradient clipping (1.0 as the original; None: off).
     """
 
     size_class: str
@@ -69,10 +70,11 @@ class FinetuningRecipe:
     pooling: str = "mean"
     dropout: float = 0.1
     weight_decay: float = 0.01
+    clipnorm: Optional[float] = 1.0
 
     def num_train_steps(self, num_examples: int) -> int:
         """Optimizer updates for `epochs` passes over `num_examples`, counted as the run counts
-        them (`albert_tf.training.finetuning.steps_for_epochs`: full batches, at least 1 a pass)."""
+        them (`albert_tf.training.finetuning_config.steps_for_epochs`: full batches, at least 1 a pass)."""
         return steps_for_epochs(num_examples, self.epochs, self.batch_size)
 
     def warmup_steps(self, num_train_steps: int) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from _cli_helpers import SPECIAL, cli_runner, write_config, write_sentiment_tables, write_vocab
-from albert_tf.tasks.classification.data import detect_file_format
+from albert_tf.data.tables import detect_file_format
 from albert_tf.tokenization.tokenizers import VocabSizeMismatch, check_vocab_size
 
 REPO = Path(__file__).resolve().parents[2]

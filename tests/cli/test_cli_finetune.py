@@ -89,7 +89,8 @@ def test_a_run_that_learns_nothing_is_reported_loudly(assets, tmp_path, capsys):
     ])
     assert (status, error) == (0, "")
     printed = capsys.readouterr().out
-    assert "pooling cls, bias-corrected AdamW" in printed
+    # The resolved configuration comes first, one line a section.
+    assert "config task: classification, pooling cls," in printed and "bias-corrected AdamW" in printed
     assert "best constant answer: accuracy=0.5000" in printed
     assert "WARNING: the model collapsed:" in printed
     assert json.loads((out / "finetuning.json").read_text())["collapse"]["collapsed"] is True
@@ -165,7 +166,7 @@ def test_epochs_and_progress_as_printed(assets, tmp_path, capsys, monkeypatch):
     ])
     assert (status, error) == (0, "")
     printed = capsys.readouterr().out
-    assert ", 4 steps (warmup 0)," in printed and "\r" not in printed and "\x1b[" not in printed
+    assert "config optimization: 4 steps (warmup 0)," in printed and "\r" not in printed and "\x1b[" not in printed
     assert re.search(r"^steps 1-2 of 4 \(epoch 1 of 2\): .*\neval at step 2: ", printed, flags=re.M)
     assert re.search(r"^steps 3-4 of 4 \(epoch 2 of 2\): .*\neval at step 4: ", printed, flags=re.M)
     evaluated = re.findall(r"^eval at step (\d+): ", printed, flags=re.M)
@@ -173,8 +174,8 @@ def test_epochs_and_progress_as_printed(assets, tmp_path, capsys, monkeypatch):
     assert re.search(r"^best dev accuracy at step (\d+): ", printed, flags=re.M).group(1) in evaluated
     assert [h["step"] for h in json.loads((out / "finetuning.json").read_text())["history"]] == [2, 4]
 
-    monkeypatch.setattr("albert_tf.training.finetuning.PROGRESS_DELAY_S", 0.0)
-    monkeypatch.setattr("albert_tf.training.finetuning.PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr("albert_tf.training.progress.PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr("albert_tf.training.progress.PROGRESS_EVERY_S", 0.0)
     status, _ = cli(["evaluate", "--model-dir", out, "--data", assets / "sentiment", "--split", "dev", "--batch-size", 16])
     captured = capsys.readouterr()
     assert status == 0 and json.loads(captured.out)["dev"]["num_examples"] == 32

@@ -267,8 +267,9 @@ def test_bad_input_names_the_file(assets, squad_v1_model, tmp_path):
 
 
 def test_task_files_without_settings_stay_readable(tmp_path):
+    from albert_tf.tasks.classification.family import ClassificationFamily
     from albert_tf.tasks.spec import TaskSpec
-    from albert_tf.training.finetuning import COMPLETE_FILE
+    from albert_tf.training.run_directory import COMPLETE_FILE
 
     # A task.json from before SQuAD/RACE: no "settings" field.
     legacy = {
@@ -279,7 +280,7 @@ def test_task_files_without_settings_stay_readable(tmp_path):
     (tmp_path / "task.json").write_text(json.dumps(legacy), encoding="utf-8")
     (tmp_path / COMPLETE_FILE).write_text("", encoding="utf-8")
     spec = TaskSpec.read(str(tmp_path))
-    assert spec.settings == {} and spec.labels == ["0", "1"] and spec.is_pair is False
+    assert spec.settings == {} and spec.labels == ["0", "1"] and not ClassificationFamily.is_pair(spec)
     spec.settings["version"] = "v1"
     spec.write(str(tmp_path))
     assert TaskSpec.read(str(tmp_path)).settings == {"version": "v1"}

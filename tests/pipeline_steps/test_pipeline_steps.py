@@ -29,13 +29,13 @@ def test_default_settings_are_the_bundled_sample():
 
 
 def test_the_main_job_fine_tunes_with_its_recorded_recipe(tmp_path, monkeypatch, tiny_spm_model):
-    """The sample job's Trainer (its summary.json "recipe"): 4000 examples, batch 32, 3 epochs -> 375
+    """The sample job's Trainer (its summary.json "config"): 4000 examples, batch 32, 3 epochs -> 375
     steps (37 of warmup), 1e-3, mean pooling, bias-corrected AdamW. A change here changes the model."""
     import numpy as np
 
     from albert_tf.pipeline_steps import trainer
     from albert_tf.pipeline_steps.staging import write_summary
-    from albert_tf.tasks.classification import examples_dataset
+    from albert_tf.data.features import examples_dataset
     from albert_tf.training import finetuning
 
     s = PipelineSettings()
@@ -71,6 +71,9 @@ def test_the_main_job_fine_tunes_with_its_recorded_recipe(tmp_path, monkeypatch,
     assert (config.num_train_steps, config.warmup_steps, config.batch_size) == (375, 37, 32)
     assert config.learning_rate == 1e-3 and config.bias_correction is True and seen["model"].pooling == "mean"
     assert (s.finetune_epochs, s.finetune_warmup_fraction, s.seed) == (3.0, 0.1, 12345)
+    # The settings show what the one resolver decided; the Trainer's configuration is theirs.
+    resolved = s.finetuning_config(s.vocab_size)
+    assert (resolved.optimization.num_epochs, resolved.data.batch_size, resolved.optimization.weight_decay) == (3.0, 32, 0.01)
 
 
 def test_settings_file_resolves_relative_paths_and_rejects_unknown_keys(tmp_path):

@@ -99,7 +99,7 @@ def test_from_pretrained_restores_the_whole_model(produced, producer):
     assert {k: v for k, v in restored.items() if k != "labels"} == {k: v for k, v in trained.items() if k != "labels"}
     assert first.preprocessor.sequence_length == produced.model.preprocessor.sequence_length
     if producer != "model.save":  # a .keras file is Keras' alone; the directory and the export record the run
-        assert first.training_config["learning_rate"] == battery.LEARNING_RATE, first.training_config
+        assert first.training_config.optimization.learning_rate == battery.LEARNING_RATE, first.training_config
     answers = first.predict(produced.case.probe, verbose=0)
     _same(answers, produced.answers, where)
     if producer == "model.finetune":  # the loads of a directory are alike, bit for bit

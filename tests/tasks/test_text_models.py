@@ -248,10 +248,9 @@ def test_default_compile_is_the_recipe(layouts):
     assert isinstance(model.loss, keras.losses.SparseCategoricalCrossentropy) and model.loss.from_logits
     assert not model.encoder.pooler.trainable  # mean pooling: the pooler gets no gradient
     # The same resolver as `albert-tf finetune` on a task without a preset; the user's values win.
-    from albert_tf.tasks.families import task_family
-    from albert_tf.tasks.hyperparameters import resolve_hyperparameters
+    from albert_tf.training.finetuning_config import resolve_finetuning_config
 
-    assert model.hyperparameters() == resolve_hyperparameters(task_family("classification"), model.encoder.to_albert_config())
+    assert model.finetuning_config() == resolve_finetuning_config("classification", model.encoder.to_albert_config())
     mine = model.recommended_optimizer(learning_rate=3e-4, bias_correction=False)
     assert float(mine.learning_rate) == pytest.approx(3e-4) and not mine.bias_correction
     model.compile(optimizer=keras.optimizers.Adam(1e-4))  # other arguments keep their defaults

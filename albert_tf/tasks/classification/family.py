@@ -8,25 +8,23 @@ import os
 from typing import Any, Dict, Optional, Sequence
 
 from albert_tf.kinds import SPEC_CLASSIFICATION, SPEC_REGRESSION
-from albert_tf.tasks.classification.data import (
+from albert_tf.data.features import examples_dataset
+from albert_tf.data.tables import (
     DataFormatError,
-    LabelVocab,
     MissingColumnError,
     TextExample,
     detect_file_format,
-    encode_examples,
-    examples_dataset,
     find_split_file,
-    glue_layout,
-    read_glue_split,
     read_table,
     read_text,
 )
+from albert_tf.tasks.classification.data import LabelVocab, encode_examples, glue_layout, read_glue_split
 from albert_tf.tasks.classification.metrics import make_eval_fn, predict_scores, score_predictions
 from albert_tf.tasks.errors import TaskError
 from albert_tf.tasks.family import TableFamily, progress_callbacks_for
-from albert_tf.tasks.spec import GLUE_TASKS, TaskSpec
+from albert_tf.tasks.spec import TaskSpec
 
+GLUE_TASKS = ("cola", "sst-2", "mrpc", "sts-b", "qqp", "mnli", "qnli", "rte", "wnli")
 TABLE_TASKS = ("classification", "regression")
 
 
@@ -42,21 +40,34 @@ class ClassificationFamily(TableFamily):
 
         return finetune_preset(self.task) if self.task in GLUE_TASKS else None
 
-    def build_spec(self, settings, hyper, tokenizer_entry, train_examples) -> TaskSpec:
+    def build_spec(self, settings, config, tokenizer_entry, train_examples) -> TaskSpec:
         s = settings
         if s.task in GLUE_TASKS:
             layout = glue_layout(s.task)
             kind = SPEC_REGRESSION if layout.is_regression else SPEC_CLASSIFICATION
             labels = list(layout.labels) if layout.labels else None
-            return TaskSpec(s.task, kind, labels, hyper["max_seq_length"], hyper["metrics"], hyper["best_metric"], tokenizer_entry)
+            return TaskSpec(s.task, kind, labels, config.data.max_seq_length, list(config.task.metrics), config.task.best_metric,
+                            tokenizer_entry)
         columns = {"text": s.text_column, "text_b": s.text_b_column, "label": s.label_column, "format": s.table_format, "quoting": s.tsv_quoting}
         if s.task == "regression":
-            return TaskSpec(s.task, SPEC_REGRESSION, None, hyper["max_seq_length"], ["pearson", "spearman"], "pearson", tokenizer_entry, columns)
+            return TaskSpec(s.task, SPEC_REGRESSION, None, config.data.max_seq_length, ["pearson", "spearman"], "pearson", tokenizer_entry, columns)
         try:
             vocab = LabelVocab.from_examples(train_examples)
         except ValueError as e:
             raise TaskError(str(e)) from None
-        return self.classification_spec(s.task, vocab.labels, hyper["max_seq_length"], tokenizer_entry, columns)
+        return self.classification_spec(s.task, vocab.labels, config.data.max_seq_length, tokenizer_entry, columns)
+
+    @staticmethod
+    def is_pair(spec: TaskSpec) -> bool:
+        """Whether the task reads text pairs (its GLUE layout's, else its `text_b` column)."""
+        if spec.task in GLUE_TASKS:
+            return glue_layout(spec.task).text_b is not None
+        return bool(spec.columns.get("text_b"))
+
+    @staticmethod
+    def label_vocab(spec: TaskSpec):
+        """The `LabelVocab` of a classifier's spec; None for a regressor."""
+        return LabelVocab(spec.labels) if spec.labels is not None else None
 
     @staticmethod
     def classification_spec(task: str, labels: Sequence[str], max_seq_length: int, tokenizer_entry: Dict[str, Any],
@@ -66,11 +77,11 @@ class ClassificationFamily(TableFamily):
         metrics = ["accuracy", "f1"] if len(labels) == 2 else ["accuracy"]
         return TaskSpec(task, SPEC_CLASSIFICATION, list(labels), max_seq_length, metrics, "accuracy", tokenizer_entry, columns)
 
-    def prepare_data(self, spec, tokenizer, train_examples, dev_examples, hyper):
+    def prepare_data(self, spec, tokenizer, train_examples, dev_examples, eval_batch_size):
         from albert_tf.evaluation import majority_class_baseline, mean_baseline
 
         regression = spec.kind == SPEC_REGRESSION
-        vocab = spec.label_vocab()
+        vocab = self.label_vocab(spec)
         try:
             train = encode_examples(train_examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=vocab, regression=regression)
             dev = encode_examples(dev_examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=vocab, regression=regression)
@@ -84,16 +95,16 @@ class ClassificationFamily(TableFamily):
             constant = majority_class_baseline(dev["labels"], names, label_names=vocab.labels)
         return examples_dataset(train), examples_dataset(dev), eval_fn, constant
 
-    def build_task_model(self, encoder, spec, hyper):
+    def build_task_model(self, encoder, spec, *, dropout, pooling):
         from albert_tf.tasks.classification.head import build_task_model
 
         return build_task_model(encoder, None if spec.kind == SPEC_REGRESSION else len(spec.labels),
-                                dropout=hyper["dropout"], pooling=hyper["pooling"])
+                                dropout=dropout, pooling=pooling)
 
-    def build_model(self, encoder, preprocessor, spec, hyper):
+    def build_model(self, encoder, preprocessor, spec, *, dropout, pooling):
         from albert_tf.tasks.classification.text_model import AlbertTextClassifier, AlbertTextRegressor
 
-        options = dict(dropout=hyper["dropout"], pooling=hyper["pooling"], compile=False, task_model_name=None)
+        options = dict(dropout=dropout, pooling=pooling, compile=False, task_model_name=None)
         if spec.kind == SPEC_REGRESSION:
             return AlbertTextRegressor(encoder, preprocessor, **options)
         return AlbertTextClassifier(encoder, preprocessor, len(spec.labels), labels=spec.labels, **options)
@@ -150,7 +161,7 @@ class ClassificationFamily(TableFamily):
         regression = spec.kind == SPEC_REGRESSION
         try:
             features = encode_examples(
-                examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=spec.label_vocab(), regression=regression
+                examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=self.label_vocab(spec), regression=regression
             )
         except DataFormatError as e:
             raise TaskError(str(e)) from None
@@ -179,7 +190,7 @@ class ClassificationFamily(TableFamily):
         return guid, value
 
     def examples_from_texts(self, spec, texts, texts_b):
-        if spec.is_pair:
+        if self.is_pair(spec):
             if not texts_b or len(texts_b) != len(texts):
                 raise TaskError(f"{spec.task} is a sentence-pair task: give one --text-b per TEXT ({len(texts)} texts, {len(texts_b or [])} --text-b)")
         elif texts_b:
@@ -201,7 +212,7 @@ class ClassificationFamily(TableFamily):
             if path.lower().endswith(".txt"):
                 lines = read_text(path).split("\n")
                 examples = [TextExample(l.rstrip("\r"), None, None, path, n, str(n - 1)) for n, l in enumerate(lines, 1) if l.strip()]
-                if spec.is_pair:
+                if self.is_pair(spec):
                     raise TaskError(f"{spec.task} is a pair task: give a .tsv/.csv/.jsonl --input with both text columns")
                 if not examples:
                     raise TaskError(f"{path} has no text")
@@ -222,7 +233,7 @@ class ClassificationFamily(TableFamily):
 
     def export_arguments(self, spec):
         result = super().export_arguments(spec)
-        result["pair"] = spec.is_pair
+        result["pair"] = self.is_pair(spec)
         if spec.kind == SPEC_CLASSIFICATION:
             result["labels"] = list(spec.labels)
         return result

@@ -9,14 +9,14 @@ from typing import Callable, Dict, Sequence
 import numpy as np
 
 from albert_tf.metrics import glue_metrics
-from albert_tf.tasks.classification.data import FEATURE_NAMES
+from albert_tf.data.features import FEATURE_NAMES
 
 
 def predict_scores(model, features, batch_size: int = 64, *, callbacks=None) -> np.ndarray:
     """Logits [n, num_labels] of a classifier or predictions [n] of a regressor.
 
     `features` is a dict of arrays or a batched `tf.data.Dataset` of feature dicts; `callbacks`
-    go to `model.predict` (e.g. `albert_tf.training.finetuning.progress_callbacks`).
+    go to `model.predict` (e.g. `albert_tf.training.progress.progress_callbacks`).
     """
     import tensorflow as tf
 

@@ -16,6 +16,7 @@ from albert_tf.tasks.family import (
     reading_data_errors,
     write_jsonl,
 )
+from albert_tf.tasks.multiple_choice.data import RaceDataError
 from albert_tf.tasks.spec import TaskSpec
 
 RACE_TASKS = ("race",)
@@ -40,7 +41,7 @@ class MultipleChoiceFamily(ReadingFamily):
     tasks = RACE_TASKS
     kinds = (SPEC_MULTIPLE_CHOICE,)
 
-    def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
+    def plan(self, settings, config, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
         from albert_tf.tasks.multiple_choice.data import DEFAULT_MAX_QA_LENGTH
         from albert_tf.tasks.multiple_choice.evaluation import prepare_race_task
         from albert_tf.tasks.multiple_choice.text_model import AlbertMultipleChoice
@@ -48,21 +49,21 @@ class MultipleChoiceFamily(ReadingFamily):
         s = settings
         train_path = race_split_path(s.data, "train")
         dev_path = race_split_path(s.data, "dev")
-        with reading_data_errors():
+        with reading_data_errors(RaceDataError):
             data = prepare_race_task(
-                tokenizer, train_path=train_path, eval_path=dev_path, max_seq_length=hyper["max_seq_length"],
+                tokenizer, train_path=train_path, eval_path=dev_path, max_seq_length=config.data.max_seq_length,
                 max_qa_length=s.max_qa_length or DEFAULT_MAX_QA_LENGTH,
             )
         num_choices = len(data.train_examples[0].options)
         spec = TaskSpec(
-            s.task, SPEC_MULTIPLE_CHOICE, [chr(ord("A") + i) for i in range(num_choices)], hyper["max_seq_length"],
-            list(hyper["metrics"]), data.best_metric, self.tokenizer_entry(s, tokenizer_type, tokenizer_file),
+            s.task, SPEC_MULTIPLE_CHOICE, [chr(ord("A") + i) for i in range(num_choices)], config.data.max_seq_length,
+            list(config.task.metrics), data.best_metric, self.tokenizer_entry(s, tokenizer_type, tokenizer_file),
             settings=dict(data.settings),
         )
-        eval_batch_size = hyper["eval_batch_size"]
+        eval_batch_size = config.data.eval_batch_size
 
         def build_model(encoder, preprocessor):
-            return AlbertMultipleChoice(encoder, preprocessor, dropout=hyper["dropout"], compile=False, task_model_name=None)
+            return AlbertMultipleChoice(encoder, preprocessor, dropout=config.task.dropout, compile=False, task_model_name=None)
 
         def write_results(directory: str, model) -> Dict[str, Any]:
             results = {"dev": self.scores(self.predict_examples(
@@ -90,7 +91,7 @@ class MultipleChoiceFamily(ReadingFamily):
         """The `RaceExample`s of a split folder, file or glob, at the run's levels."""
         from albert_tf.tasks.multiple_choice.data import LEVELS, read_race_examples
 
-        with reading_data_errors():
+        with reading_data_errors(RaceDataError):
             return read_race_examples(path, levels=tuple(spec.settings.get("levels", LEVELS)))
 
     def predict_examples(self, model, spec: TaskSpec, tokenizer, examples, batch_size: int,
@@ -102,7 +103,7 @@ class MultipleChoiceFamily(ReadingFamily):
 
         if not examples:
             raise TaskError("there are no RACE questions to predict")
-        with reading_data_errors():
+        with reading_data_errors(RaceDataError):
             return predict_race_examples(
                 model, tokenizer, examples, max_seq_length=spec.max_seq_length,
                 max_qa_length=spec.settings["max_qa_length"], batch_size=batch_size, callbacks=progress_callbacks_for(label),

@@ -17,6 +17,7 @@ from albert_tf.tasks.family import (
     reading_data_errors,
 )
 from albert_tf.tasks.spec import TaskSpec
+from albert_tf.tasks.squad.data import SquadDataError
 
 SQUAD_TASKS = ("squad-v1", "squad-v2")
 # The official SQuAD file names, by task and split.
@@ -52,7 +53,7 @@ class SquadFamily(ReadingFamily):
     tasks = SQUAD_TASKS
     kinds = (SPEC_SQUAD,)
 
-    def plan(self, settings, hyper, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
+    def plan(self, settings, config, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
         from albert_tf.tasks.squad import postprocessing as post
         from albert_tf.tasks.squad.data import DEFAULT_DOC_STRIDE, DEFAULT_MAX_QUERY_LENGTH
         from albert_tf.tasks.squad.evaluation import evaluate_squad, prepare_squad_task, write_squad_outputs
@@ -68,14 +69,14 @@ class SquadFamily(ReadingFamily):
         train_file = squad_split_file(s.task, s.data, "train")
         dev_file = squad_split_file(s.task, s.data, "dev")
         options = dict(
-            max_seq_length=hyper["max_seq_length"],
+            max_seq_length=config.data.max_seq_length,
             doc_stride=s.doc_stride or DEFAULT_DOC_STRIDE,
             max_query_length=s.max_query_length or DEFAULT_MAX_QUERY_LENGTH,
             n_best_size=s.n_best_size or post.DEFAULT_N_BEST_SIZE,
             max_answer_length=s.max_answer_length or post.DEFAULT_MAX_ANSWER_LENGTH,
         )
-        eval_batch_size = hyper["eval_batch_size"]
-        with reading_data_errors():
+        eval_batch_size = config.data.eval_batch_size
+        with reading_data_errors(SquadDataError):
             data = prepare_squad_task(
                 tokenizer, version=version, train_file=train_file, eval_file=dev_file, eval_batch_size=eval_batch_size, **options
             )
@@ -86,13 +87,13 @@ class SquadFamily(ReadingFamily):
             if skipped:
                 print(f"{path}: left out {len(skipped)} question(s): {skipped[0].reason} ...", flush=True)
         spec = TaskSpec(
-            s.task, SPEC_SQUAD, None, hyper["max_seq_length"], list(hyper["metrics"]), data.best_metric,
+            s.task, SPEC_SQUAD, None, config.data.max_seq_length, list(config.task.metrics), data.best_metric,
             self.tokenizer_entry(s, tokenizer_type, tokenizer_file), settings=dict(data.settings),
         )
 
         def build_model(encoder, preprocessor):
             reading = {k: v for k, v in options.items() if k != "max_seq_length"}
-            return AlbertQuestionAnswerer(encoder, preprocessor, dropout=hyper["dropout"], version=version, compile=False,
+            return AlbertQuestionAnswerer(encoder, preprocessor, dropout=config.task.dropout, version=version, compile=False,
                                           task_model_name=None, **reading)
 
         def write_results(directory: str, model) -> Dict[str, Any]:
@@ -140,7 +141,7 @@ class SquadFamily(ReadingFamily):
         from albert_tf.tasks.squad.evaluation import evaluate_squad, prepare_squad_task
 
         settings = spec.settings
-        with reading_data_errors():
+        with reading_data_errors(SquadDataError):
             data = prepare_squad_task(
                 tokenizer, version=settings["version"], eval_file=path, max_seq_length=spec.max_seq_length,
                 doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"], eval_batch_size=batch_size,
@@ -166,7 +167,7 @@ class SquadFamily(ReadingFamily):
         from albert_tf.tasks.squad.evaluation import predict_squad_file
 
         settings = spec.settings
-        with reading_data_errors():
+        with reading_data_errors(SquadDataError):
             return predict_squad_file(
                 model, tokenizer, path, version=settings["version"], max_seq_length=spec.max_seq_length,
                 doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"], batch_size=batch_size,

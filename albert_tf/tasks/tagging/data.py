@@ -41,7 +41,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from albert_tf.tasks.classification.data import DataFormatError, read_text
+from albert_tf.data.tables import DataFormatError, read_text
 
 logger = logging.getLogger(__name__)
 

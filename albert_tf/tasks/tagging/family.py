@@ -8,7 +8,8 @@ import os
 from typing import Dict, Optional
 
 from albert_tf.kinds import RECIPE_TAGGING, SPEC_TAGGING
-from albert_tf.tasks.classification.data import DataFormatError, examples_dataset, read_text
+from albert_tf.data.features import examples_dataset
+from albert_tf.data.tables import DataFormatError, read_text
 from albert_tf.tasks.errors import TaskError
 from albert_tf.tasks.family import TableFamily, progress_callbacks_for
 from albert_tf.tasks.spec import TaskSpec
@@ -67,37 +68,37 @@ class TaggingFamily(TableFamily):
     recipe_kind = RECIPE_TAGGING
     spec_kind_when_reading = SPEC_TAGGING
 
-    def build_spec(self, settings, hyper, tokenizer_entry, train_examples) -> TaskSpec:
+    def build_spec(self, settings, config, tokenizer_entry, train_examples) -> TaskSpec:
         vocab = TagVocab.from_sentences(train_examples)
         return TaskSpec(
-            settings.task, SPEC_TAGGING, list(vocab.tags), hyper["max_seq_length"],
+            settings.task, SPEC_TAGGING, list(vocab.tags), config.data.max_seq_length,
             ["entity_f1", "entity_precision", "entity_recall", "token_accuracy"], "entity_f1", tokenizer_entry,
             token_unit="char" if settings.task == "peoples-daily" else "word",
         )
 
-    def prepare_data(self, spec, tokenizer, train_examples, dev_examples, hyper):
+    def prepare_data(self, spec, tokenizer, train_examples, dev_examples, eval_batch_size):
         from albert_tf.evaluation import majority_tag_baseline
 
-        vocab = spec.label_vocab()
+        vocab = TagVocab(spec.labels)
         try:
             train = encode_sentences(train_examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
             dev = encode_sentences(dev_examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
         except DataFormatError as e:
             raise TaskError(str(e)) from None
-        eval_fn = make_eval_fn(dev, dev_examples, vocab, batch_size=hyper["eval_batch_size"])
+        eval_fn = make_eval_fn(dev, dev_examples, vocab, batch_size=eval_batch_size)
         gold = dev.features["labels"][dev.features["labels"] >= 0]
         constant = majority_tag_baseline(gold, vocab.tags) if gold.size else None
         return examples_dataset(train.features), examples_dataset(dev.features), eval_fn, constant
 
-    def build_task_model(self, encoder, spec, hyper):
+    def build_task_model(self, encoder, spec, *, dropout, pooling=None):
         from albert_tf.tasks.tagging.head import AlbertTokenClassifier
 
-        return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=hyper["dropout"])
+        return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=dropout)
 
-    def build_model(self, encoder, preprocessor, spec, hyper):
+    def build_model(self, encoder, preprocessor, spec, *, dropout, pooling=None):
         from albert_tf.tasks.tagging.text_model import AlbertTextTagger
 
-        return AlbertTextTagger(encoder, preprocessor, spec.labels, dropout=hyper["dropout"], token_unit=spec.token_unit,
+        return AlbertTextTagger(encoder, preprocessor, spec.labels, dropout=dropout, token_unit=spec.token_unit,
                                 compile=False, task_model_name=None)
 
     def split_names(self, spec, data):
@@ -131,7 +132,7 @@ class TaggingFamily(TableFamily):
         return True
 
     def evaluate_examples(self, model, spec, tokenizer, examples, batch_size, label="evaluating"):
-        vocab = spec.label_vocab()
+        vocab = TagVocab(spec.labels)
         try:
             encoded = encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab)
         except DataFormatError as e:
@@ -144,7 +145,7 @@ class TaggingFamily(TableFamily):
         served model give them (`entity_record`: label, start and end as character offsets in
         the text, text, score); for pre-tokenized input, whose text is its tokens joined, each
         entity also has its tokens' `start_token` and `end_token`."""
-        vocab = spec.label_vocab()
+        vocab = TagVocab(spec.labels)
         encoded = encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=vocab, with_labels=False)
         logits = predict_logits(model, encoded.features, batch_size, callbacks=progress_callbacks_for(label))
         probabilities = unit_probabilities(logits, encoded.word_positions)

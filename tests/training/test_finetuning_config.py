@@ -1,34 +1,52 @@
-"""`albert_tf.tasks.hyperparameters.resolve_hyperparameters`: the task's preset, then the recipe for
-the model's size, then the user's values, with one epochs-to-steps formula; and the command line
-and the pipeline's Trainer resolving the same run the same way."""
+"""`albert_tf.training.finetuning_config`: one typed configuration (task, optimization, data,
+runtime) resolved in one place (the task's preset, then the recipe for the model's size, then the
+user's values, with one epochs-to-steps formula); the command line and the pipeline's Trainer
+resolving the same run the same way through the one driver; the configuration printed, stored and
+read back."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
 from albert_tf.config import AlbertConfig
-from albert_tf.tasks.errors import TaskError
+from albert_tf.errors import ParameterError
 from albert_tf.tasks.families import TASKS, task_family
-from albert_tf.tasks.hyperparameters import GENERIC_DEFAULTS, USER_VALUES, resolve_hyperparameters
 from albert_tf.tasks.runner import FinetuneSettings
+from albert_tf.training.finetuning_config import (
+    GENERIC_DEFAULTS,
+    USER_NAMES,
+    FinetuningConfig,
+    FinetuningError,
+    resolve_finetuning_config,
+    steps_for_epochs,
+)
 
 # Hidden sizes of the recipe's three size classes.
 TINY, SMALL, BASE = (AlbertConfig(vocab_size=100, hidden_size=h, num_attention_heads=2, intermediate_size=2 * h)
                      for h in (128, 384, 768))
+# Where each user value lands in the tree.
+WHERE = {"learning_rate": "optimization", "bias_correction": "optimization", "weight_decay": "optimization",
+         "batch_size": "data", "eval_batch_size": "data", "max_seq_length": "data",
+         "dropout": "task", "encoder_dropout": "task", "pooling": "task"}
 
 
 def resolve(task, config, **values):
-    return resolve_hyperparameters(task_family(task), config, **values)
+    return resolve_finetuning_config(task_family(task), config, **values)
+
+
+def values_of(config, names):
+    return {name: getattr(getattr(config, WHERE[name]), name) for name in names}
 
 
 @pytest.mark.parametrize("task, config, expected, num_train, schedule", [
     # A preset's rate only for base-size models; smaller ones take the recipe's. The preset's steps and warmup.
     ("sst-2", TINY, dict(learning_rate=1e-3, batch_size=32, max_seq_length=512, dropout=0.1, encoder_dropout=0.0,
-                         pooling="mean", bias_correction=True), 4000, (20935, 1256)),
+                         pooling="mean", bias_correction=True, weight_decay=0.01), 4000, (20935, 1256)),
     ("sst-2", BASE, dict(learning_rate=1e-5, pooling="cls", bias_correction=True), 4000, (20935, 1256)),
     ("qqp", SMALL, dict(learning_rate=1e-4, batch_size=128, encoder_dropout=0.1, pooling="mean"), 10, (14000, 1000)),
     # No preset: the generic defaults (3 epochs of full batches, 10 % warmup) and the recipe's rate.
@@ -46,30 +64,31 @@ def resolve(task, config, **values):
     ("race", SMALL, dict(learning_rate=1e-4, batch_size=32, encoder_dropout=0.1, dropout=0.1), 1, (12000, 1000)),
 ])
 def test_defaults_of_each_kind_of_task(task, config, expected, num_train, schedule):
-    hyper = resolve(task, config)
-    assert {name: getattr(hyper, name) for name in expected} == expected
-    assert tuple(hyper.schedule(num_train)) == schedule
-    assert hyper.eval_batch_size == hyper.batch_size
+    resolved = resolve(task, config)
+    assert values_of(resolved, expected) == expected
+    assert tuple(resolved.schedule(num_train)) == schedule
+    assert resolved.data.eval_batch_size == resolved.data.batch_size
+    assert resolved.task.name == task
 
 
-def test_every_task_resolves_and_feeds_its_plan_the_same_keys():
+def test_every_task_resolves_with_its_presets_metrics():
     for task in TASKS:
-        plan_values = resolve(task, TINY).for_plan()
-        assert set(plan_values) == {"preset", "learning_rate", "batch_size", "eval_batch_size", "max_seq_length",
-                                    "dropout", "encoder_dropout", "metrics", "best_metric", "pooling", "bias_correction"}
-    sst2 = resolve("sst-2", TINY).for_plan()
-    assert sst2["metrics"] == ["accuracy"] and sst2["best_metric"] == "accuracy" and sst2["preset"].name == "sst-2"
-    assert resolve("classification", TINY).for_plan()["metrics"] is None
+        resolved = resolve(task, TINY)
+        assert resolved.runtime.precision == "float32" and resolved.runtime.seed == 12345
+    sst2 = resolve("sst-2", TINY)
+    assert sst2.task.metrics == ("accuracy",) and sst2.task.best_metric == "accuracy" and sst2.preset.name == "sst-2"
+    assert resolve("classification", TINY).task.metrics is None
 
 
 def test_the_users_values_win():
     given = dict(learning_rate=3e-4, batch_size=8, eval_batch_size=5, max_seq_length=64, dropout=0.0,
-                 encoder_dropout=0.2, pooling="cls", bias_correction=False)
+                 encoder_dropout=0.2, pooling="cls", bias_correction=False, weight_decay=0.0)
     for task in TASKS:
-        hyper = resolve(task, TINY, **given)
-        assert {name: getattr(hyper, name) for name in given} == given
+        assert values_of(resolve(task, TINY, **given), given) == given
     # An eval batch size of 0 is unset, as the command line reads it.
-    assert resolve("classification", TINY, batch_size=8, eval_batch_size=0).eval_batch_size == 8
+    assert resolve("classification", TINY, batch_size=8, eval_batch_size=0).data.eval_batch_size == 8
+    runtime = resolve("classification", TINY, precision="mixed_bfloat16", strategy="mirrored", jit_compile=True, seed=7).runtime
+    assert (runtime.precision, runtime.strategy, runtime.jit_compile, runtime.seed) == ("mixed_bfloat16", "mirrored", True, 7)
 
 
 def test_the_length_and_the_warmup_in_order():
@@ -84,9 +103,33 @@ def test_the_length_and_the_warmup_in_order():
     # Epochs count full batches of accumulated updates (`steps_for_epochs`).
     assert tuple(resolve("classification", TINY, gradient_accumulation_steps=2).schedule(4000)) == (186, 18)
     assert tuple(resolve("classification", TINY).schedule(5)) == (3, 0)  # fewer examples than a batch: 1 an epoch
-    with pytest.raises(TaskError) as raised:
+    with pytest.raises(FinetuningError) as raised:
         resolve("classification", TINY, num_train_steps=2, warmup_steps=5).schedule(100)
     assert raised.value.cli_message == "--warmup-steps (5) exceeds the number of training steps (2)"
+
+
+def test_epochs_count_full_batches():
+    assert steps_for_epochs(200, 2, 32) == 12
+    assert steps_for_epochs(1080, 2, 32) == 66
+    assert steps_for_epochs(50, 2.2, 10) == 11  # 2.2 * 5 is 11.000000000000002 in floats
+    assert steps_for_epochs(200, 2.5, 16, gradient_accumulation_steps=2) == 15
+    assert steps_for_epochs(5, 3, 32) == 3  # fewer examples than a batch: one step an epoch
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(learning_rate=0.0), "learning_rate must be > 0, got 0.0"),
+    (dict(batch_size=0), "batch_size must be an integer >= 1, got 0"),
+    (dict(num_epochs=-1.0), "num_epochs must be > 0, got -1.0"),
+    (dict(warmup_proportion=1.5), "warmup_proportion must be in [0, 1], got 1.5"),
+    (dict(pooling="max"), "pooling must be one of mean, cls, got 'max'"),
+    (dict(precision="float16"), "precision must be one of float32, mixed_bfloat16, got 'float16'"),
+    (dict(learning_rte=1e-3), "unknown fine-tuning setting 'learning_rte'; did you mean 'learning_rate'?"),
+])
+def test_an_impossible_value_is_one_line_naming_it(values, message):
+    with pytest.raises(FinetuningError) as raised:
+        resolve("classification", TINY, **values)
+    assert isinstance(raised.value, ParameterError) and "\n" not in str(raised.value)
+    assert str(raised.value).startswith(message), str(raised.value)
 
 
 def test_a_recipe_kind_or_no_preset_resolves_the_recipe_alone():
@@ -94,17 +137,45 @@ def test_a_recipe_kind_or_no_preset_resolves_the_recipe_alone():
 
     # The raw-text models name a recipe kind: no preset, so the classification task's values.
     for config in (TINY, BASE):
-        assert resolve_hyperparameters(RECIPE_CLASSIFICATION, config) == resolve("classification", config)
-    assert resolve_hyperparameters(RECIPE_TAGGING, TINY).num_epochs == 10
+        by_kind = resolve_finetuning_config(RECIPE_CLASSIFICATION, config)
+        assert dataclasses.replace(by_kind, task=dataclasses.replace(by_kind.task, name="classification")) == \
+            resolve("classification", config)
+    assert resolve_finetuning_config(RECIPE_TAGGING, TINY).optimization.num_epochs == 10
     # Distillation skips the preset: a base-size student on SST-2 takes the recipe's rate, not the paper's 1e-5.
-    assert resolve("sst-2", BASE).learning_rate == 1e-5
-    student = resolve_hyperparameters(task_family("sst-2"), BASE, use_preset=False)
-    assert student.preset is None and student.learning_rate == 2e-5
-    assert student.batch_size == GENERIC_DEFAULTS["batch_size"] and tuple(student.schedule(640)) == (60, 6)
+    assert resolve("sst-2", BASE).optimization.learning_rate == 1e-5
+    student = resolve_finetuning_config(task_family("sst-2"), BASE, use_preset=False)
+    assert student.preset is None and student.optimization.learning_rate == 2e-5
+    assert student.data.batch_size == GENERIC_DEFAULTS["batch_size"] and tuple(student.schedule(640)) == (60, 6)
 
 
-def test_the_user_values_are_finetune_settings():
-    assert set(USER_VALUES) <= {f.name for f in dataclasses.fields(FinetuneSettings)}
+def test_the_command_lines_training_flags_are_the_configurations_values():
+    flags = {f.name for f in dataclasses.fields(FinetuneSettings)}
+    assert set(USER_NAMES) - flags == {"clipnorm"}  # the original's clipping is not a flag
+
+
+def test_the_configuration_round_trips_through_json_and_prints_one_line_a_section():
+    resolved = resolve("sst-2", TINY, learning_rate=3e-4, precision="mixed_bfloat16")
+    stored = json.loads(json.dumps(resolved.to_dict()))
+    assert set(stored) == {"task", "optimization", "data", "runtime", "preset", "recipe"}
+    assert FinetuningConfig.from_dict(stored) == resolved
+    lines = resolved.describe(640)
+    assert [line.split(":")[0] for line in lines] == ["config task", "config optimization", "config data", "config runtime"]
+    assert "lr 0.0003" in lines[1] and "20935 steps (warmup 1256)" in lines[1] and "mixed_bfloat16" in lines[3]
+    assert resolved.replace(learning_rate=1e-3, seed=1).optimization.learning_rate == 1e-3
+    with pytest.raises(FinetuningError, match="not a fine-tuning configuration"):
+        FinetuningConfig.from_dict({"task": {}})
+
+
+def test_a_record_written_flat_before_the_tree_reads_back():
+    flat = {"learning_rate": 0.001, "batch_size": 32, "eval_batch_size": 32, "max_seq_length": 64, "dropout": 0.1,
+            "encoder_dropout": None, "pooling": "mean", "bias_correction": True, "num_train_steps": None,
+            "num_epochs": 3.0, "warmup_steps": None, "warmup_proportion": 0.1, "gradient_accumulation_steps": 1,
+            "preset": None, "recipe": {"size_class": "tiny", "learning_rate": 0.001, "epochs": 3.0, "batch_size": 32,
+                                       "warmup_fraction": 0.1, "bias_correction": True, "pooling": "mean",
+                                       "dropout": 0.1, "weight_decay": 0.01}}
+    config = FinetuningConfig.from_dict(flat)
+    assert config.optimization.learning_rate == 0.001 and config.data.max_seq_length == 64
+    assert config.optimization.weight_decay == 0.01 and config.recipe.size_class == "tiny"
 
 
 # --- the command line and the pipeline's Trainer resolve one run alike -----------------------------
@@ -153,7 +224,7 @@ def cli_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
 def pipeline_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
     from albert_tf.pipeline_steps import trainer
     from albert_tf.pipeline_steps.staging import write_summary
-    from albert_tf.tasks.classification import examples_dataset
+    from albert_tf.data.features import examples_dataset
     from albert_tf.training import finetuning
 
     vocab_dir = tmp_path / "vocab"
@@ -177,11 +248,19 @@ def pipeline_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
     {},
     dict(learning_rate=3e-4, batch_size=4, num_epochs=2.0, warmup_proportion=0.25, pooling="cls", bias_correction=False),
 ])
-def test_the_command_line_and_the_pipeline_resolve_a_run_alike(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
+def test_the_command_line_and_the_pipeline_resolve_a_run_alike(tmp_path, monkeypatch, capsys, tiny_spm_model, tiny_config,
+                                                              values):
+    def config_lines():
+        return [line for line in capsys.readouterr().out.splitlines() if line.startswith("config ")]
+
     cli = cli_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values)
+    cli_printed = config_lines()
     pipeline = pipeline_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values)
-    fields = ("num_train_steps", "warmup_steps", "learning_rate", "batch_size", "bias_correction", "weight_decay",
-              "clipnorm", "best_metric", "shuffle_buffer", "seed")
+    # Each run prints its resolved configuration first, one line a section: the same for both.
+    assert len(cli_printed) == 4 and config_lines() == cli_printed
+    fields = ("num_train_steps", "warmup_steps", "learning_rate", "batch_size", "eval_batch_size", "bias_correction",
+              "weight_decay", "clipnorm", "best_metric", "shuffle_buffer", "seed", "precision", "jit_compile",
+              "collapse_metric")
     assert {f: getattr(pipeline["config"], f) for f in fields} == {f: getattr(cli["config"], f) for f in fields}
     # Both train the task's raw-text model, whose head is the same.
     assert [type(run["model"]).__name__ for run in (cli, pipeline)] == ["AlbertTextClassifier"] * 2

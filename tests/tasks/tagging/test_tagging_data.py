@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from albert_tf.tasks.tagging import data as tagging
-from albert_tf.tasks.classification.data import DataFormatError
+from albert_tf.data.tables import DataFormatError
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 PEOPLES_DAILY = SHARED_DATA / "zh" / "peoples_daily_199801_pos_tagged.txt"
 
 CONLL = """-DOCSTART- -X- -X- O

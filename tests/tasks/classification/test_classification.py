@@ -7,7 +7,9 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.tasks.classification.data import DataFormatError, LabelVocab, TextExample
+from albert_tf.data.features import examples_dataset
+from albert_tf.data.tables import DataFormatError, TextExample
+from albert_tf.tasks.classification.data import LabelVocab
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks import classification
 from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
@@ -130,13 +132,13 @@ def easy_dataset(n=128, seq=6):
 def test_fit_lowers_the_loss_and_eval_fn_scores():
     keras.utils.set_random_seed(1)
     features = easy_dataset()
-    dataset = classification.examples_dataset(features).shuffle(128, seed=0).repeat().batch(16)
+    dataset = examples_dataset(features).shuffle(128, seed=0).repeat().batch(16)
     model = AlbertClassifier(encoder(), num_labels=2)
     model.compile(optimizer=create_optimizer("adamw", 3e-3, num_train_steps=60, num_warmup_steps=4), jit_compile=False)
     history = model.fit(dataset, epochs=3, steps_per_epoch=20, verbose=0).history
     assert history["loss"][-1] < 0.5 * history["loss"][0]
     eval_fn = classification.make_eval_fn(["accuracy", "f1"], regression=False)
-    metrics = eval_fn(model, classification.examples_dataset(features).batch(32))
+    metrics = eval_fn(model, examples_dataset(features).batch(32))
     assert metrics["accuracy"] > 0.9 and metrics["f1"] > 0.9
     assert set(metrics) == {"accuracy", "f1", "loss"}
 
@@ -148,8 +150,8 @@ def test_large_feature_sets_go_through_a_tfrecord_file(tmp_path):
         "segment_ids": np.zeros((4, 6), np.int32),
         "labels": np.array([0.5, 1.0, 2.0, 3.5], np.float32),
     }
-    in_memory = list(classification.examples_dataset(features).as_numpy_iterator())
-    spilled = classification.examples_dataset(features, max_in_memory_bytes=1, spill_dir=str(tmp_path))
+    in_memory = list(examples_dataset(features).as_numpy_iterator())
+    spilled = examples_dataset(features, max_in_memory_bytes=1, spill_dir=str(tmp_path))
     assert [p.suffix for p in tmp_path.iterdir()] == [".tfrecord"]
     assert int(spilled.cardinality()) == 4
     for a, b in zip(in_memory, spilled.as_numpy_iterator()):
@@ -158,4 +160,4 @@ def test_large_feature_sets_go_through_a_tfrecord_file(tmp_path):
             assert a[key].dtype == b[key].dtype
             np.testing.assert_array_equal(a[key], b[key])
     with pytest.raises(ValueError, match="common length"):
-        classification.examples_dataset({"a": np.zeros(2), "b": np.zeros(3)})
+        examples_dataset({"a": np.zeros(2), "b": np.zeros(3)})

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from albert_tf.tasks.classification import data as glue
-from albert_tf.tasks.classification.data import DataFormatError, LabelVocab
+from albert_tf.data.tables import DataFormatError
+from albert_tf.tasks.classification.data import LabelVocab
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 
 
 def write(path: Path, text: str) -> Path:

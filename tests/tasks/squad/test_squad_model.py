@@ -181,7 +181,8 @@ def test_v2_trains_predicts_and_round_trips(task, tmp_path):
 
 @pytest.mark.slow
 def test_v1_through_run_finetuning_keeps_the_best_f1(task, tmp_path):
-    from albert_tf.training.finetuning import load_finetuned_model, run_finetuning
+    from albert_tf.training.finetuning import run_finetuning
+    from albert_tf.training.run_directory import load_finetuned_model
 
     tokenizer, _ = task
     qas = [

@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.tasks.classification.data import DataFormatError
+from albert_tf.data.tables import DataFormatError
 from albert_tf.tasks.tagging.data import TaggedSentence, TagVocab
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks import tagging
