@@ -201,7 +201,7 @@ def run_one(task: Task, prepared, config, preprocessor, *, init, recipe, seed: i
     from albert_tf.tasks.runner import on_head, task_model_of
     from albert_tf.tasks.tagging import AlbertTextTagger
     from albert_tf.tasks.tagging import make_eval_fn as tagging_eval_fn
-    from albert_tf.training.finetuning import run_finetuning
+    from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
     from albert_tf.training.finetuning_config import resolve_finetuning_config
 
     train, dev, constant, tag_vocab = prepared
@@ -235,8 +235,8 @@ def run_one(task: Task, prepared, config, preprocessor, *, init, recipe, seed: i
     steps, _ = run.schedule(n)
     started = time.time()
     with tempfile.TemporaryDirectory(dir=work) as tmp:
-        run_config = run.run_config(
-            n, os.path.join(tmp, "run"), best_metric=metric, shuffle_buffer=n, collapse_metric=metric,
+        run_config = FinetuningRunConfig.from_config(
+            run, n, os.path.join(tmp, "run"), best_metric=metric, shuffle_buffer=n, collapse_metric=metric,
             tensorboard=False, verbose=0, eval_every_n_steps=max(1, steps // 3),
         )
         result = run_finetuning(

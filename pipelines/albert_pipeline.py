@@ -41,7 +41,8 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Sequence, TextIO
 
 from kfp import dsl
 
-from albert_tf.pipeline_steps.settings import PipelineSettings
+from albert_tf.config import AlbertConfig
+from albert_tf.pipeline_steps.settings import PipelineSettings, finetuning_config
 from pipelines.components import make_components
 
 PIPELINE_NAME = "albert-tf-pipeline"
@@ -143,6 +144,9 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         "DistilledOutputs", [*Outputs.__annotations__.items(), ("distilled_model", dsl.Model)]
     )
 
+    # The Trainer's defaults for the default model (`base-v2`), as the one resolver decides them.
+    trainer_default = finetuning_config(AlbertConfig.preset("base-v2"))
+
     def albert_pipeline(
         corpus: str,
         task_data: str,
@@ -163,12 +167,12 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         pretrain_batch_size: int = 256,
         pretrain_learning_rate: float = 0.00176,
         pretrain_warmup_steps: int = 250,
-        finetune_epochs: float = 3.0,
-        finetune_batch_size: int = 32,
-        finetune_learning_rate: float = 2e-5,
-        finetune_pooling: str = "cls",
-        finetune_bias_correction: bool = True,
-        finetune_warmup_fraction: float = 0.1,
+        finetune_epochs: float = trainer_default.optimization.num_epochs,
+        finetune_batch_size: int = trainer_default.data.batch_size,
+        finetune_learning_rate: float = trainer_default.optimization.learning_rate,
+        finetune_pooling: str = trainer_default.task.pooling,
+        finetune_bias_correction: bool = trainer_default.optimization.bias_correction,
+        finetune_warmup_fraction: float = trainer_default.optimization.warmup_proportion,
         strategy: str = "default",
         precision: str = "float32",
         beam_runner: str = "DirectRunner",

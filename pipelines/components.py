@@ -184,9 +184,9 @@ def trainer(
                                read_summary(transformed.path)["max_seq_length"])
     summary = run_trainer(
         transformed.path, vocabulary.path, pretrained_model.path, trained_model.path, config, model_name=model_name,
-        epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, pooling=pooling,
-        bias_correction=bias_correction, warmup_fraction=warmup_fraction, strategy=strategy, precision=precision, seed=seed,
-        deterministic=deterministic,
+        num_epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, pooling=pooling,
+        bias_correction=bias_correction, warmup_proportion=warmup_fraction, strategy=strategy, precision=precision,
+        seed=seed, deterministic=deterministic,
     )
     trained_model.metadata.update({"best_dev_" + k: v for k, v in summary["best_dev_metrics"].items()})
     trained_model.metadata["collapsed"] = bool(summary["collapse"] and summary["collapse"]["collapsed"])

@@ -53,7 +53,7 @@ def test_finetune_from_the_pipelines_pretrained_model(work, shared_pipeline_run)
     task = shared_pipeline_run.settings.task_data.replace("{SPAN}", "1")
     works(albert_tf(work, "finetune", "--task", "classification", "--data", task, "--text-column", "text",
                     "--label-column", "label", "--init", pretrained, "--model-dir", "from-pipeline",
-                    "--num-train-steps", 20, "--batch-size", 16, "--learning-rate", 0.005,
+                    "--num-epochs", 8, "--batch-size", 16, "--learning-rate", 0.005,
                     "--max-seq-length", 24))
     for path in (pretrained, work / "from-pipeline"):
         model = AlbertTextClassifier.from_pretrained(str(path), num_classes=2, sequence_length=24)

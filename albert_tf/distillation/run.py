@@ -166,7 +166,7 @@ def _train(s: DistillSettings, config, plan, family, spec, teacher, tokenizer, t
     from albert_tf.tasks.model_dir import text_model_around
     from albert_tf.tasks.resources import tokenizer_layer_from_model_dir
     from albert_tf.tasks.runner import write_model_assets
-    from albert_tf.training.finetuning import run_finetuning
+    from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
 
     eval_batch_size = config.data.eval_batch_size
     tokenizer_file = os.path.join(s.teacher, spec.tokenizer["file"])
@@ -207,8 +207,8 @@ def _train(s: DistillSettings, config, plan, family, spec, teacher, tokenizer, t
     for line in config.describe(transfer.size):
         print(line, flush=True)
     try:
-        run_config = config.run_config(
-            transfer.size, s.model_dir, best_metric=spec.best_metric, eval_every_n_steps=s.eval_every,
+        run_config = FinetuningRunConfig.from_config(
+            config, transfer.size, s.model_dir, best_metric=spec.best_metric, eval_every_n_steps=s.eval_every,
             shuffle_buffer=min(transfer.size, 100_000),
             metadata={"task": spec.task, DISTILLATION_KEY: record, "config": plan.config.to_dict(),
                       "data": os.path.abspath(s.data)},

@@ -144,8 +144,9 @@ def _given(config: Dict[str, Any], key: str, kind):
 
 def run_fn(fn_args) -> Dict[str, Any]:
     """Trains on `fn_args.train_files`, selects on `eval_files`, exports to `serving_model_dir`."""
-    from albert_tf.pipeline_steps import transform, trainer
     from albert_tf.data.features import examples_dataset
+    from albert_tf.pipeline_steps import transform, trainer
+    from albert_tf.pipeline_steps.settings import finetuning_config
 
     config: Dict[str, Any] = dict(getattr(fn_args, "custom_config", None) or {})
     missing = [k for k in REQUIRED_CONFIG if k not in config]
@@ -167,9 +168,18 @@ def run_fn(fn_args) -> Dict[str, Any]:
     if os.path.isdir(training_dir):
         shutil.rmtree(training_dir)  # a retried Trainer starts over in its own run directory
     base = _base_model(getattr(fn_args, "base_model", None), vocab_dir)
+    finetuning = finetuning_config(
+        albert_config, max_seq_length=seq, num_train_steps=getattr(fn_args, "train_steps", None) or None,
+        num_epochs=_given(config, "epochs", float), batch_size=_given(config, "batch_size", int),
+        learning_rate=_given(config, "learning_rate", float), pooling=config.get("pooling"),
+        bias_correction=_given(config, "bias_correction", bool),
+        warmup_proportion=_given(config, "warmup_fraction", float), strategy=config.get("strategy"),
+        precision=config.get("precision"), seed=_given(config, "seed", int),
+    )
     summary = trainer.train_classifier(
         examples_dataset(train_features),
         examples_dataset(eval_features),
+        finetuning,
         num_train=len(train_rows),
         labels=list(labels),
         pair=bool(text_b),
@@ -177,19 +187,8 @@ def run_fn(fn_args) -> Dict[str, Any]:
         output_dir=training_dir,
         albert_config=albert_config,
         model_name=config.get("model_name", "albert"),
-        max_seq_length=seq,
         init=config.get("init") or base,
         warm_start=base,
-        num_train_steps=getattr(fn_args, "train_steps", None) or None,
-        epochs=_given(config, "epochs", float),
-        batch_size=_given(config, "batch_size", int),
-        learning_rate=_given(config, "learning_rate", float),
-        strategy=config.get("strategy", "default"),
-        precision=config.get("precision", "float32"),
-        seed=int(config.get("seed", 12345)),
-        pooling=config.get("pooling"),
-        bias_correction=_given(config, "bias_correction", bool),
-        warmup_fraction=_given(config, "warmup_fraction", float),
     )
     serving_model_dir = fn_args.serving_model_dir
     if os.path.isdir(serving_model_dir) and os.listdir(serving_model_dir):

@@ -25,6 +25,7 @@ from typing import Any, Dict, Optional
 
 from albert_tf.pipeline_steps import example_gen, transform, vocab_gen
 from albert_tf.pipeline_steps.settings import PIPELINE_TASK, finetuning_config
+from albert_tf.training.finetuning_config import FinetuningConfig
 from albert_tf.pipeline_steps.staging import read_summary, staged_directory, write_summary
 
 MODEL_SUBDIR = "model"
@@ -165,6 +166,7 @@ class _TrackedEvaluation:
 def train_classifier(
     train_data,
     eval_data,
+    config: FinetuningConfig,
     *,
     num_train: int,
     labels,
@@ -173,29 +175,17 @@ def train_classifier(
     output_dir: str,
     albert_config,
     model_name: str,
-    max_seq_length: int,
     init: Optional[str] = None,
-    epochs: Optional[float] = None,
-    num_train_steps: Optional[int] = None,
-    batch_size: Optional[int] = None,
-    learning_rate: Optional[float] = None,
-    strategy: str = "default",
-    precision: str = "float32",
-    seed: int = 12345,
-    pooling: Optional[str] = None,
-    bias_correction: Optional[bool] = None,
-    warmup_fraction: Optional[float] = None,
     deterministic: bool = True,
     warm_start: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Fine-tunes a classifier on unbatched feature datasets and exports it; the shared core of the
-    Trainer component and the TFX user module.
+    Trainer component and the TFX user module, through the driver of `albert-tf finetune`
+    (`albert_tf.tasks.runner.train_task_model`).
 
-    Hyper-parameters left None are resolved as `albert-tf finetune --task classification` resolves
-    them (`albert_tf.pipeline_steps.settings.finetuning_config`): the recipe for the
-    model's size, else the generic defaults (3 epochs, batch 32, 10 % warmup). `num_train_steps`
-    fixes the length in updates instead of `epochs`, which count full batches
-    (`albert_tf.training.finetuning_config.steps_for_epochs`).
+    `config` is the run's `FinetuningConfig`, resolved as `albert-tf finetune --task
+    classification` resolves it (`albert_tf.pipeline_steps.settings.finetuning_config`); its
+    sequence length is the features'.
 
     `warm_start`: a pushed version (`albert_tf.pipeline_steps.warm_start`) whose classifier head
     the model starts from (the encoder comes from `init`); its labels must be `labels`.
@@ -225,12 +215,8 @@ def train_classifier(
 
         check_architecture(warm_start, albert_config)
         check_labels(warm_start, labels)
+    max_seq_length = config.data.max_seq_length
     spec = _task_spec(labels, max_seq_length, vocab_info, pair)
-    config = finetuning_config(
-        albert_config, learning_rate=learning_rate, batch_size=batch_size, max_seq_length=max_seq_length,
-        pooling=pooling, bias_correction=bias_correction, num_train_steps=num_train_steps, num_epochs=epochs,
-        warmup_proportion=warmup_fraction, precision=precision, strategy=strategy, seed=seed,
-    )
     steps, _ = config.schedule(num_train)
     family = task_family(spec)
     init_source: Dict[str, str] = {}
@@ -250,7 +236,7 @@ def train_classifier(
             # The task's raw-text model, as `albert-tf finetune` builds it; its tokenizer is also the export's.
             preprocessor=vocab_gen.tokenizer_layer(vocab_dir, max_seq_length), model_config=albert_config,
             tokenizer_file=os.path.join(vocab_dir, vocab_info["file"]), spec=spec, results=evaluation.results, init=init,
-            strategy=get_strategy(strategy), eval_fn=evaluation, constant_baseline=evaluation.constant,
+            strategy=get_strategy(config.runtime.strategy), eval_fn=evaluation, constant_baseline=evaluation.constant,
             init_info=init_source, tensorboard=False, verbose=0,
         )
         if result.collapsed:
@@ -290,20 +276,15 @@ def run_trainer(
     albert_config,
     *,
     model_name: str,
-    epochs: Optional[float] = None,
-    batch_size: Optional[int] = None,
-    learning_rate: Optional[float] = None,
-    strategy: str = "default",
-    precision: str = "float32",
-    seed: int = 12345,
-    pooling: Optional[str] = None,
-    bias_correction: Optional[bool] = None,
-    warmup_fraction: Optional[float] = None,
     deterministic: bool = True,
+    **values: Any,
 ) -> Dict[str, Any]:
     """Fine-tunes on the Transform features, starting from the Pretrainer's encoder (and, in a
-    warm-started run, the base model's classifier head); hyper-parameters left None are resolved
-    as `train_classifier` says.
+    warm-started run, the base model's classifier head).
+
+    `values`: the user's values of the run's `FinetuningConfig` (`learning_rate`, `num_epochs`,
+    `batch_size`, `pooling`, `bias_correction`, `warmup_proportion`, `strategy`, `precision`,
+    `seed`, ...; None: resolved), at the Transform's sequence length.
 
     `deterministic`: the same inputs and seed give the same model (`deterministic_op_kernels`).
     """
@@ -312,6 +293,7 @@ def run_trainer(
     return train_classifier(
         transform.finetuning_dataset(transform_dir, "train"),
         transform.finetuning_dataset(transform_dir, "eval"),
+        finetuning_config(albert_config, max_seq_length=info["max_seq_length"], **values),
         num_train=finetuning["counts"]["train"],
         labels=finetuning["labels"],
         pair=finetuning["pair"],
@@ -319,17 +301,7 @@ def run_trainer(
         output_dir=output_dir,
         albert_config=albert_config,
         model_name=model_name,
-        max_seq_length=info["max_seq_length"],
         init=pretrained_dir,
-        epochs=epochs,
-        batch_size=batch_size,
-        learning_rate=learning_rate,
-        strategy=strategy,
-        precision=precision,
-        seed=seed,
-        pooling=pooling,
-        bias_correction=bias_correction,
-        warmup_fraction=warmup_fraction,
         deterministic=deterministic,
         warm_start=vocab_gen.warm_start_base(vocab_dir),
     )

@@ -7,7 +7,8 @@ which also gives WNLI (not in `run_glue.sh`). `metrics` are what GLUE reports fo
 `best_metric` selects the checkpoint kept, as `run_classifier.py` picks its best checkpoint by dev
 accuracy (by Pearson correlation for STS-B and Matthews correlation for CoLA).
 
-`finetune_preset(name)` returns the `TaskPreset` of a GLUE task; `PRESETS` holds them all.
+`finetune_preset(name)` returns the `TaskPreset` (`albert_tf.training.finetuning_config`) of a GLUE
+task; `PRESETS` holds them all.
 
 The reading-comprehension tasks (`READING_PRESETS`, `reading_preset(name)`: "squad-v1",
 "squad-v2", "race") take learning rate, batch size, steps, warmup, sequence length and the
@@ -20,39 +21,9 @@ answerability branch and the RACE head use 0.1. SQuAD is scored by the official 
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Dict, Tuple
+from typing import Dict
 
-
-@dataclasses.dataclass(frozen=True)
-class TaskPreset:
-    """Fine-tuning defaults of one task.
-
-    Attributes:
-        name: Task name ("sst-2", "mnli", ...).
-        learning_rate: Peak learning rate (AdamW, linear warmup then linear decay).
-        batch_size: Training batch size.
-        num_train_steps: Optimizer updates.
-        warmup_steps: Warmup updates.
-        max_seq_length: Sequence length.
-        encoder_dropout: Dropout inside the encoder during fine-tuning (the paper's "ALBERT DR").
-        classifier_dropout: Dropout before the task head ("Classifier DR").
-        save_checkpoints_steps: Interval between the original's checkpoints (each evaluated).
-        metrics: The metrics GLUE reports for the task.
-        best_metric: The dev metric that selects the kept weights.
-    """
-
-    name: str
-    learning_rate: float
-    batch_size: int
-    num_train_steps: int
-    warmup_steps: int
-    max_seq_length: int = 512
-    encoder_dropout: float = 0.0
-    classifier_dropout: float = 0.1
-    save_checkpoints_steps: int = 100
-    metrics: Tuple[str, ...] = ("accuracy",)
-    best_metric: str = "accuracy"
+from albert_tf.training.finetuning_config import TaskPreset
 
 
 PRESETS: Dict[str, TaskPreset] = {

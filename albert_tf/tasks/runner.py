@@ -16,6 +16,7 @@ Bad settings, data or checkpoints raise `albert_tf.tasks.errors.TaskError` with 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -260,7 +261,8 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
         raise TaskError(raw_message(e)) from None
     family = task_family(s.task)
     model_config, config_source = resolve_model_config(s.config, s.init)
-    config = resolve_finetuning_config(family, model_config, **{name: getattr(s, name) for name in USER_NAMES if hasattr(s, name)})
+    with _task_errors():
+        config = resolve_finetuning_config(family, model_config, **{n: getattr(s, n) for n in USER_NAMES if hasattr(s, n)})
     tokenizer_type, tokenizer_file, stored_lower_case = resolve_tokenizer_file(s.spm_model, s.vocab_file, s.init)
     if s.lower_case is None:
         # The casing the tokenizer was made with, where it was stored with it; else lower-cased.
@@ -280,7 +282,8 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
         model_config = model_config.replace(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     plan = family.plan(s, config, tokenizer_type, tokenizer_file, tokenizer)
     spec = plan.spec
-    steps, warmup = config.schedule(plan.num_train)
+    with _task_errors():
+        steps, warmup = config.schedule(plan.num_train)
     _check_memory(s, config, model_config, strategy, spec)
     preprocessor = load_tokenizer_layer(spec.tokenizer["type"], tokenizer_file, spec.tokenizer["lower_case"], seq_length)
     print(f"fine-tuning {s.task}: {plan.summary}", flush=True)
@@ -305,6 +308,15 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
               flush=True)
     print(f"wrote {result.model_dir}")
     return FinetuneOutcome(result.model_dir, spec, config, result, steps, warmup, plan.constant_baseline)
+
+
+@contextlib.contextmanager
+def _task_errors():
+    """A configuration that cannot make a run, as the task layer's one-line `TaskError`."""
+    try:
+        yield
+    except FinetuningError as e:
+        raise TaskError(raw_message(e)) from None
 
 
 def task_model_of(model):
@@ -379,7 +391,7 @@ def train_task_model(build, train_data, eval_data, config: FinetuningConfig, *, 
     from albert_tf.checkpoints.any_format import init_encoder
     from albert_tf.checkpoints.original import CheckpointError
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.training.finetuning import run_finetuning
+    from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
 
     init_info = {} if init_info is None else init_info
 
@@ -406,8 +418,9 @@ def train_task_model(build, train_data, eval_data, config: FinetuningConfig, *, 
     for line in config.describe(num_train):
         print(line, flush=True)
     try:
-        run_config = config.run_config(
-            num_train, model_dir, best_metric=spec.best_metric, shuffle_buffer=min(num_train, SHUFFLE_BUFFER),
+        run_config = FinetuningRunConfig.from_config(
+            config, num_train, model_dir, best_metric=spec.best_metric,
+            shuffle_buffer=min(num_train, SHUFFLE_BUFFER),
             metadata={"task": spec.task, "init": init_info, "config": model_config.to_dict(), **(metadata or {})},
             collapse_metric=spec.best_metric if constant_baseline is not None else None, **run,
         )

@@ -467,7 +467,7 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         """
         from albert_tf.export.precision import model_precision
         from albert_tf.tasks.model_dir import write_text_model_assets
-        from albert_tf.training.finetuning import run_finetuning
+        from albert_tf.training.finetuning import FinetuningRunConfig, run_finetuning
 
         if epochs is not None:
             if hyperparameters.get("num_epochs") not in (None, epochs):
@@ -489,8 +489,8 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
                 print(line, flush=True)
         # The datasets are batched here (`batch_size=None`): tokenizing runs in `tf.data`, and the
         # graph XLA would compile sees token ids only.
-        run_config = config.run_config(
-            num_train, model_dir, batch_size=None, eval_batch_size=None, best_metric=best_metric,
+        run_config = FinetuningRunConfig.from_config(
+            config, num_train, model_dir, batch_size=None, eval_batch_size=None, best_metric=best_metric,
             metadata={"model": type(self).__name__}, overwrite=overwrite, verbose=verbose,
             collapse_metric=best_metric if constant_baseline is not None else None,
         )

@@ -60,7 +60,7 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from albert_tf import file_io
-from albert_tf.training.finetuning_config import FinetuningError, steps_per_epoch
+from albert_tf.training.finetuning_config import FinetuningConfig, FinetuningError, steps_per_epoch
 from albert_tf.training.progress import interval_progress, is_tty, progress_callbacks
 from albert_tf.training.run_directory import (
     BEST_WEIGHTS_FILE,
@@ -519,6 +519,25 @@ class FinetuningRunConfig:
 
     def __post_init__(self):
         self.validate()
+
+    @classmethod
+    def from_config(cls, config: FinetuningConfig, num_train: int, model_dir: str, **run: Any) -> "FinetuningRunConfig":
+        """The settings of a run of the resolved `config` on `num_train` training elements: the
+        schedule, the optimizer, the batch sizes, the precision, XLA and the seed from `config`;
+        `run` adds what belongs to one run (`best_metric`, `metadata`, `verbose`, ...). Datasets
+        already batched pass `batch_size=None`."""
+        steps, warmup = config.schedule(num_train)
+        o, d = config.optimization, config.data
+        fields = dict(
+            num_train_steps=steps, warmup_steps=warmup, learning_rate=o.learning_rate, model_dir=model_dir,
+            weight_decay=o.weight_decay, bias_correction=o.bias_correction, clipnorm=o.clipnorm,
+            gradient_accumulation_steps=o.gradient_accumulation_steps, batch_size=d.batch_size,
+            eval_batch_size=d.eval_batch_size, precision=config.runtime.precision, jit_compile=config.runtime.jit_compile,
+            seed=config.runtime.seed,
+        )
+        if config.task.best_metric:
+            fields["best_metric"] = config.task.best_metric
+        return cls(**{**fields, **run})
 
     def validate(self) -> None:
         """Raises `FinetuningError` naming the first impossible setting."""

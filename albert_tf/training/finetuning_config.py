@@ -4,17 +4,18 @@
 Every fine-tuning run is described by one resolved `FinetuningConfig`: `albert-tf finetune`,
 `model.finetune`, the pipeline's Trainer and its TFX module, `albert-tf distill` and the
 benchmarks build it here and hand it to the one driver (`albert_tf.training.finetuning.run_finetuning`,
-through `FinetuningConfig.run_config`). The run prints it first (`describe`), the model directory
+through `FinetuningRunConfig.from_config`). The run prints it first (`describe`), the model directory
 stores it (`task.json`'s `training`) and `from_pretrained` reads it back (`model.training_config`).
 
 `resolve_finetuning_config` layers, each over the one before:
 
-1. the task's preset (the original release's GLUE, SQuAD and RACE values,
-   `albert_tf.tasks.presets`), else `GENERIC_DEFAULTS`;
+1. the task's preset (`TaskPreset`: the original release's GLUE, SQuAD and RACE values,
+   `albert_tf.tasks.presets`), else the recipe's length, batch, warmup, dropout and sequence length;
 2. the recipe for the model's size (`albert_tf.training.recipes.recommended_recipe`): the pooling,
-   Adam's bias correction, the weight decay, the learning rate unless a preset gives one for a
-   base-size model (the presets' rates are the paper's, for base-size models and larger; smaller
-   encoders collapse at them: BENCHMARKS.md, "Fine-tuning recipes"), and token tagging's epochs;
+   Adam's bias correction, the weight decay and clipping, the learning rate unless a preset gives
+   one for a base-size model (the presets' rates are the paper's, for base-size models and
+   larger; smaller encoders collapse at them: BENCHMARKS.md, "Fine-tuning recipes"), and token
+   tagging's epochs;
 3. the user's values.
 
 The length of a run is counted by one formula, `steps_for_epochs` (full batches, as the run
@@ -32,9 +33,6 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from albert_tf.errors import ParameterError, param
 
-# Defaults of the tasks without a preset: the BERT/ALBERT fine-tuning recipe's usual values.
-GENERIC_DEFAULTS = dict(learning_rate=2e-5, batch_size=32, num_epochs=3.0, warmup_proportion=0.1, max_seq_length=128,
-                        dropout=0.1)
 PRECISIONS = ("float32", "mixed_bfloat16")
 
 # The user's values `resolve_finetuning_config` takes, by the section of the tree they land in.
@@ -73,6 +71,38 @@ class TrainingSchedule(NamedTuple):
 
     num_train_steps: int
     warmup_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskPreset:
+    """Fine-tuning defaults of one task, from its original release (`albert_tf.tasks.presets`
+    holds the GLUE, SQuAD and RACE values).
+
+    Attributes:
+        name: Task name ("sst-2", "mnli", ...).
+        learning_rate: Peak learning rate (AdamW, linear warmup then linear decay).
+        batch_size: Training batch size.
+        num_train_steps: Optimizer updates.
+        warmup_steps: Warmup updates.
+        max_seq_length: Sequence length.
+        encoder_dropout: Dropout inside the encoder during fine-tuning (the paper's "ALBERT DR").
+        classifier_dropout: Dropout before the task head ("Classifier DR").
+        save_checkpoints_steps: Interval between the original's checkpoints (each evaluated).
+        metrics: The metrics the benchmark reports for the task.
+        best_metric: The dev metric that selects the kept weights.
+    """
+
+    name: str
+    learning_rate: float
+    batch_size: int
+    num_train_steps: int
+    warmup_steps: int
+    max_seq_length: int = 512
+    encoder_dropout: float = 0.0
+    classifier_dropout: float = 0.1
+    save_checkpoints_steps: int = 100
+    metrics: Tuple[str, ...] = ("accuracy",)
+    best_metric: str = "accuracy"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,8 +193,7 @@ class FinetuningConfig:
 
     Attributes:
         task, optimization, data, runtime: The four sections.
-        preset: The task's `albert_tf.tasks.presets.TaskPreset` it started from, if any (what
-            was decided where: read-only).
+        preset: The task's `TaskPreset` it started from, if any (what was decided where).
         recipe: The `albert_tf.training.recipes.FinetuningRecipe` for the model's size.
     """
 
@@ -196,27 +225,6 @@ class FinetuningConfig:
         for name, value in values.items():
             sections.setdefault(_section_of(name), {})[name] = value
         return dataclasses.replace(self, **{s: dataclasses.replace(getattr(self, s), **v) for s, v in sections.items()})
-
-    def run_config(self, num_train: int, model_dir: str, **run: Any):
-        """The driver's settings (`albert_tf.training.finetuning.FinetuningRunConfig`) of this run
-        on `num_train` training elements: the schedule, the optimizer, the batch sizes, the
-        precision, XLA and the seed from here; `run` adds what belongs to one run (`model_dir`'s
-        neighbours: `best_metric`, `metadata`, `verbose`, ...). Datasets already batched pass
-        `batch_size=None`."""
-        from albert_tf.training.finetuning import FinetuningRunConfig
-
-        steps, warmup = self.schedule(num_train)
-        o, d = self.optimization, self.data
-        fields = dict(
-            num_train_steps=steps, warmup_steps=warmup, learning_rate=o.learning_rate, model_dir=model_dir,
-            weight_decay=o.weight_decay, bias_correction=o.bias_correction, clipnorm=o.clipnorm,
-            gradient_accumulation_steps=o.gradient_accumulation_steps, batch_size=d.batch_size,
-            eval_batch_size=d.eval_batch_size, precision=self.runtime.precision, jit_compile=self.runtime.jit_compile,
-            seed=self.runtime.seed,
-        )
-        if self.task.best_metric:
-            fields["best_metric"] = self.task.best_metric
-        return FinetuningRunConfig(**{**fields, **run})
 
     def describe(self, num_train: Optional[int] = None) -> List[str]:
         """The configuration as the run prints it first: one line a section."""
@@ -255,7 +263,6 @@ class FinetuningConfig:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "FinetuningConfig":
         """The configuration `to_dict` wrote (the preset and the recipe come back as their types)."""
-        from albert_tf.tasks.presets import TaskPreset
         from albert_tf.training.recipes import FinetuningRecipe
 
         if "optimization" not in values and "learning_rate" in values:
@@ -280,6 +287,8 @@ class FinetuningConfig:
 def _from_flat(values: Mapping[str, Any]) -> Dict[str, Any]:
     """The tree of a `training` record written flat (model directories of 2026-12-06 morning's
     main); what it did not record (the runtime, the weight decay) takes today's defaults."""
+    from albert_tf.training.recipes import FinetuningRecipe
+
     preset, recipe = values.get("preset"), values.get("recipe") or {}
     name = preset["name"] if isinstance(preset, dict) else "unknown"
     flat = {k: values.get(k) for k in USER_NAMES if k in values}
@@ -288,7 +297,8 @@ def _from_flat(values: Mapping[str, Any]) -> Dict[str, Any]:
                  "metrics": preset.get("metrics") if isinstance(preset, dict) else None,
                  "best_metric": preset.get("best_metric") if isinstance(preset, dict) else None},
         "optimization": {**{k: flat.get(k) for k in USER_VALUES["optimization"]},
-                         "weight_decay": recipe.get("weight_decay", 0.01), "clipnorm": recipe.get("clipnorm", 1.0)},
+                         "weight_decay": recipe.get("weight_decay", FinetuningRecipe.weight_decay),
+                         "clipnorm": recipe.get("clipnorm", FinetuningRecipe.clipnorm)},
         "data": {k: flat.get(k) for k in USER_VALUES["data"]},
         "runtime": {},
         "preset": preset if isinstance(preset, dict) else None,
@@ -334,18 +344,18 @@ def resolve_finetuning_config(task, model_config, *, use_preset: bool = True, **
         name, preset, recipe_kind = task.task, (task.preset() if use_preset else None), task.recipe_kind
     recipe = recommended_recipe(model_config, recipe_kind)
 
-    # 1. The task's preset, else the generic defaults.
+    # 1. The task's preset, else the recipe's run.
     if preset is not None:
         rate, batch, length = preset.learning_rate, preset.batch_size, preset.max_seq_length
         dropout, encoder_dropout = preset.classifier_dropout, preset.encoder_dropout
         steps, epochs, preset_warmup = preset.num_train_steps, None, preset.warmup_steps
     else:
-        g = GENERIC_DEFAULTS
-        rate, batch, length, dropout, encoder_dropout = g["learning_rate"], g["batch_size"], g["max_seq_length"], g["dropout"], None
-        steps, epochs, preset_warmup = None, g["num_epochs"], None
+        rate, batch, length = recipe.learning_rate, recipe.batch_size, recipe.max_seq_length
+        dropout, encoder_dropout = recipe.dropout, None
+        steps, epochs, preset_warmup = None, recipe.epochs, None
 
     # 2. The recipe for the model's size.
-    if preset is None or recipe.size_class != "base":
+    if recipe.size_class != "base":
         rate = recipe.learning_rate
     if recipe_kind == RECIPE_TAGGING:
         # Entity tags are sparse: a small tagger finds entities only after the recipe's longer run.
@@ -363,7 +373,7 @@ def resolve_finetuning_config(task, model_config, *, use_preset: bool = True, **
     elif preset_warmup is not None:
         warmup, proportion = preset_warmup, None
     else:
-        warmup, proportion = None, GENERIC_DEFAULTS["warmup_proportion"]
+        warmup, proportion = None, recipe.warmup_fraction
     batch = u.get("batch_size", batch)
     config = FinetuningConfig(
         task=TaskConfig(

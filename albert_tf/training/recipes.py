@@ -34,7 +34,6 @@ import math
 from typing import Any, Dict, Optional
 
 from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_KINDS, RECIPE_TAGGING
-from albert_tf.training.finetuning_config import steps_for_epochs
 
 # Hidden sizes up to these bounds use the recipe beside them.
 _SIZE_CLASSES = (
@@ -46,7 +45,9 @@ _SIZE_CLASSES = (
 
 @dataclasses.dataclass(frozen=True)
 class FinetuningRecipe:
-    """The fine-tuning hyperparameters of one run.
+    """The fine-tuning defaults for a model size: what a run of a task without a preset takes
+    (`albert_tf.training.finetuning_config.resolve_finetuning_config`); with a preset, its
+    learning rate (below base size), pooling, bias correction, weight decay and clipping.
 
     Attributes:
         size_class: "tiny", "small" or "base" (what the recipe was chosen for).
@@ -57,6 +58,7 @@ class FinetuningRecipe:
         bias_correction: Adam's bias correction in the AdamW update.
         pooling: The classifier's pooling, "mean" or "cls".
         dropout: Dropout before the task head.
+        max_seq_length: Sequence length.
         weight_decay: AdamW's in-update weight decay.
         clipnorm: Global-norm gradient clipping (1.0 as the original; None: off).
     """
@@ -69,16 +71,9 @@ class FinetuningRecipe:
     bias_correction: bool = True
     pooling: str = "mean"
     dropout: float = 0.1
+    max_seq_length: int = 128
     weight_decay: float = 0.01
     clipnorm: Optional[float] = 1.0
-
-    def num_train_steps(self, num_examples: int) -> int:
-        """Optimizer updates for `epochs` passes over `num_examples`, counted as the run counts
-        them (`albert_tf.training.finetuning_config.steps_for_epochs`: full batches, at least 1 a pass)."""
-        return steps_for_epochs(num_examples, self.epochs, self.batch_size)
-
-    def warmup_steps(self, num_train_steps: int) -> int:
-        return int(num_train_steps * self.warmup_fraction)
 
     def to_dict(self) -> Dict[str, Any]:
         return dataclasses.asdict(self)

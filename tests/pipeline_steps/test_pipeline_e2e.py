@@ -167,7 +167,7 @@ def test_a_model_trained_on_random_labels_is_refused(shared_pipeline_run, tmp_pa
     config = albert_config_for(settings.model, read_summary(a["vocabulary"])["vocab_size"], settings.max_seq_length)
     # Two epochs: there is nothing to learn however long it trains.
     run_trainer(step("transformed"), a["vocabulary"], a["pretrained_model"], step("trained"), config,
-                model_name=settings.model_name, epochs=2.0, batch_size=settings.finetune_batch_size,
+                model_name=settings.model_name, num_epochs=2.0, batch_size=settings.finetune_batch_size,
                 learning_rate=settings.finetune_learning_rate, seed=settings.seed)
     evaluation = run_evaluator(step("examples"), candidate_path(step("trained")), step("serving/tiny"), step("blessing"),
                                threshold=settings.eval_threshold, confidence=settings.eval_confidence)

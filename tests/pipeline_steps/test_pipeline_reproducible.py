@@ -104,9 +104,9 @@ trainer.run_pretrainer(transformed, vocab, f"{out}/pretrained", config, steps=s.
                        warmup_steps=s.pretrain_warmup_steps, strategy=s.strategy, precision=s.precision, seed=s.seed,
                        deterministic=s.deterministic)
 trainer.run_trainer(transformed, vocab, f"{out}/pretrained", f"{out}/trained", config,
-                    model_name=s.model_name, epochs=s.finetune_epochs, batch_size=s.finetune_batch_size,
+                    model_name=s.model_name, num_epochs=s.finetune_epochs, batch_size=s.finetune_batch_size,
                     learning_rate=s.finetune_learning_rate, pooling=s.finetune_pooling,
-                    bias_correction=s.finetune_bias_correction, warmup_fraction=s.finetune_warmup_fraction,
+                    bias_correction=s.finetune_bias_correction, warmup_proportion=s.finetune_warmup_fraction,
                     strategy=s.strategy, precision=s.precision, seed=s.seed, deterministic=s.deterministic)
 '''
 

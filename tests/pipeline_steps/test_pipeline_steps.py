@@ -60,12 +60,9 @@ def test_the_main_job_fine_tunes_with_its_recorded_recipe(tmp_path, monkeypatch,
     with pytest.raises(Captured):
         # As `run_trainer` calls it with the settings (`pipelines/components.py`).
         trainer.train_classifier(
-            data, data, num_train=num_train, labels=["0", "1"], pair=False, vocab_dir=str(vocab_dir),
-            output_dir=str(tmp_path / "trainer"), albert_config=s.albert_config(s.vocab_size), model_name=s.model_name,
-            max_seq_length=s.max_seq_length, epochs=s.finetune_epochs, batch_size=s.finetune_batch_size,
-            learning_rate=s.finetune_learning_rate, pooling=s.finetune_pooling,
-            bias_correction=s.finetune_bias_correction, warmup_fraction=s.finetune_warmup_fraction,
-            seed=s.seed, deterministic=s.deterministic,
+            data, data, s.finetuning_config(s.vocab_size), num_train=num_train, labels=["0", "1"], pair=False,
+            vocab_dir=str(vocab_dir), output_dir=str(tmp_path / "trainer"), albert_config=s.albert_config(s.vocab_size),
+            model_name=s.model_name, deterministic=s.deterministic,
         )
     config = seen["config"]
     assert (config.num_train_steps, config.warmup_steps, config.batch_size) == (375, 37, 32)

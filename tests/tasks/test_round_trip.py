@@ -264,16 +264,17 @@ def test_a_directory_without_a_model_record_still_loads(produced_old_layout):
 
 
 @pytest.fixture
-def produced_old_layout(tiny_config, tiny_spm_model, tmp_path):
+def produced_old_layout(every_family, tmp_path):
     """A classifier directory as albert_tf wrote it before it kept the whole model: `model.keras`
-    holds the head, `task.json` has no model record."""
-    case = CASES["classifier"]
-    model = battery.build(case, tiny_config, tiny_spm_model)
-    model.finetune(case.x, case.y, validation_data=(case.x, case.y), model_dir=str(tmp_path / "run"), seed=0,
-                   num_train_steps=2, constant_baseline=None, verbose=0)
-    (tmp_path / "run" / "model.keras").unlink()
-    model.task_model.save(tmp_path / "run" / "model.keras")
-    spec = json.loads((tmp_path / "run" / "task.json").read_text())
+    holds the head, `task.json` has no model record (made from the matrix's `model.finetune` one)."""
+    import shutil
+
+    produced = every_family["classifier"]
+    run = tmp_path / "run"
+    shutil.copytree(produced.paths["model.finetune"], run)
+    (run / "model.keras").unlink()
+    produced.model.task_model.save(run / "model.keras")
+    spec = json.loads((run / "task.json").read_text())
     del spec["model"], spec["training"]
-    (tmp_path / "run" / "task.json").write_text(json.dumps(spec))
-    return model, tmp_path / "run", case.probe, model.predict(case.probe, verbose=0)
+    (run / "task.json").write_text(json.dumps(spec))
+    return produced.model, run, produced.case.probe, produced.answers

@@ -114,7 +114,8 @@ def test_finetune_evaluate_and_predict_as_a_library(tmp_path, table, tiny_spm_mo
     outcome = finetune(settings)
     printed = capsys.readouterr().out
     assert settings.lower_case is None  # the caller's settings are left as given
-    assert "fine-tuning classification: 16 train / 4 dev examples, 2 steps" in printed
+    assert "fine-tuning classification: 16 train / 4 dev examples" in printed
+    assert "config optimization: 2 steps (warmup 0)," in printed
     assert f"wrote {outcome.model_dir}" in printed and outcome.num_train_steps == 2
     spec = TaskSpec.read(outcome.model_dir)
     assert spec == outcome.spec and spec.labels == ["neg", "pos"] and spec.metrics == ["accuracy", "f1"]

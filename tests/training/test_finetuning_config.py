@@ -18,7 +18,6 @@ from albert_tf.errors import ParameterError
 from albert_tf.tasks.families import TASKS, task_family
 from albert_tf.tasks.runner import FinetuneSettings
 from albert_tf.training.finetuning_config import (
-    GENERIC_DEFAULTS,
     USER_NAMES,
     FinetuningConfig,
     FinetuningError,
@@ -145,12 +144,31 @@ def test_a_recipe_kind_or_no_preset_resolves_the_recipe_alone():
     assert resolve("sst-2", BASE).optimization.learning_rate == 1e-5
     student = resolve_finetuning_config(task_family("sst-2"), BASE, use_preset=False)
     assert student.preset is None and student.optimization.learning_rate == 2e-5
-    assert student.data.batch_size == GENERIC_DEFAULTS["batch_size"] and tuple(student.schedule(640)) == (60, 6)
+    assert student.data.batch_size == student.recipe.batch_size == 32 and tuple(student.schedule(640)) == (60, 6)
+    # Without a preset, the recipe is the one source of the run's defaults.
+    recipe = student.recipe
+    assert (student.optimization.num_epochs, student.optimization.warmup_proportion, student.task.dropout,
+            student.optimization.weight_decay, student.optimization.clipnorm) == (
+        recipe.epochs, recipe.warmup_fraction, recipe.dropout, recipe.weight_decay, recipe.clipnorm)
+    assert resolve("classification", TINY).data.max_seq_length == recipe.max_seq_length == 128
 
 
 def test_the_command_lines_training_flags_are_the_configurations_values():
     flags = {f.name for f in dataclasses.fields(FinetuneSettings)}
     assert set(USER_NAMES) - flags == {"clipnorm"}  # the original's clipping is not a flag
+
+
+def test_the_drivers_settings_come_from_the_configuration():
+    from albert_tf.training.finetuning import FinetuningRunConfig
+
+    resolved = resolve("classification", TINY, learning_rate=3e-4, batch_size=8, precision="mixed_bfloat16", seed=4)
+    run = FinetuningRunConfig.from_config(resolved, 64, "out", verbose=0)
+    assert (run.num_train_steps, run.warmup_steps) == tuple(resolved.schedule(64)) == (24, 2)
+    assert (run.learning_rate, run.batch_size, run.eval_batch_size, run.precision, run.seed) == (3e-4, 8, 8, "mixed_bfloat16", 4)
+    assert (run.weight_decay, run.clipnorm, run.bias_correction) == (0.01, 1.0, True) and run.verbose == 0
+    # The driver's own defaults are the recipe's.
+    bare = FinetuningRunConfig(num_train_steps=1, warmup_steps=0, learning_rate=1e-3, model_dir="out")
+    assert (bare.weight_decay, bare.clipnorm, bare.bias_correction) == (run.weight_decay, run.clipnorm, run.bias_correction)
 
 
 def test_the_configuration_round_trips_through_json_and_prints_one_line_a_section():
@@ -223,6 +241,7 @@ def cli_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
 
 def pipeline_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
     from albert_tf.pipeline_steps import trainer
+    from albert_tf.pipeline_steps.settings import finetuning_config
     from albert_tf.pipeline_steps.staging import write_summary
     from albert_tf.data.features import examples_dataset
     from albert_tf.training import finetuning
@@ -233,13 +252,14 @@ def pipeline_run(tmp_path, monkeypatch, tiny_spm_model, tiny_config, values):
     n, seq = len(ROWS), 16
     features = {"input_ids": np.ones((n, seq), "int32"), "input_mask": np.ones((n, seq), "int32"),
                 "segment_ids": np.zeros((n, seq), "int32"), "labels": np.arange(n, dtype="int32") % 2}
-    names = {"num_epochs": "epochs", "warmup_proportion": "warmup_fraction"}
     seen = capture_run(monkeypatch, finetuning)
+    # The configuration as the Trainer component makes it (`run_trainer`): the pipeline's own helper.
+    config = finetuning_config(tiny_config, max_seq_length=seq, **values)
     with pytest.raises(Captured):
         trainer.train_classifier(
-            examples_dataset(features), examples_dataset(features), num_train=n, labels=["neg", "pos"], pair=False,
-            vocab_dir=str(vocab_dir), output_dir=str(tmp_path / "pipeline"), albert_config=tiny_config,
-            model_name="m", max_seq_length=seq, **{names.get(k, k): v for k, v in values.items()},
+            examples_dataset(features), examples_dataset(features), config, num_train=n, labels=["neg", "pos"],
+            pair=False, vocab_dir=str(vocab_dir), output_dir=str(tmp_path / "pipeline"), albert_config=tiny_config,
+            model_name="m",
         )
     return seen
 

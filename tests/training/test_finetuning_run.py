@@ -351,8 +351,8 @@ def test_progress_callbacks_report_model_predict_and_evaluate(tmp_path):
 
 @pytest.mark.slow
 def test_an_eval_fn_without_a_callbacks_parameter_still_runs(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(finetuning, "PROGRESS_DELAY_S", 0.0)
-    monkeypatch.setattr(finetuning, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(progress, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.0)
     seen = []
 
     def plain(model, data):
@@ -365,8 +365,8 @@ def test_an_eval_fn_without_a_callbacks_parameter_still_runs(tmp_path, capsys, m
 
 @pytest.mark.slow
 def test_slow_evaluations_show_progress_on_stderr(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(finetuning, "PROGRESS_DELAY_S", 0.0)
-    monkeypatch.setattr(finetuning, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(progress, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.0)
     scripted_run(tmp_path, "slow", 2, eval_fn=make_eval_fn(["accuracy"], regression=False))
     err = capsys.readouterr().err
     assert "evaluating at step 5: 1/2 batches" in err and "evaluating at step 10: 2/2 batches" in err

@@ -35,16 +35,16 @@ def test_tagging_trains_longer_and_unknown_kinds_are_named():
         recommended_recipe(TINY, "squad")
 
 
-def test_recipe_step_arithmetic():
-    from albert_tf.training.finetuning_config import steps_for_epochs
+def test_a_recipes_run_is_counted_by_the_configurations_one_formula():
+    from albert_tf.training.finetuning_config import resolve_finetuning_config, steps_for_epochs
 
     recipe = FinetuningRecipe("tiny", 1e-3, epochs=3.0, batch_size=32)
-    assert recipe.num_train_steps(4000) == 375 and recipe.warmup_steps(375) == 37
+    assert recipe.to_dict()["pooling"] == "mean"
+    config = resolve_finetuning_config("classification", TINY)
     # Counted as the run counts them: full batches (a last partial one is no step), at least 1 a pass.
     for examples in (1, 31, 4010, 12345):
-        assert recipe.num_train_steps(examples) == steps_for_epochs(examples, 3.0, 32)
-    assert recipe.num_train_steps(4010) == 375 and recipe.num_train_steps(1) == 3
-    assert recipe.to_dict()["pooling"] == "mean"
+        assert config.schedule(examples).num_train_steps == steps_for_epochs(examples, 3.0, 32)
+    assert tuple(config.schedule(4000)) == (375, 37) and config.schedule(1).num_train_steps == 3
 
 
 def features(mask_tail=2):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from albert_tf.data import tables
 from albert_tf.tasks.classification import data as glue
 from albert_tf.data.tables import DataFormatError
 from albert_tf.tasks.classification.data import LabelVocab
@@ -111,18 +112,18 @@ def test_generic_tsv_csv_jsonl(tmp_path):
     # TSV as csv/pandas write it: a quoted field holding a tab, a newline and doubled quotes.
     with open(tmp_path / "train.tsv", "w", encoding="utf-8", newline="") as f:
         csv.writer(f, delimiter="\t").writerows([["label", "review"], ["1", 'two\nlines, "quoted"\tand a tab'], ["0", "plain"]])
-    examples = glue.read_table(tmp_path / "train.tsv", text_column="review", label_column="label")
+    examples = tables.read_table(tmp_path / "train.tsv", text_column="review", label_column="label")
     assert [(e.text_a, e.label, e.line) for e in examples] == [('two\nlines, "quoted"\tand a tab', "1", 2), ("plain", "0", 4)]
     # Read with literal quotes, every physical line is a row.
-    literal = glue.read_table(tmp_path / "train.tsv", text_column="review", label_column="label", tsv_quoting="none")
+    literal = tables.read_table(tmp_path / "train.tsv", text_column="review", label_column="label", tsv_quoting="none")
     assert [e.text_a for e in literal] == ['"two', 'and a tab"', "plain"]
 
     write(tmp_path / "pairs.csv", 'q,a,y\n"Is it, really?",Yes,pos\nNo,"Maybe ""so""",neg\n')
-    pairs = glue.read_table(tmp_path / "pairs.csv", text_column="q", text_b_column="a", label_column="y")
+    pairs = tables.read_table(tmp_path / "pairs.csv", text_column="q", text_b_column="a", label_column="y")
     assert [(e.text_a, e.text_b, e.label) for e in pairs] == [("Is it, really?", "Yes", "pos"), ("No", 'Maybe "so"', "neg")]
 
     write(tmp_path / "data.jsonl", json.dumps({"t": "hi", "y": 1}) + "\n" + json.dumps({"t": "yo", "y": 0, "id": 9}) + "\n")
-    rows = glue.read_table(tmp_path / "data.jsonl", text_column="t", label_column="y", id_column="id")
+    rows = tables.read_table(tmp_path / "data.jsonl", text_column="t", label_column="y", id_column="id")
     assert [(e.text_a, e.label) for e in rows] == [("hi", "1"), ("yo", "0")]
     assert rows[1].guid == "9"
 
@@ -130,60 +131,60 @@ def test_generic_tsv_csv_jsonl(tmp_path):
 def test_generic_errors(tmp_path):
     write(tmp_path / "a.jsonl", '{"t": "hi", "y": 1}\n[1, 2]\n')
     with pytest.raises(DataFormatError, match=r"a\.jsonl:2: expected a JSON object"):
-        glue.read_table(tmp_path / "a.jsonl", text_column="t", label_column="y")
+        tables.read_table(tmp_path / "a.jsonl", text_column="t", label_column="y")
     write(tmp_path / "b.jsonl", '{"t": "hi", "y": 1}\n{"t": "hi"\n')
     with pytest.raises(DataFormatError, match=r"b\.jsonl:2: not valid JSON"):
-        glue.read_table(tmp_path / "b.jsonl", text_column="t", label_column="y")
+        tables.read_table(tmp_path / "b.jsonl", text_column="t", label_column="y")
     write(tmp_path / "c.jsonl", '{"text": "hi", "y": 1}\n')
     with pytest.raises(DataFormatError, match=r"c\.jsonl:1: no key 't'"):
-        glue.read_table(tmp_path / "c.jsonl", text_column="t", label_column="y")
+        tables.read_table(tmp_path / "c.jsonl", text_column="t", label_column="y")
     write(tmp_path / "d.jsonl", '{"t": 5, "y": 1}\n')
     with pytest.raises(DataFormatError, match=r"d\.jsonl:1: 't' must be a string"):
-        glue.read_table(tmp_path / "d.jsonl", text_column="t", label_column="y")
+        tables.read_table(tmp_path / "d.jsonl", text_column="t", label_column="y")
     write(tmp_path / "e.csv", "t,y\n")
     with pytest.raises(DataFormatError, match=r"e\.csv: no examples"):
-        glue.read_table(tmp_path / "e.csv", text_column="t", label_column="y")
+        tables.read_table(tmp_path / "e.csv", text_column="t", label_column="y")
     write(tmp_path / "f.csv", 't,y\n"unterminated,1\n')
     with pytest.raises(DataFormatError, match=r"f\.csv:\d+: malformed CSV"):
-        glue.read_table(tmp_path / "f.csv", text_column="t", label_column="y")
+        tables.read_table(tmp_path / "f.csv", text_column="t", label_column="y")
     write(tmp_path / "g.parquet", "x")
     with pytest.raises(DataFormatError, match="cannot tell the format"):
-        glue.read_table(tmp_path / "g.parquet", text_column="t")
+        tables.read_table(tmp_path / "g.parquet", text_column="t")
 
 
 def test_find_split_file(tmp_path):
     write(tmp_path / "train.csv", "t,y\na,1\n")
     write(tmp_path / "validation.jsonl", '{"t": "a", "y": 1}\n')
-    assert glue.find_split_file(tmp_path, "train").endswith("train.csv")
-    assert glue.find_split_file(tmp_path, "dev").endswith("validation.jsonl")
+    assert tables.find_split_file(tmp_path, "train").endswith("train.csv")
+    assert tables.find_split_file(tmp_path, "dev").endswith("validation.jsonl")
     with pytest.raises(DataFormatError, match="no test file"):
-        glue.find_split_file(tmp_path, "test")
+        tables.find_split_file(tmp_path, "test")
     write(tmp_path / "train.tsv", "t\ty\na\t1\n")
     with pytest.raises(DataFormatError, match="several train files"):
-        glue.find_split_file(tmp_path, "train")
+        tables.find_split_file(tmp_path, "train")
 
 
 def test_label_vocab():
-    examples = [glue.TextExample("a", label=label, source="f.tsv", line=i + 2) for i, label in enumerate(["10", "2", "2", "1"])]
+    examples = [tables.TextExample("a", label=label, source="f.tsv", line=i + 2) for i, label in enumerate(["10", "2", "2", "1"])]
     vocab = LabelVocab.from_examples(examples)
     assert vocab.labels == ("1", "2", "10")  # numeric order, not "1", "10", "2"
     assert [vocab.id_of(e) for e in examples] == [2, 1, 1, 0]
     with pytest.raises(DataFormatError, match=r"f\.tsv:7: unknown label '3'; the task's labels are 1, 2, 10"):
-        vocab.id_of(glue.TextExample("x", label="3", source="f.tsv", line=7))
-    assert LabelVocab.from_examples([glue.TextExample("a", label="pos"), glue.TextExample("b", label="neg")]).labels == ("neg", "pos")
+        vocab.id_of(tables.TextExample("x", label="3", source="f.tsv", line=7))
+    assert LabelVocab.from_examples([tables.TextExample("a", label="pos"), tables.TextExample("b", label="neg")]).labels == ("neg", "pos")
     with pytest.raises(ValueError, match="duplicate"):
         LabelVocab(["a", "a"])
     with pytest.raises(DataFormatError, match=r"f\.tsv:4: label 'high' is not a number"):
-        glue.regression_target(glue.TextExample("x", label="high", source="f.tsv", line=4))
+        glue.regression_target(tables.TextExample("x", label="high", source="f.tsv", line=4))
     with pytest.raises(DataFormatError, match="not a finite number"):
-        glue.regression_target(glue.TextExample("x", label="nan", source="f.tsv", line=4))
+        glue.regression_target(tables.TextExample("x", label="nan", source="f.tsv", line=4))
 
 
 def test_rotten_tomatoes_reads_completely():
     path = SHARED_DATA / "en" / "rotten_tomatoes" / "train.tsv"
     if not path.exists():
         pytest.skip(f"shared data not available: {path}")
-    examples = glue.read_table(path, text_column="text", label_column="label")
+    examples = tables.read_table(path, text_column="text", label_column="label")
     assert len(examples) == 10271  # the README's count: quoted multi-line fields are one row each
     assert LabelVocab.from_examples(examples).labels == ("0", "1")
     positive = sum(e.label == "1" for e in examples) / len(examples)
