@@ -432,12 +432,13 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     def finetune(self, x, y=None, *, validation_data, model_dir: str, best_metric: Optional[str] = None,
                  constant_baseline="auto", seed: Optional[int] = None, overwrite: bool = False,
                  verbose="auto", callbacks=None, epochs: Optional[float] = None, **hyperparameters):
-        """Fine-tunes on raw text with the driver of `albert-tf finetune` and the pipeline's Trainer
+        """Fine-tunes on raw text with the engine of `albert-tf finetune` and the pipeline's Trainer
         (`albert_tf.training.finetuning.run_finetuning`), where `fit` is plain Keras.
 
-        The run has the hyper-parameters `albert-tf finetune` would resolve (`hyperparameters`):
-        the recipe's learning rate with linear warmup and decay, bias-corrected AdamW, its batch
-        size and 3 epochs (taggers: the recipe's 10); it evaluates `validation_data` after every
+        The run's `FinetuningConfig` is resolved as `albert-tf finetune` resolves it
+        (`finetuning_config(**hyperparameters)`, printed first unless `verbose=0`): the recipe's
+        learning rate with linear warmup and decay, bias-corrected AdamW, its batch size and 3
+        epochs (taggers: the recipe's 10), at the model's precision; it evaluates `validation_data` after every
         pass, keeps the best weights by `best_metric`, warns when they are no better than the
         best constant answer, and writes `model_dir` in the layout of every fine-tuned model
         (`albert_tf.tasks.model_dir`: the whole model, `task.json` with the resolved configuration,
@@ -453,7 +454,7 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             constant_baseline: The best constant answer on the dev data (a
                 `albert_tf.evaluation.baselines.ConstantBaseline`), None for no collapse check;
                 "auto": the majority class for a classifier given arrays, else None.
-            seed: Seeds the shuffling and the dropout.
+            seed: Seeds the shuffling and the dropout (default: the configuration's, 12345).
             overwrite: Replace an existing, non-empty `model_dir`.
             verbose: As `FinetuningRunConfig.verbose`.
             callbacks: Extra Keras callbacks.
