@@ -114,12 +114,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="classifier input: token mean or the [CLS] pooler (default: by model size, albert_tf.training.recipes)")
     train.add_argument("--bias-correction", action=argparse.BooleanOptionalAction, default=None,
                        help="Adam's bias correction in AdamW (default: on, as the recipes; --no-bias-correction: the original update)")
-    train.add_argument("--gradient-accumulation-steps", type=int, default=1)
-    train.add_argument("--precision", choices=("float32", "mixed_bfloat16"), default="float32")
-    train.add_argument("--strategy", default="default", help="default, one_device, mirrored, multi_worker or tpu")
+    train.add_argument("--gradient-accumulation-steps", type=int, help="batches per update (default 1)")
+    train.add_argument("--precision", choices=("float32", "mixed_bfloat16"), help="default float32")
+    train.add_argument("--strategy", help="default (the default), one_device, mirrored, multi_worker or tpu")
     train.add_argument("--tpu", help="TPU name or address for --strategy tpu")
     train.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=None, help="XLA (default: on for GPU/TPU)")
-    train.add_argument("--seed", type=int, default=12345)
+    train.add_argument("--seed", type=int, help="default 12345")
     train.add_argument("--quiet", action="store_true", help="no progress bars")
 
 

@@ -38,6 +38,7 @@ from albert_tf.training.finetuning_config import (
     USER_NAMES,
     FinetuningConfig,
     FinetuningError,
+    RuntimeConfig,
     resolve_finetuning_config,
 )
 
@@ -55,7 +56,7 @@ CHOICES = (
     ("tsv_quoting", ("csv", "none")),
     ("on_error", ("raise", "skip")),
     ("pooling", (None, "mean", "cls")),
-    ("precision", ("float32", "mixed_bfloat16")),
+    ("precision", (None, "float32", "mixed_bfloat16")),
 )
 # Settings that do not change what a run computes: a rerun may differ in them and still resume.
 RESUME_IGNORED = ("model_dir", "overwrite", "quiet")
@@ -123,12 +124,12 @@ class FinetuneSettings:
     weight_decay: Optional[float] = None
     pooling: Optional[str] = None
     bias_correction: Optional[bool] = None
-    gradient_accumulation_steps: int = 1
-    precision: str = "float32"
-    strategy: str = "default"
+    gradient_accumulation_steps: Optional[int] = None
+    precision: Optional[str] = None
+    strategy: Optional[str] = None
     tpu: Optional[str] = None
     jit_compile: Optional[bool] = None
-    seed: int = 12345
+    seed: Optional[int] = None
     quiet: bool = False
 
     @classmethod
@@ -256,7 +257,7 @@ def finetune(settings: FinetuneSettings) -> FinetuneOutcome:
     # First TensorFlow work of the process: multi-worker and TPU strategies must configure the
     # runtime before anything else runs.
     try:
-        strategy = get_strategy(s.strategy, tpu=s.tpu)
+        strategy = get_strategy(s.strategy or RuntimeConfig.strategy, tpu=s.tpu)
     except StrategyError as e:
         raise TaskError(raw_message(e)) from None
     family = task_family(s.task)
@@ -348,12 +349,12 @@ def _check_memory(s: FinetuneSettings, run: FinetuningConfig, config, strategy, 
         found = memory.check_fits(
             f"fine-tuning a {config.num_hidden_layers}-layer, {config.hidden_size}-wide ALBERT",
             lambda batch: memory.estimate_training_memory(
-                config, batch, spec.max_seq_length, precision=s.precision,
-                gradient_accumulation_steps=s.gradient_accumulation_steps, num_labels=num_labels,
+                config, batch, spec.max_seq_length, precision=run.runtime.precision,
+                gradient_accumulation_steps=run.optimization.gradient_accumulation_steps, num_labels=num_labels,
             ),
             run.data.batch_size,
             spec.max_seq_length,
-            gradient_accumulation_steps=s.gradient_accumulation_steps,
+            gradient_accumulation_steps=run.optimization.gradient_accumulation_steps,
         )
     except memory.TrainingMemoryError as e:
         raise TaskError(raw_message(e)) from None
