@@ -139,9 +139,9 @@ class PipelineSettings:
         finetune_epochs, finetune_batch_size, finetune_learning_rate, finetune_pooling,
             finetune_bias_correction, finetune_warmup_fraction: AdamW fine-tuning. What is left
             unset (None) is resolved as `albert-tf finetune --task classification` resolves it
-            (`albert_tf.training.finetuning_config.resolve_finetuning_config`: the generic 3 epochs,
-            batch 32, 10 % warmup, then the recipe for the model's size; for the sample model 1e-3,
-            mean pooling, bias-corrected), and the settings show the resolved values.
+            (`albert_tf.training.finetuning_config.resolve_finetuning_config`: the recipe for the
+            model's size, 3 epochs, batch 32, 10 % warmup; for the sample model 1e-3, mean pooling,
+            bias-corrected), and the settings show the resolved values.
         strategy: The `tf.distribute` strategy of the training steps.
         precision: "float32" or "mixed_bfloat16".
         beam_runner, beam_args: The Beam runner of the data steps and its pipeline options.

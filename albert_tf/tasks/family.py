@@ -147,7 +147,7 @@ class TaskFamily(abc.ABC):
     # --- a fine-tuning run ----------------------------------------------------------------------
 
     def preset(self):
-        """The task's `albert_tf.tasks.presets.TaskPreset`, or None (the generic defaults)."""
+        """The task's `TaskPreset` (`albert_tf.tasks.presets`), or None (the recipe's run)."""
         return None
 
     @abc.abstractmethod

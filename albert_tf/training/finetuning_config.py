@@ -324,7 +324,7 @@ def resolve_finetuning_config(task, model_config, *, use_preset: bool = True, **
             it), or a recipe kind (`albert_tf.kinds.RECIPE_*`) for a model without a task
             preset (the raw-text models).
         model_config: The encoder's `AlbertConfig` (anything with `hidden_size`).
-        use_preset: False skips layer 1 (the generic defaults stand in for it). Distillation
+        use_preset: False skips layer 1 (the recipe's run stands in for it). Distillation
             does: the presets are the paper's values for fine-tuning a pretrained encoder of
             base size and up, a student learns from soft labels at the rate for its own size.
         **user: The user's values, by the names of `USER_NAMES`.
