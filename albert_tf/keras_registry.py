@@ -5,7 +5,9 @@
 `register_keras_serializable` decorators fill when their module is imported. Importing every such
 module with the package would make `import albert_tf` (and the CLI's `--help`) load TensorFlow.
 Instead, Keras' registry is made lazy: a name of this package that is not registered yet imports
-the module that defines it (`SERIALIZABLE`; a test checks it lists every decorated class). The
+the module that defines it (`SERIALIZABLE`, the classes outside the task folders; a test checks
+it lists every one), or else the `text_model` module of every task folder of `albert_tf.tasks`
+(which imports its head): a new task folder's classes are found without being listed here. The
 registry is swapped when Keras' registration module loads, or at once when it already has.
 """
 
@@ -33,20 +35,19 @@ SERIALIZABLE = {
     "LAMBOptimizer": "albert_tf.training.optimizers",
     "AdamWeightDecayOptimizer": "albert_tf.training.optimizers",
     "WarmupPolynomialDecay": "albert_tf.training.schedules",
-    "AlbertClassifier": "albert_tf.tasks.classification.head",
-    "AlbertRegressor": "albert_tf.tasks.classification.head",
-    "AlbertTextClassifier": "albert_tf.tasks.classification.text_model",
-    "AlbertTextRegressor": "albert_tf.tasks.classification.text_model",
-    "AlbertTokenClassifier": "albert_tf.tasks.tagging.head",
-    "AlbertTextTagger": "albert_tf.tasks.tagging.text_model",
-    "MaskedTokenAccuracy": "albert_tf.tasks.tagging.text_model",
-    "SquadV1Model": "albert_tf.tasks.squad.head",
-    "AlbertSquadV2Head": "albert_tf.tasks.squad.head",
-    "SquadV2Model": "albert_tf.tasks.squad.head",
-    "AlbertQuestionAnswerer": "albert_tf.tasks.squad.text_model",
-    "MultipleChoiceModel": "albert_tf.tasks.multiple_choice.head",
-    "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice.text_model",
 }
+
+
+def _import_task_folders() -> None:
+    """Imports the `text_model` module of every folder of `albert_tf.tasks` that has one."""
+    import pkgutil
+
+    import albert_tf.tasks as tasks
+
+    for info in pkgutil.iter_modules(tasks.__path__):
+        name = f"{tasks.__name__}.{info.name}.text_model"
+        if info.ispkg and importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
 
 
 class LazyRegistry(dict):
@@ -57,6 +58,8 @@ class LazyRegistry(dict):
             module = SERIALIZABLE.get(key[len(PACKAGE) + 1:])
             if module is not None:
                 importlib.import_module(module)  # its decorators register into this dict
+            else:
+                _import_task_folders()
 
     def __contains__(self, key) -> bool:
         self._import(key)

@@ -30,6 +30,20 @@ class ExportWeightsError(ValueError):
     architecture)."""
 
 
+# `export.json`'s "kind" is the task kind (`TaskSpec.kind`; SQuAD's with its version). Exports
+# written before it was read older names.
+_RENAMED_EXPORT_KINDS = {"classifier": "classification", "regressor": "regression", "tagger": "tagging"}
+
+
+def read_export_info(directory: str) -> Dict[str, Any]:
+    """The `assets/export.json` of an exported version, its "kind" in today's names."""
+    with open(os.path.join(directory, "assets", EXPORT_INFO_ASSET), encoding="utf-8") as f:
+        info = json.load(f)
+    if isinstance(info, dict) and info.get("kind") in _RENAMED_EXPORT_KINDS:
+        info["kind"] = _RENAMED_EXPORT_KINDS[info["kind"]]
+    return info
+
+
 def is_export(directory: str) -> bool:
     """Whether `directory` is an albert-tf TF Serving version (`saved_model.pb` + `assets/export.json`)."""
     return os.path.isfile(os.path.join(directory, "saved_model.pb")) and os.path.isfile(

@@ -152,7 +152,7 @@ class Source:
 
 
 def model_dir_source(path: str, role: str, name: str) -> Source:
-    from albert_tf.kinds import SPEC_CLASSIFICATION
+    from albert_tf.tasks.classification import CLASSIFICATION
     from albert_tf.tasks.resources import load_model
     from albert_tf.tasks.spec import TaskSpec
 
@@ -162,7 +162,7 @@ def model_dir_source(path: str, role: str, name: str) -> Source:
         spec = TaskSpec.read(path)
     except (TaskError, OSError) as e:
         raise InputError(f"{path}: {e}") from None
-    if spec.kind != SPEC_CLASSIFICATION:
+    if spec.kind != CLASSIFICATION:
         raise InputError(f"{path}: a {spec.kind} model; the frontier compares classifiers")
     if spec.tokenizer["type"] != "sentencepiece":
         raise InputError(f"{path}: a {spec.tokenizer['type']} tokenizer; the benchmark (and its PyTorch peer) needs SentencePiece")

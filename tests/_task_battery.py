@@ -82,7 +82,7 @@ class TaskCase:
         serving_inputs: `probe -> serving_default`'s keyword arguments.
         served_answers: `serving_default`'s outputs (NumPy) -> the answers to compare.
         predicted_answers: `predict`'s output -> the answers to compare (default: as it is).
-        export_kind: The kind `export.json` records (`albert_tf.kinds`).
+        export_kind: The kind `export.json` records (the task kind; SQuAD with its version).
         signatures: The export's signature keys.
         bad_inputs: Inputs that must raise one clear error.
         export_kwargs: More `model.export` arguments (e.g. `pair=True`).

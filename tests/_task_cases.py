@@ -11,7 +11,6 @@ import pytest
 import tensorflow as tf
 
 import _task_battery as battery
-from albert_tf import kinds
 from albert_tf.tasks.tagging.metrics import entity_record
 from albert_tf import (
     AlbertMultipleChoice,
@@ -126,7 +125,7 @@ def _classifier_case():
                                     "label_id": out["label_id"], "label": _decoded(out["label"])},
         predicted_answers=lambda logits: {"logits": logits, "probabilities": _softmax(logits),
                                           "label_id": logits.argmax(-1), "label": [LABELS[i] for i in logits.argmax(-1)]},
-        export_kind=kinds.KIND_CLASSIFIER,
+        export_kind="classification",
         signatures=("serving_default", "tokens", "classify"),
         export_kwargs={"labels": LABELS},
         bad_inputs=[
@@ -156,7 +155,7 @@ def _regressor_case():
         sequence_length=SEQ, x=x, y=y, probe=probe,
         serving_inputs=lambda pair: {"text": tf.constant(pair[0]), "text_b": tf.constant(pair[1])},
         served_answers=lambda out: out["score"],
-        export_kind=kinds.KIND_REGRESSOR,
+        export_kind="regression",
         signatures=("serving_default", "tokens", "regress"),
         export_kwargs={"pair": True},
         bad_inputs=[
@@ -190,7 +189,7 @@ def _tagger_case():
         sequence_length=SEQ, x=x, y=y, probe=probe,
         serving_inputs=lambda texts: {"text": tf.constant(texts)},
         served_answers=_entities,
-        export_kind=kinds.KIND_TAGGER,
+        export_kind="tagging",
         signatures=TEXT_SIGNATURES,
         bad_inputs=[
             battery.BadInput("a bare str", "a good dog", ValueError, "list of texts"),
@@ -216,7 +215,7 @@ def _multiple_choice_case():
                                     "predicted_choice": out["predicted_choice"]},
         predicted_answers=lambda logits: {"logits": logits, "scores": _softmax(logits),
                                           "predicted_choice": logits.argmax(-1)},
-        export_kind=kinds.KIND_MULTIPLE_CHOICE,
+        export_kind="multiple_choice",
         signatures=TEXT_SIGNATURES,
         bad_inputs=[
             battery.BadInput("a bare str", "a good dog", ValueError, "pair \\(contexts, choices\\)"),
@@ -271,7 +270,7 @@ def _question_answerer_case(version):
         serving_inputs=lambda pair: {"question": tf.constant(pair[0]), "context": tf.constant(pair[1])},
         served_answers=_answers,
         predicted_answers=_with_has_answer,
-        export_kind=kinds.KIND_SQUAD_V1 if version == "v1" else kinds.KIND_SQUAD_V2,
+        export_kind=f"squad_{version}",
         signatures=TEXT_SIGNATURES,
         bad_inputs=bad_inputs,
         head_labels=_squad_head_labels(version),

@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _from_model_dir(args):
-    from albert_tf.tasks.families import export_arguments
+    from albert_tf.tasks.family import export_arguments
     from albert_tf.tasks.resources import load_model, tokenizer_layer_from_model_dir
     from albert_tf.tasks.spec import TaskSpec
 

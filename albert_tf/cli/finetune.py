@@ -48,7 +48,7 @@ from __future__ import annotations
 import argparse
 
 from albert_tf.cli import library_errors
-from albert_tf.tasks.families import TASKS
+from albert_tf.tasks.family import task_names
 
 NAME = "finetune"
 HELP = "Fine-tune ALBERT on a GLUE task, a TSV/CSV/JSONL classification or regression task, NER, SQuAD or RACE."
@@ -56,7 +56,8 @@ HELP = "Fine-tune ALBERT on a GLUE task, a TSV/CSV/JSONL classification or regre
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     task = parser.add_argument_group("task and data")
-    task.add_argument("--task", required=True, type=str.lower, choices=TASKS, metavar="TASK", help=f"one of {', '.join(TASKS)}")
+    tasks = task_names()
+    task.add_argument("--task", required=True, type=str.lower, choices=tasks, metavar="TASK", help=f"one of {', '.join(tasks)}")
     task.add_argument(
         "--data", required=True,
         help="data directory (the People's Daily corpus file for peoples-daily; the RACE/ folder for race)",

@@ -20,7 +20,8 @@ import keras
 from keras import ops
 
 from albert_tf.distillation import losses
-from albert_tf.kinds import SPEC_REGRESSION, SPEC_TAGGING
+from albert_tf.tasks.classification import REGRESSION
+from albert_tf.tasks.tagging import TAGGING
 from albert_tf.losses import scale_loss_for_replicas
 from albert_tf.modeling import ENCODER_INPUTS
 
@@ -114,11 +115,11 @@ class DistillationModel(keras.Model):
         """(soft, hard) losses of a batch."""
         weight = ops.cast(inputs[LABEL_WEIGHT], "float32")
         teacher = inputs[TEACHER_OUTPUTS]
-        if self.kind == SPEC_REGRESSION:
+        if self.kind == REGRESSION:
             predictions = outputs["predictions"]
             return losses.weighted_mse(teacher, predictions), losses.weighted_mse(inputs["labels"], predictions, weight)
         logits = outputs["logits"]
-        if self.kind == SPEC_TAGGING:
+        if self.kind == TAGGING:
             labels = ops.cast(inputs["labels"], "int32")
             token_weight = ops.cast(labels >= 0, "float32") * weight[:, None]
             soft = losses.soft_target_kl(teacher, logits, self.temperature, weights=inputs["input_mask"])

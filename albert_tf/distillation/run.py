@@ -90,7 +90,7 @@ def distill(settings: DistillSettings) -> DistillOutcome:
         raise DistillError(f"--model-dir {s.model_dir} is {what}; pass --overwrite to replace it")
     from albert_tf.distillation.student import resolve_student
     from albert_tf.distillation.transfer_set import build_transfer_set, label_with_teacher
-    from albert_tf.tasks.families import task_family
+    from albert_tf.tasks.family import task_family
 
     teacher_spec, teacher_config, tokenizer, teacher = _read_teacher(s.teacher)
     plan = resolve_student(s.student, teacher_config)

@@ -10,12 +10,13 @@ import dataclasses
 import os
 from typing import Optional
 
-from albert_tf.kinds import SPEC_CLASSIFICATION, SPEC_REGRESSION, SPEC_TAGGING
+from albert_tf.tasks.classification import CLASSIFICATION, REGRESSION
+from albert_tf.tasks.tagging import TAGGING
 from albert_tf.tasks.errors import TaskError
 
 TRANSFERS = ("none", "hidden", "attention")
 # The task kinds a student can be distilled for; SQuAD / RACE heads are refused.
-DISTILLABLE_KINDS = (SPEC_CLASSIFICATION, SPEC_REGRESSION, SPEC_TAGGING)
+DISTILLABLE_KINDS = (CLASSIFICATION, REGRESSION, TAGGING)
 
 
 class DistillError(TaskError):

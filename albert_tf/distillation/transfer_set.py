@@ -15,7 +15,8 @@ import numpy as np
 
 from albert_tf.distillation.objective import LABEL_WEIGHT, TEACHER_OUTPUTS
 from albert_tf.distillation.settings import DistillError
-from albert_tf.kinds import SPEC_REGRESSION, SPEC_TAGGING
+from albert_tf.tasks.classification import REGRESSION
+from albert_tf.tasks.tagging import TAGGING
 from albert_tf.tasks.errors import TaskError
 
 
@@ -51,7 +52,7 @@ def split_labeled(examples: List[Any], max_labeled: Optional[int], seed: int):
 def read_unlabeled(family, spec, path: str, column: Optional[str]):
     """The unlabelled examples of the family's type in `path` (`.txt`: a text per line; a table:
     `column`, default the teacher's text column)."""
-    if spec.kind == SPEC_TAGGING:
+    if spec.kind == TAGGING:
         from albert_tf.data.tables import read_text
         from albert_tf.tasks.tagging.data import TaggedSentence, split_with_offsets
 
@@ -79,7 +80,7 @@ def encode(spec, tokenizer, examples, labeled: bool) -> Dict[str, np.ndarray]:
 
     n = len(examples)
     try:
-        if spec.kind == SPEC_TAGGING:
+        if spec.kind == TAGGING:
             from albert_tf.tasks.tagging import TagVocab, encode_sentences
 
             features = dict(encode_sentences(examples, tokenizer, seq_length=spec.max_seq_length, tag_vocab=TagVocab(spec.labels),
@@ -92,7 +93,7 @@ def encode(spec, tokenizer, examples, labeled: bool) -> Dict[str, np.ndarray]:
             from albert_tf.tasks.classification import encode_examples
             from albert_tf.tasks.classification.family import ClassificationFamily
 
-            regression = spec.kind == SPEC_REGRESSION
+            regression = spec.kind == REGRESSION
             features = encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=ClassificationFamily.label_vocab(spec),
                                        regression=regression, with_labels=labeled)
             if not labeled:

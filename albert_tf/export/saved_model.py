@@ -24,7 +24,7 @@ its version number; a crash leaves no half version. `models.config` and
 `batching_parameters.txt` for the export base are (re)written last.
 
 The task-specific arguments of a fine-tuned model directory (`task.json`) come from the task
-layer: `albert_tf.tasks.families.export_arguments`.
+layer: `albert_tf.tasks.family.export_arguments`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import numpy as np
 from albert_tf import file_io, weight_index
 from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup
 from albert_tf.export import precision as export_precision
-from albert_tf.kinds import SPEC_KINDS
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET
 
 logger = logging.getLogger(__name__)
@@ -51,8 +50,6 @@ CONFIG_ASSET = "albert_config.json"
 SENTENCEPIECE_ASSET = "spiece.model"
 WORDPIECE_ASSET = "vocab.txt"
 TEMP_PREFIX = ".tmp-export-"
-# The `TaskSpec.kind`s of fine-tuned model directories that export (`albert_tf.tasks.families.export_arguments`): all.
-EXPORTABLE_TASK_KINDS = SPEC_KINDS
 
 
 class ExportError(ValueError):
@@ -252,7 +249,7 @@ def export_saved_model(
     )
     if tflite is not None:
         try:
-            tflite_export.check_request(module.kind, tflite)
+            tflite_export.check_request(module, tflite)
         except tflite_export.TfliteExportError as e:
             raise ExportError(str(e)) from None
     tflite_info = None
@@ -299,9 +296,10 @@ def export_saved_model(
 
 
 def read_export_info(saved_model_dir: str) -> Dict:
-    """The `assets/export.json` of an exported version."""
-    with open(os.path.join(saved_model_dir, "assets", EXPORT_INFO_FILE), encoding="utf-8") as f:
-        return json.load(f)
+    """The `assets/export.json` of an exported version (`albert_tf.weight_index.read_export_info`)."""
+    from albert_tf.weight_index import read_export_info as read
+
+    return read(saved_model_dir)
 
 
 def list_exports(export_base: str) -> List[str]:

@@ -65,20 +65,12 @@ import tensorflow as tf
 
 from albert_tf import keras_internals
 
-# The export kinds (`albert_tf.kinds`), importable from here as before.
-from albert_tf.kinds import (  # noqa: F401
-    KIND_CLASSIFIER,
-    KIND_ENCODER,
-    KIND_MULTIPLE_CHOICE,
-    KIND_PRETRAINER,
-    KIND_REGRESSOR,
-    KIND_SQUAD_V1,
-    KIND_SQUAD_V2,
-    KIND_TAGGER,
-    KINDS,
-    QA_KINDS,
-)
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
+
+# The export kinds of the models that are no task: a task model exports as its task kind
+# (`AlbertTaskModel.export_kind`, its folder's constant), registered by its serving class.
+ENCODER = "encoder"
+PRETRAINER = "pretrainer"
 
 TEXT_KEY = "text"
 TEXT_B_KEY = "text_b"
@@ -93,22 +85,22 @@ METHOD_NAMES = {"classify": CLASSIFY_METHOD, "regress": REGRESS_METHOD}
 
 
 def model_kind(model) -> str:
-    """The export kind (one of `KINDS`) of a supported model, else TypeError."""
+    """The export kind of a supported model (a registered task model's, `encoder` or
+    `pretrainer`), else TypeError."""
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.pretrainer import AlbertPretrainer
 
     # A fine-tuned task model says its kind (`AlbertTaskModel.export_kind`): the export imports
     # no task module.
     kind = getattr(model, "export_kind", None)
-    if kind in KINDS:
+    if kind in SERVING_CLASSES:
         return kind
     if isinstance(model, AlbertPretrainer):
-        return KIND_PRETRAINER
+        return PRETRAINER
     if isinstance(model, AlbertEncoder):
-        return KIND_ENCODER
+        return ENCODER
     raise TypeError(
-        "export supports AlbertClassifier, AlbertRegressor, AlbertEncoder, AlbertPretrainer, SquadV1Model, SquadV2Model, "
-        "AlbertTokenClassifier and MultipleChoiceModel, "
+        f"export supports an AlbertEncoder, an AlbertPretrainer and the task models of {', '.join(sorted(SERVING_CLASSES))}, "
         f"got {type(model).__name__}"
     )
 
@@ -165,8 +157,8 @@ SERVING_CLASSES: Dict[str, type] = {}
 
 def register_serving(cls: type) -> type:
     """Class decorator: `cls` exports the models of kind `cls.kind` (one class per kind)."""
-    if cls.kind not in KINDS:
-        raise ValueError(f"unknown export kind {cls.kind!r} for {cls.__name__}")
+    if not isinstance(cls.kind, str) or not cls.kind:
+        raise ValueError(f"{cls.__name__} names no export kind")
     registered = SERVING_CLASSES.get(cls.kind)
     if registered is not None and registered.__qualname__ != cls.__qualname__:
         raise ValueError(f"export kind {cls.kind!r} is already served by {registered.__name__}")
@@ -216,11 +208,13 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         settings for another kind of model, or invalid settings.
     """
 
-    # The export kind (one of `KINDS`) of the subclass; the base class has none.
+    # The export kind of the subclass (`register_serving`); the base class has none.
     kind: Optional[str] = None
     # Signatures beyond `serving_default` and `tokens`, key -> TF Serving method name; the
     # function of key `k` is the attribute `serve_<k>`.
     extra_signatures: Dict[str, str] = {}
+    # Why the `tokens` computation has no TFLite model (`albert_tf.export.tflite`), None: it has.
+    no_tflite: Optional[str] = None
     # The token-id inputs of `tokens`, in signature order.
     token_keys: Tuple[str, ...] = TOKEN_KEYS
 
@@ -473,7 +467,7 @@ class _EncoderOutputsServing(ServingModule):
 class EncoderServing(_EncoderOutputsServing):
     """A bare `AlbertEncoder` (the TF-Hub module's signatures)."""
 
-    kind = KIND_ENCODER
+    kind = ENCODER
 
     @property
     def encoder(self):
@@ -484,7 +478,7 @@ class EncoderServing(_EncoderOutputsServing):
 class PretrainerServing(_EncoderOutputsServing):
     """An `AlbertPretrainer`: the encoder's signatures plus its `sop` and `mlm` heads."""
 
-    kind = KIND_PRETRAINER
+    kind = PRETRAINER
     extra_signatures = {"sop": PREDICT_METHOD, "mlm": PREDICT_METHOD}
 
     def _build_functions(self):

@@ -43,16 +43,6 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from albert_tf.kinds import (
-    KIND_CLASSIFIER,
-    KIND_ENCODER,
-    KIND_MULTIPLE_CHOICE,
-    KIND_PRETRAINER,
-    KIND_REGRESSOR,
-    KIND_SQUAD_V1,
-    KIND_SQUAD_V2,
-    KIND_TAGGER,
-)
 from albert_tf.runtime_env import native_notices_dropped
 from albert_tf.tokenization.packing import bucketed_width
 
@@ -62,9 +52,6 @@ MODE_FLOAT32 = "float32"
 MODES = (MODE_DYNAMIC_INT8, MODE_FLOAT32)
 # The one signature of the TFLite model: the SavedModel's token-ids signature, same inputs and outputs.
 SIGNATURE_KEY = "tokens"
-# The export kinds whose `tokens` computation converts with builtin ops only, and why the others do not.
-TFLITE_KINDS = (KIND_CLASSIFIER, KIND_REGRESSOR, KIND_ENCODER, KIND_PRETRAINER, KIND_SQUAD_V1, KIND_TAGGER, KIND_MULTIPLE_CHOICE)
-_REFUSED_KINDS = {KIND_SQUAD_V2: "the SQuAD v2 head's beam search needs tf.Einsum and a new-axis tf.StridedSlice, no TFLite builtins"}
 TOLERANCES = {
     MODE_FLOAT32: {"relative_max_abs_diff": 1e-3},
     MODE_DYNAMIC_INT8: {"min_cosine": 0.999, "probabilities_max_abs_diff": 0.05},
@@ -84,13 +71,13 @@ class TfliteExportError(ValueError):
     """A TFLite export that cannot be written: a bad mode or model, a non-builtin op, a failed check."""
 
 
-def check_request(kind: str, mode: Optional[str]) -> None:
-    """Refuses an unknown `mode` or an export kind outside `TFLITE_KINDS` (before any work)."""
+def check_request(module, mode: Optional[str]) -> None:
+    """Refuses an unknown `mode`, or a serving module whose `tokens` computation does not convert
+    with builtin ops only (its class's `no_tflite` says why), before any work."""
     if mode not in MODES:
         raise TfliteExportError(f"tflite must be one of {', '.join(MODES)}, got {mode!r}")
-    if kind not in TFLITE_KINDS:
-        why = _REFUSED_KINDS.get(kind, "not converted")
-        raise TfliteExportError(f"a {kind} export has no TFLite model ({why}); kinds with one: {', '.join(TFLITE_KINDS)}")
+    if module.no_tflite:
+        raise TfliteExportError(f"a {module.kind} export has no TFLite model ({module.no_tflite})")
 
 
 def _token_specs(module) -> list:
@@ -383,7 +370,7 @@ def write_tflite(directory: str, module, mode: str) -> Dict[str, Any]:
 
     from albert_tf import file_io
 
-    check_request(module.kind, mode)
+    check_request(module, mode)
     path = os.path.join(directory, TFLITE_FILE)
     with native_notices_dropped(CONVERTER_NOTICES):
         file_io.atomic_write_bytes(path, convert(module, mode), makedirs=True)

@@ -22,7 +22,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Union
 
-from albert_tf.tasks.families import task_family
+from albert_tf.tasks.family import task_family
 from albert_tf.training.finetuning_config import FinetuningConfig, resolve_finetuning_config
 
 SAMPLE_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "resources", "sample")

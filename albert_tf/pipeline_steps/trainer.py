@@ -123,7 +123,7 @@ def run_pretrainer(
 
 
 def _task_spec(labels, max_seq_length: int, vocab_info: Dict[str, Any], pair: bool):
-    from albert_tf.tasks.families import ClassificationFamily
+    from albert_tf.tasks.classification.family import ClassificationFamily
 
     columns = {
         "text": example_gen.TEXT_FEATURE,
@@ -201,7 +201,7 @@ def train_classifier(
     --model-dir` work on it) and `output_dir/serving/<model_name>/1` (the candidate SavedModel).
     """
     from albert_tf.export.saved_model import export_saved_model
-    from albert_tf.tasks.families import task_family
+    from albert_tf.tasks.family import task_family
     from albert_tf.tasks.runner import train_task_model
     from albert_tf.training.strategies import get_strategy
 

@@ -19,12 +19,11 @@ scratch.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from albert_tf.weight_index import ExportWeightsError, is_export, read_weight_index
-from albert_tf.kinds import KIND_CLASSIFIER
+from albert_tf.tasks.classification import CLASSIFICATION
+from albert_tf.weight_index import ExportWeightsError, is_export, read_export_info, read_weight_index
 
 
 class WarmStartError(ValueError):
@@ -40,11 +39,6 @@ def latest_blessed_model(serving_base: str, model_name: str) -> Optional[str]:
     return os.path.join(model_dir, str(max(versions))) if versions else None
 
 
-def export_info(base_dir: str) -> Dict[str, Any]:
-    with open(os.path.join(base_dir, "assets", "export.json"), encoding="utf-8") as f:
-        return json.load(f)
-
-
 def resolve_base(serving_base: str, model_name: str) -> Optional[Dict[str, Any]]:
     """`{"path", "version", "kind"}` of the base a warm-started run continues from, or None when
     nothing is pushed yet.
@@ -57,8 +51,8 @@ def resolve_base(serving_base: str, model_name: str) -> Optional[Dict[str, Any]]
         return None
     if not is_export(base):
         raise WarmStartError(f"warm start: {base} is not an albert-tf export (no assets/export.json)")
-    info = export_info(base)
-    if info.get("kind") != KIND_CLASSIFIER:
+    info = read_export_info(base)
+    if info.get("kind") != CLASSIFICATION:
         raise WarmStartError(f"warm start: {base} is a {info.get('kind')} export; the pipeline trains a classifier")
     try:
         read_weight_index(base)
@@ -69,7 +63,7 @@ def resolve_base(serving_base: str, model_name: str) -> Optional[Dict[str, Any]]
 
 def base_tokenizer(base_dir: str) -> Tuple[str, Dict[str, Any]]:
     """The base's vocabulary file and its `export.json` entry (`type`, `lower_case`, ...)."""
-    tokenizer = export_info(base_dir)["tokenizer"]
+    tokenizer = read_export_info(base_dir)["tokenizer"]
     return os.path.join(base_dir, "assets", tokenizer["file"]), tokenizer
 
 
@@ -94,7 +88,7 @@ def check_architecture(base_dir: str, albert_config) -> None:
 
 def check_labels(base_dir: str, labels: Sequence[str]) -> None:
     """The base's classes must be the data's, in the same order."""
-    stored = list(export_info(base_dir).get("labels") or [])
+    stored = list(read_export_info(base_dir).get("labels") or [])
     if stored != [str(label) for label in labels]:
         raise WarmStartError(
             f"warm start: the pushed model {base_dir} predicts {stored}, the data have labels {list(labels)}; "

@@ -3,8 +3,8 @@ model directory) and the task models, all built from one template (`albert_tf.ta
 
 The task layer:
 
-* `families` -- one class per task family (`ClassificationFamily`, `TaggingFamily`,
-  `SquadFamily`, `MultipleChoiceFamily`) and the lookup `task_family(task name or TaskSpec)`;
+* `family` -- the task template (`TaskFamily`) and the lookup `task_family(task name or
+  TaskSpec)` over every task folder (no list of tasks: a folder is found, its family registers);
 * `runner` -- `finetune(FinetuneSettings(...))`, a whole fine-tuning run, and `train_task_model`,
   the driver it shares with the pipeline's Trainer (the run's configuration is the one
   `albert_tf.training.finetuning_config.FinetuningConfig`);
@@ -14,13 +14,15 @@ The task layer:
 
 The models and their pieces:
 
-* `classification/`, `tagging/`, `squad/`, `multiple_choice/` -- one folder per task family, each
-  laid out the same way: `head.py` (the head on token ids), `data.py` (reading and encoding),
-  `text_model.py` (the raw-text Keras model), `serving.py` (its TF Serving signatures, registered
-  with `albert_tf.export`), `family.py` (how `albert-tf finetune`, `evaluate` and `predict` run
-  it) and its metrics (`metrics.py`; SQuAD's n-best and EM/F1 in `postprocessing.py`; SQuAD and
-  RACE keep prediction and scoring in `evaluation.py`);
-* `family` -- the task template (`TaskFamily`); `text_task` -- the raw-text template
+* `classification/`, `tagging/`, `squad/`, `multiple_choice/` -- one folder per task, each laid
+  out the same way. Its raw-text Keras model (`text_model.py`) is the task; it reaches the rest of
+  the folder: `head.py` (the head on token ids, its `task_model`), `serving.py` (its TF Serving
+  signatures, registered with `albert_tf.export`), `family.py` (its `family`: how `albert-tf
+  finetune`, `evaluate` and `predict` run it), `data.py` (reading and encoding) and its metrics
+  (`metrics.py`; SQuAD's n-best and EM/F1 in `postprocessing.py`; SQuAD and RACE keep prediction
+  and scoring in `evaluation.py`). The folder's `__init__` names its task kinds. Adding a task is
+  adding a folder (README, "Adding a task");
+* `text_task` -- the raw-text template
   (`AlbertTextTask`); `base` -- the head template (`AlbertTaskModel`); `pretrained` -- what
   `from_pretrained` reads of a pretrained checkpoint; `model_dir` -- the one model directory every
   producer writes and `from_pretrained` reads whole;
@@ -48,8 +50,8 @@ _LAZY = {
     "TaggingFamily": "albert_tf.tasks.tagging.family",
     "SquadFamily": "albert_tf.tasks.squad.family",
     "MultipleChoiceFamily": "albert_tf.tasks.multiple_choice.family",
-    "TASKS": "albert_tf.tasks.families",
-    "task_family": "albert_tf.tasks.families",
+    "task_family": "albert_tf.tasks.family",
+    "task_names": "albert_tf.tasks.family",
     "FinetuneSettings": "albert_tf.tasks.runner",
     "FinetuneOutcome": "albert_tf.tasks.runner",
     "finetune": "albert_tf.tasks.runner",

@@ -41,7 +41,7 @@ class AlbertTaskModel(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     # `get_config` / `from_config` (`NestedLayersConfig`): the encoder nested, then these;
     # subclasses add their own arguments in `get_config`.
     config_fields = ("dropout",)
-    # The export kind (`albert_tf.kinds.KINDS`) of the subclass's SavedModels: what
+    # The export kind (its task kind, `export.json`'s "kind") of the subclass's SavedModels: what
     # `albert_tf.export` serves it as, read from the model, so the export imports no task module.
     export_kind: Optional[str] = None
 

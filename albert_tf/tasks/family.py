@@ -1,14 +1,23 @@
-"""The task template: what every fine-tuning task family provides, and the pieces they share.
+"""The task template: what every fine-tuning task provides, the pieces they share, and the lookup.
 
-`TaskFamily` is the one template of a task as the CLI and the pipeline drive it: it reads its
-splits, encodes features, builds the task's raw-text Keras model (the folder's `text_model`,
-trained on token features with the labels inside, as its head), gives the best constant answer
-and the dev `eval_fn` of a run (`plan`), evaluates and predicts with a fine-tuned model directory
-(`evaluate_splits`, `predict`), writes predictions, and says how the model exports (`export_arguments`,
-`export_kind`). `TableFamily` is the base of the families read from example files
+A task is one folder of `albert_tf.tasks` (`classification/`, `tagging/`, ...). Its raw-text Keras
+model (`text_model.py`: `AlbertTextClassifier`, ...) is the task as a user holds it; the model
+reaches the rest of the folder: its head on token ids (`head.py`, the model's `task_model`), its
+TF Serving signatures (`serving.py`), and the folder's `TaskFamily` subclass (`family.py`; the
+model's `family`), which is the task as `albert-tf finetune`, `evaluate`, `predict` and `export`
+run it: it reads its splits, encodes features, builds the raw-text model, gives the best constant
+answer and the dev `eval_fn` of a run (`plan`), evaluates and predicts with a fine-tuned model
+directory (`evaluate_splits`, `predict`), writes predictions, and says how the model exports
+(`export_arguments`). `TableFamily` is the base of the families read from example files
 (classification, regression, tagging), `ReadingFamily` of those that read whole files (SQuAD,
-RACE). Each family lives in its task folder (`albert_tf.tasks.<family>`); `albert_tf.tasks.families`
-looks them up.
+RACE).
+
+There is no list of tasks to edit: a `TaskFamily` subclass that names its `tasks` and `kinds`
+registers itself when its module is imported, and `task_family` first imports the `family`
+module of every folder of `albert_tf.tasks`. Adding a task is adding a folder (README, "Adding a
+task"); a family defined anywhere else (a test, a user's package) registers the same way.
+A task's kinds (`TaskSpec.kind`, `export.json`'s "kind") are the folder's constants
+(`albert_tf.tasks.tagging.TAGGING`, ...), the one vocabulary of kinds.
 
 Every user-facing problem is a one-line `albert_tf.tasks.errors.TaskError`.
 """
@@ -18,17 +27,15 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import importlib
+import importlib.util
 import json
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+import pkgutil
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from albert_tf import file_io
-from albert_tf.kinds import (
-    RECIPE_CLASSIFICATION,
-    SPEC_CLASSIFICATION,
-    SPEC_TO_EXPORT,
-)
-from albert_tf.tasks.errors import TaskError
+from albert_tf.tasks.errors import TaskError, param
 from albert_tf.tasks.spec import TaskSpec
 
 
@@ -125,24 +132,55 @@ class Predictions:
 class TaskFamily(abc.ABC):
     """The behaviour shared by the tasks of one family; subclasses fill in the family's parts.
 
+    A concrete subclass names its `tasks` and `kinds`, and is registered by defining it.
+
     Attributes:
         task: The task name this instance serves.
-        tasks: The family's task names.
-        kinds: The `TaskSpec.kind`s its model directories carry.
-        recipe_kind: Its kind for `albert_tf.training.recipes.recommended_recipe`.
+        tasks: The family's task names (`--task`).
+        kinds: The `TaskSpec.kind`s its model directories carry; the first picks the recipe
+            (`albert_tf.training.recipes.recommended_recipe`).
+        text_models: Kind -> the raw-text model class, or its name in the folder's `text_model`
+            module (imported when a model is loaded, not when the task is looked up).
+        options: The `FinetuneSettings` fields only this family reads (`doc_stride`, ...).
+        table: Whether the task reads named columns of a table (`text_column`, `label_column`).
         reading: Whether it reads whole files (no example limits, no skipping of bad rows).
     """
 
     tasks: Tuple[str, ...] = ()
     kinds: Tuple[str, ...] = ()
-    recipe_kind = RECIPE_CLASSIFICATION
+    text_models: Dict[str, Union[str, type]] = {}
+    options: Tuple[str, ...] = ()
+    table = False
     reading = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.tasks and cls.kinds:
+            _register(cls)
 
     def __init__(self, task: str):
         self.task = task
 
+    @classmethod
+    def text_model_class(cls, kind: str) -> type:
+        """The raw-text model class of this family's `kind`."""
+        entry = cls.text_models[kind]
+        if isinstance(entry, str):
+            package = cls.__module__.rsplit(".", 1)[0]
+            entry = getattr(importlib.import_module(f"{package}.text_model"), entry)
+        return entry
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.task!r})"
+
+    def reads_columns(self) -> bool:
+        """Whether the task reads named columns of a table (`text_column`, `label_column`)."""
+        return False
+
+    def check_data(self, data: str) -> None:
+        """Refuses a `--data` that cannot hold the task's files (by default: not a directory)."""
+        if not os.path.isdir(data):
+            raise TaskError(f"{param('data')} must be a directory: {data}")
 
     # --- a fine-tuning run ----------------------------------------------------------------------
 
@@ -195,14 +233,6 @@ class TaskFamily(abc.ABC):
         `qa_settings`, `task_settings`) of a model directory with `spec`."""
         return dict(labels=None, pair=False, qa_settings=None, task_settings=None)
 
-    @classmethod
-    def export_kind(cls, model) -> Optional[str]:
-        """The export kind (`albert_tf.kinds.KINDS`) of a task model of this family (the model's
-        own `export_kind`), None for a model of another family."""
-        kind = getattr(model, "export_kind", None)
-        mine = {export for spec_kind in cls.kinds for export in SPEC_TO_EXPORT[spec_kind]}
-        return kind if kind in mine else None
-
 
 # --- tables: classification, regression and tagging ----------------------------------------------
 
@@ -210,7 +240,8 @@ class TaskFamily(abc.ABC):
 class TableFamily(TaskFamily):
     """Families whose data are example files read split by split (`read_split`)."""
 
-    spec_kind_when_reading = SPEC_CLASSIFICATION
+    # The kind of the provisional spec the training split is read with.
+    spec_kind_when_reading = "classification"
 
     @abc.abstractmethod
     def build_spec(self, settings, config, tokenizer_entry, train_examples) -> TaskSpec:
@@ -398,3 +429,102 @@ class ReadingFamily(TaskFamily):
             raise TaskError(f"{spec.task} reads questions from a file: give --input FILE or --data DIR, not TEXT arguments")
         if data and not os.path.exists(data):
             raise TaskError(f"--data not found: {data}")
+
+
+# --- the lookup: every registered family ----------------------------------------------------------
+
+_FAMILIES: List[type] = []
+_discovered = False
+
+
+def _register(family: type) -> None:
+    for registered in list(_FAMILIES):
+        if registered.__qualname__ == family.__qualname__ and registered.__module__ == family.__module__:
+            _FAMILIES.remove(registered)  # a module imported again (a reload)
+            continue
+        clash = (set(registered.tasks) & set(family.tasks)) | (set(registered.kinds) & set(family.kinds))
+        if clash:
+            raise TypeError(f"{family.__name__} names {', '.join(sorted(clash))}, already {registered.__name__}'s")
+    _FAMILIES.append(family)
+
+
+def _discover() -> None:
+    """Imports the `family` module of every task folder of `albert_tf.tasks` (light: no TensorFlow)."""
+    global _discovered
+    if _discovered:
+        return
+    import albert_tf.tasks as package
+
+    for folder in sorted(info.name for info in pkgutil.iter_modules(package.__path__) if info.ispkg):
+        if importlib.util.find_spec(f"{package.__name__}.{folder}.family") is not None:
+            importlib.import_module(f"{package.__name__}.{folder}.family")
+    _discovered = True
+
+
+def families() -> Tuple[type, ...]:
+    """Every registered `TaskFamily` subclass: the folders' and any defined since."""
+    _discover()
+    return tuple(_FAMILIES)
+
+
+def task_names() -> Tuple[str, ...]:
+    """Every task name (`--task`), family by family."""
+    return tuple(task for family in families() for task in family.tasks)
+
+
+def task_kinds() -> Tuple[str, ...]:
+    """Every task kind (`TaskSpec.kind`)."""
+    return tuple(kind for family in families() for kind in family.kinds)
+
+
+def task_family(task: Union[str, TaskSpec]) -> TaskFamily:
+    """The family of a task name (`task_names()`, case-insensitive) or of a model directory's
+    `TaskSpec` (by its kind: the pipeline's specs carry the generic task name).
+
+    Raises:
+        TaskError: An unknown task name or kind.
+    """
+    if isinstance(task, TaskSpec):
+        for family in families():
+            if task.kind in family.kinds:
+                return family(task.task)
+        raise TaskError(f"unknown task kind {task.kind!r} in task.json; kinds: {', '.join(task_kinds())}")
+    if not isinstance(task, str):
+        raise TaskError(f"task_family takes a task name or a TaskSpec, got {type(task).__name__}")
+    name = task.lower()
+    for family in families():
+        if name in family.tasks:
+            return family(name)
+    raise TaskError(f"unknown task {task!r}; tasks: {', '.join(task_names())}")
+
+
+def text_model_class(kind: str) -> type:
+    """The raw-text model class of a task kind (`TaskSpec.kind`).
+
+    Raises:
+        TaskError: An unknown kind.
+    """
+    for family in families():
+        if kind in family.kinds:
+            return family.text_model_class(kind)
+    raise TaskError(f"unknown task kind {kind!r}; kinds: {', '.join(task_kinds())}")
+
+
+def export_arguments(task_spec: TaskSpec) -> Dict[str, Any]:
+    """The task-specific `albert_tf.export.export_saved_model` keyword arguments of a fine-tuned
+    model directory (`TaskFamily.export_arguments` of its kind's family).
+
+    Returns:
+      `labels`, `pair`, `qa_settings` and `task_settings`: classification — the labels and
+      whether inputs are pairs; regression — pairs; SQuAD — the conversion and post-processing
+      settings (a missing `null_score_diff_threshold` is the export's default, 0); tagging — the
+      tags and `token_unit`; multiple choice — `max_qa_length`.
+
+    Raises:
+      ValueError: a kind no family registers.
+    """
+    try:
+        family = task_family(task_spec)
+    except TaskError:
+        raise ValueError(f"export supports {', '.join(task_kinds())} models, not {task_spec.kind}") from None
+    return family.export_arguments(task_spec)

@@ -2,7 +2,7 @@
 
 `evaluate_model_dir` gives the task's metrics on labelled splits, read exactly as in training;
 `predict_model_dir` gives predictions for texts, a file or a split. Both read `task.json` and hand
-the work to the task's family (`albert_tf.tasks.families`); `albert-tf evaluate` and
+the work to the task's family (`albert_tf.tasks.family.task_family`); `albert-tf evaluate` and
 `albert-tf predict` are their command-line callers. Problems are one-line `TaskError`s.
 """
 
@@ -12,7 +12,7 @@ import os
 from typing import Any, Dict, Optional, Sequence
 
 from albert_tf.tasks.errors import TaskError
-from albert_tf.tasks.families import task_family
+from albert_tf.tasks.family import task_family
 from albert_tf.tasks.family import Predictions
 from albert_tf.tasks.resources import tokenizer_from_model_dir
 from albert_tf.tasks.spec import TaskSpec

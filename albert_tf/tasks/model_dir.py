@@ -21,42 +21,29 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import json
 import os
 import random
 import sys
 from typing import Any, Dict, Optional
 
-from albert_tf.kinds import (
-    SPEC_CLASSIFICATION,
-    SPEC_MULTIPLE_CHOICE,
-    SPEC_REGRESSION,
-    SPEC_SQUAD,
-    SPEC_TAGGING,
-)
 from albert_tf.tasks.spec import TASK_FILE, TaskSpec, TaskSpecError
 
 MODEL_FILE = "model.keras"
-# The raw-text model class of each task kind: (module, class).
-TEXT_MODEL_CLASSES = {
-    SPEC_CLASSIFICATION: ("albert_tf.tasks.classification.text_model", "AlbertTextClassifier"),
-    SPEC_REGRESSION: ("albert_tf.tasks.classification.text_model", "AlbertTextRegressor"),
-    SPEC_TAGGING: ("albert_tf.tasks.tagging.text_model", "AlbertTextTagger"),
-    SPEC_SQUAD: ("albert_tf.tasks.squad.text_model", "AlbertQuestionAnswerer"),
-    SPEC_MULTIPLE_CHOICE: ("albert_tf.tasks.multiple_choice.text_model", "AlbertMultipleChoice"),
-}
-_BY_CLASS = {name: (module, name) for module, name in TEXT_MODEL_CLASSES.values()}
 # Seeds a new head when the caller gives none: two loads give the same model.
 DEFAULT_HEAD_SEED = 0
 
 
-def text_model_class(kind_or_class: str) -> type:
-    """The raw-text model class of a task kind (`TaskSpec.kind`) or class name."""
-    entry = TEXT_MODEL_CLASSES.get(kind_or_class) or _BY_CLASS.get(kind_or_class)
-    if entry is None:
-        raise TaskSpecError(f"unknown task kind or model class {kind_or_class!r}")
-    return getattr(importlib.import_module(entry[0]), entry[1])
+def text_model_class(kind: str) -> type:
+    """The raw-text model class of a task kind (`TaskSpec.kind`): its family's
+    (`albert_tf.tasks.family.text_model_class`)."""
+    from albert_tf.tasks.errors import TaskError
+    from albert_tf.tasks.family import text_model_class as family_text_model
+
+    try:
+        return family_text_model(kind)
+    except TaskError as e:
+        raise TaskSpecError(str(e)) from None
 
 
 def model_record(model) -> Dict[str, Any]:
@@ -177,9 +164,9 @@ def _export_task(version_dir: str) -> Optional[StoredTask]:
         raise PretrainedNotFoundError(f"{version_dir} is an albert-tf TF Serving export, but {e}") from None
     head = [entry["path"] for entry in index["variables"] if entry.get("encoder") is None and entry.get("path")]
     stored = _from_spec(version_dir, spec, {"name": head[0].split("/")[0] if head else None}, export=version_dir)
-    if spec.model is None and spec.kind in (SPEC_CLASSIFICATION, SPEC_REGRESSION):
+    if spec.model is None and "pooling" in stored.config:
         # An export older than the model record: the head's pooling is in no file of it.
-        stored.config.pop("pooling", None)
+        stored.config.pop("pooling")
         stored.unknown = ("pooling",)
     return stored
 

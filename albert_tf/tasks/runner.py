@@ -6,7 +6,7 @@ and `train_task_model`, the driver it shares with the pipeline's Trainer.
 command maps its flags onto it and calls `finetune`. Its training values are resolved into the one
 `albert_tf.training.finetuning_config.FinetuningConfig` (`resolve_finetuning_config`: the task's
 preset, then the recipe for the model's size, then the values given). The task's family
-(`albert_tf.tasks.families.task_family`) reads and encodes the data (`plan`), and
+(`albert_tf.tasks.family.task_family`) reads and encodes the data (`plan`), and
 `train_task_model` trains the task's raw-text model (`AlbertTextClassifier`, ...) on it with
 `albert_tf.training.finetuning.run_finetuning`, writing the whole model and its assets.
 
@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Optional
 
 from albert_tf.errors import raw_message
 from albert_tf.tasks.errors import TaskError, param
-from albert_tf.tasks.families import RACE_TASKS, SQUAD_TASKS, TABLE_TASKS, TASKS, task_family
+from albert_tf.tasks.family import families, task_family, task_names
 from albert_tf.tasks.resources import (
     check_init,
     check_tokenizer_fits,
@@ -42,14 +42,6 @@ from albert_tf.training.finetuning_config import (
     resolve_finetuning_config,
 )
 
-# Settings that only mean something for some tasks: (attribute, tasks).
-READING_FLAGS = (
-    ("doc_stride", SQUAD_TASKS),
-    ("max_query_length", SQUAD_TASKS),
-    ("n_best_size", SQUAD_TASKS),
-    ("max_answer_length", SQUAD_TASKS),
-    ("max_qa_length", RACE_TASKS),
-)
 # Settings with a fixed set of values: (attribute, values).
 CHOICES = (
     ("table_format", (None, "tsv", "csv", "jsonl")),
@@ -70,7 +62,7 @@ class FinetuneSettings:
     """Everything a fine-tuning run takes; the fields are `albert-tf finetune`'s flags.
 
     Attributes:
-        task: One of `albert_tf.tasks.families.TASKS`.
+        task: A task name (`albert_tf.tasks.family.task_names()`).
         data: The data directory (the corpus file for peoples-daily, the `RACE/` folder for race).
         model_dir: The output directory (written atomically).
         text_column, text_b_column, label_column, table_format, tsv_quoting: Tables of
@@ -162,42 +154,46 @@ class FinetuneOutcome:
     constant_baseline: Any = None
 
 
+def _field_order(name: str) -> int:
+    names = [field.name for field in dataclasses.fields(FinetuneSettings)]
+    return names.index(name) if name in names else len(names)
+
+
 def check_settings(s: FinetuneSettings) -> None:
     """Refuses settings that cannot make a run, before any data is read.
 
     Raises:
         TaskError: The first problem found, naming its flag.
     """
-    if s.task not in TASKS:
-        raise TaskError(f"{param('task')} must be one of {', '.join(TASKS)}, got {s.task!r}")
+    tasks = task_names()
+    if s.task not in tasks:
+        raise TaskError(f"{param('task')} must be one of {', '.join(tasks)}, got {s.task!r}")
     for name, values in CHOICES:
         if getattr(s, name) not in values:
             shown = ", ".join(v for v in values if v is not None)
             raise TaskError(f"{param(name)} must be one of {shown}, got {getattr(s, name)!r}")
-    if s.task in TABLE_TASKS:
+    family = task_family(s.task)
+    if family.reads_columns():
         if not s.text_column or not s.label_column:
             raise TaskError(f"{param('task', s.task)} needs {param('text_column')} and {param('label_column')}")
     elif s.text_column or s.text_b_column or s.label_column:
-        raise TaskError(f"{param('text_column')}/{param('text_b_column')}/{param('label_column')} are for {param('task')} classification or regression, not {s.task}")
-    if s.task == "peoples-daily":
-        if not os.path.isfile(s.data):
-            raise TaskError(f"{param('data')} for peoples-daily must be the corpus file; not a file: {s.data}")
-    elif not os.path.isdir(s.data):
-        raise TaskError(f"{param('data')} must be a directory: {s.data}")
+        columns = " or ".join(t for f in families() for t in f.tasks if f(t).reads_columns())
+        raise TaskError(f"{param('text_column')}/{param('text_b_column')}/{param('label_column')} are for {param('task')} {columns}, not {s.task}")
+    family.check_data(s.data)
     for name in ("max_seq_length", "batch_size", "num_train_steps", "eval_every", "max_train_examples", "max_eval_examples"):
         value = getattr(s, name)
         if value is not None and value < 1:
             raise TaskError(f"{param(name)} must be >= 1, got {value}")
-    for name, tasks in READING_FLAGS:
-        value = getattr(s, name)
-        flag = param(name)
+    for name in sorted({option for f in families() for option in f.options}, key=_field_order):
+        value = getattr(s, name, None)
         if value is None:
             continue
-        if s.task not in tasks:
-            raise TaskError(f"{flag} is for {param('task')} {' / '.join(tasks)}, not {s.task}")
+        if name not in family.options:
+            owners = " / ".join(t for f in families() if name in f.options for t in f.tasks)
+            raise TaskError(f"{param(name)} is for {param('task')} {owners}, not {s.task}")
         if value < 1:
-            raise TaskError(f"{flag} must be >= 1, got {value}")
-    if task_family(s.task).reading:
+            raise TaskError(f"{param(name)} must be >= 1, got {value}")
+    if family.reading:
         # Their readers convert whole files; a malformed question stops the run with its place named.
         for name in ("max_train_examples", "max_eval_examples"):
             if getattr(s, name) is not None:

@@ -38,7 +38,7 @@ class TaskSpec:
     Attributes:
         task: The `--task` name.
         kind: "classification", "regression", "tagging", "squad" or "multiple_choice"
-            (`albert_tf.kinds.SPEC_KINDS`).
+            (`albert_tf.tasks.family.task_kinds()`).
         labels: Class labels / tags in id order (None for regression and SQuAD; the option
             letters for RACE).
         max_seq_length: Sequence length of the inputs.

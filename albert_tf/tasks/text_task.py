@@ -42,7 +42,6 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.keras_internals import forget_compiled_loss
-from albert_tf.kinds import RECIPE_CLASSIFICATION, SPEC_CLASSIFICATION
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.serialization import NestedLayersConfig
@@ -114,6 +113,16 @@ def _split_element(args):
     return x, y, sample_weight
 
 
+class _FamilyOfKind:
+    """`AlbertTextTask.family`: the `TaskFamily` subclass registered for the class's `kind`
+    (`albert_tf.tasks.family.task_family`), looked up on use: the family builds the model."""
+
+    def __get__(self, instance, owner):
+        from albert_tf.tasks.family import families
+
+        return next((family for family in families() if owner.kind in family.kinds), None)
+
+
 class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     """The raw-text template: tokenizer in `tf.data`, encoder + head in the Keras graph.
 
@@ -133,8 +142,10 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     finetune` names it, so that the command's exports keep their bytes).
     """
 
-    # The `recommended_recipe` task kind this model fine-tunes with.
-    recipe_task = RECIPE_CLASSIFICATION
+    # The task kind (`TaskSpec.kind`) of the subclass, and its folder's `TaskFamily` subclass
+    # (`albert_tf.tasks.family`): how `albert-tf finetune`, `evaluate` and `predict` run the task.
+    kind: Optional[str] = None
+    family = _FamilyOfKind()
     # The dev metric `finetune` keeps the best weights by (a name `evaluate` returns).
     best_metric = "loss"
     # `get_config` / `from_config` (`NestedLayersConfig`): the encoder and the tokenizer layer
@@ -244,7 +255,7 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
         for the model's size (a raw-text model has no task preset), then `user`'s values."""
         from albert_tf.training.finetuning_config import resolve_finetuning_config
 
-        return resolve_finetuning_config(self.recipe_task, self.encoder.to_albert_config(), **user)
+        return resolve_finetuning_config(self.kind, self.encoder.to_albert_config(), **user)
 
     def recommended_optimizer(self, **user):
         """A fresh `AdamWeightDecayOptimizer` (constant rate) with the resolved hyper-parameters:
@@ -592,7 +603,7 @@ def export_text_model(model, export_base, model_name, version, *, format: Option
     if not any(os.path.basename(p) == "task.json" for p in kwargs.get("extra_assets", ())):
         vocabulary = SENTENCEPIECE_ASSET if model.preprocessor.is_sentencepiece else WORDPIECE_ASSET
         spec = model.task_spec(vocabulary, pair=bool(kwargs.get("pair")))
-        if kwargs.get("labels") is not None and spec.kind == SPEC_CLASSIFICATION:
+        if kwargs.get("labels") is not None and "labels" in spec.model["config"]:
             # The names the export serves are the model's from now on.
             spec.labels = spec.model["config"]["labels"] = [str(label) for label in kwargs["labels"]]
         kwargs.setdefault("task_spec", dataclasses.asdict(spec))

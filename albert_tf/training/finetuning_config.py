@@ -320,9 +320,9 @@ def resolve_finetuning_config(task, model_config, *, use_preset: bool = True, **
     then the recipe for the model's size, then the values given here (None: not given).
 
     Args:
-        task: The task's family (anything with `preset()` and `recipe_kind`: its `task` names
-            it), or a recipe kind (`albert_tf.kinds.RECIPE_*`) for a model without a task
-            preset (the raw-text models).
+        task: The task's family (anything with `preset()` and `kinds`: its `task` names it,
+            its first kind picks the recipe), or a task kind (`TaskSpec.kind`) for a model
+            without a task preset (the raw-text models).
         model_config: The encoder's `AlbertConfig` (anything with `hidden_size`).
         use_preset: False skips layer 1 (the recipe's run stands in for it). Distillation
             does: the presets are the paper's values for fine-tuning a pretrained encoder of
@@ -332,17 +332,16 @@ def resolve_finetuning_config(task, model_config, *, use_preset: bool = True, **
     Raises:
         FinetuningError: An unknown name or an impossible value.
     """
-    from albert_tf.kinds import RECIPE_TAGGING
-    from albert_tf.training.recipes import recommended_recipe
+    from albert_tf.training.recipes import LONG_RUN_KINDS, recommended_recipe
 
     for name in user:
         _section_of(name)
     u = {name: value for name, value in user.items() if value is not None}
     if isinstance(task, str):
-        name, preset, recipe_kind = task, None, task
+        name, preset, kind = task, None, task
     else:
-        name, preset, recipe_kind = task.task, (task.preset() if use_preset else None), task.recipe_kind
-    recipe = recommended_recipe(model_config, recipe_kind)
+        name, preset, kind = task.task, (task.preset() if use_preset else None), task.kinds[0]
+    recipe = recommended_recipe(model_config, kind)
 
     # 1. The task's preset, else the recipe's run.
     if preset is not None:
@@ -357,7 +356,7 @@ def resolve_finetuning_config(task, model_config, *, use_preset: bool = True, **
     # 2. The recipe for the model's size.
     if recipe.size_class != "base":
         rate = recipe.learning_rate
-    if recipe_kind == RECIPE_TAGGING:
+    if kind in LONG_RUN_KINDS:
         # Entity tags are sparse: a small tagger finds entities only after the recipe's longer run.
         steps, epochs, preset_warmup = None, recipe.epochs, None
 

@@ -33,7 +33,6 @@ import dataclasses
 import math
 from typing import Any, Dict, Optional
 
-from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_KINDS, RECIPE_TAGGING
 
 # Hidden sizes up to these bounds use the recipe beside them.
 _SIZE_CLASSES = (
@@ -87,17 +86,21 @@ def size_class(hidden_size: int) -> str:
     raise AssertionError("unreachable: the last bound is infinite")
 
 
-# The recipe kinds (`albert_tf.kinds.RECIPE_KINDS`).
-TASK_KINDS = RECIPE_KINDS
+# The task kinds (`TaskSpec.kind`) whose targets are sparse token tags: they train for
+# `TAGGING_EPOCHS`, every other kind for `EPOCHS`.
+LONG_RUN_KINDS = ("tagging",)
+EPOCHS = 3.0
+TAGGING_EPOCHS = 10.0
 
 
-def recommended_recipe(config, task: str = RECIPE_CLASSIFICATION) -> FinetuningRecipe:
+def recommended_recipe(config, task: str = "classification") -> FinetuningRecipe:
     """The measured default recipe for an encoder of `config` (an `AlbertConfig`, or anything
-    with `hidden_size`) on a `task` of kind "classification", "regression" or "tagging"."""
-    if task not in TASK_KINDS:
-        raise ValueError(f"task must be one of {', '.join(TASK_KINDS)}, got {task!r}")
+    with `hidden_size`) on a task of kind `task` (`TaskSpec.kind`: "classification",
+    "tagging", ...; the recipe differs only in the length of a tagging run)."""
+    if not isinstance(task, str) or not task:
+        raise ValueError(f"task must be a task kind such as 'classification', got {task!r}")
     hidden = int(config.hidden_size)
-    epochs = 10.0 if task == RECIPE_TAGGING else 3.0
+    epochs = TAGGING_EPOCHS if task in LONG_RUN_KINDS else EPOCHS
     for bound, name, learning_rate, pooling in _SIZE_CLASSES:
         if hidden <= bound:
             return FinetuningRecipe(size_class=name, learning_rate=learning_rate, pooling=pooling, epochs=epochs)

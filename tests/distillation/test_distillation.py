@@ -110,7 +110,7 @@ def test_shared_student_with_all_the_teachers_layers_is_the_teacher(workspace):
     from albert_tf.distillation.run import _read_teacher
     from albert_tf.distillation.student import build_student, resolve_student
     from albert_tf.tasks.classification import encode_examples
-    from albert_tf.tasks.families import task_family
+    from albert_tf.tasks.family import task_family
 
     spec, config, tokenizer, teacher = _read_teacher(str(workspace / "teacher"))
     plan = resolve_student("shared:2", config)

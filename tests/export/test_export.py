@@ -39,7 +39,7 @@ def test_layout_assets_and_no_leftovers(base):
                  "assets/export.json", "assets.extra/tf_serving_warmup_requests"):
         assert (version / name).exists(), name
     info = saved_model.read_export_info(str(version))
-    assert info["kind"] == "classifier" and info["labels"] == helpers.LABELS and info["sequence_length"] == helpers.SEQ
+    assert info["kind"] == "classification" and info["labels"] == helpers.LABELS and info["sequence_length"] == helpers.SEQ
     assert info["length_bucket"] == 16  # length-aware by default
     assert info["tokenizer"]["type"] == "sentencepiece"
     assert saved_model.list_exports(str(base)) == ["cls/1", "reg/1"]
@@ -275,7 +275,7 @@ def test_export_cli_from_finetuned_model_dir(tmp_path, tmp_path_factory, capsys)
 def test_encoder_module_has_text_and_tokens_signatures(tmp_path_factory):
     encoder = helpers.tiny_encoder()
     module = signatures.ServingModule(encoder, helpers.tokenizer_layer(helpers.spm_file(tmp_path_factory)))
-    assert module.kind == signatures.KIND_ENCODER and module.signatures_keys() == ["serving_default", "tokens"]
+    assert module.kind == signatures.ENCODER and module.signatures_keys() == ["serving_default", "tokens"]
     assert module.method_names() == {}
     out = module.serve_text(tf.constant(["the nation", ""]))
     assert sorted(out) == ["input_mask", "pooled_output", "sequence_output"]

@@ -18,7 +18,7 @@ import _serving_helpers as helpers  # noqa: E402
 
 from albert_tf.tasks.multiple_choice import data as race  # noqa: E402
 from albert_tf.export import saved_model, signatures, warmup  # noqa: E402
-from albert_tf.tasks import families  # noqa: E402
+from albert_tf.tasks import family as families  # noqa: E402
 from albert_tf.tasks.multiple_choice import serving as multiple_choice  # noqa: E402
 from albert_tf.tasks.spec import TaskSpec  # noqa: E402
 
@@ -189,7 +189,7 @@ def test_export_layout_signatures_warmup_and_ops(exported):
     assert report.ok, report.problems
     assert "TFText>FastSentencepieceTokenize" in report.text_ops
     info = saved_model.read_export_info(result.path)
-    assert info["kind"] == signatures.KIND_MULTIPLE_CHOICE and info["task_settings"] == {"max_qa_length": MAX_QA}
+    assert info["kind"] == "multiple_choice" and info["task_settings"] == {"max_qa_length": MAX_QA}
     assert 'name: "race"' in (base / "models.config").read_text()
     logs = warmup.read_warmup_file(result.path)
     # One request per signature, then one per length bucket (one: sequence length 16, bucket 16).

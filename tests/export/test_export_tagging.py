@@ -18,7 +18,7 @@ import _serving_helpers as helpers  # noqa: E402
 
 from albert_tf.tasks.tagging.data import TagVocab  # noqa: E402
 from albert_tf.export import saved_model, signatures, warmup  # noqa: E402
-from albert_tf.tasks import families  # noqa: E402
+from albert_tf.tasks import family as families  # noqa: E402
 from albert_tf.tasks import tagging as python_tagging  # noqa: E402
 from albert_tf.tasks.tagging import serving as tagging  # noqa: E402
 from albert_tf.tasks.tagging.metrics import get_entities  # noqa: E402
@@ -244,7 +244,7 @@ def test_export_layout_signatures_warmup_and_ops(exported):
     assert report.ok, report.problems
     assert "TFText>FastSentencepieceTokenize" in report.text_ops and "UnsortedSegmentJoin" in report.ops
     info = saved_model.read_export_info(result.path)
-    assert info["kind"] == signatures.KIND_TAGGER and info["labels"] == TAGS
+    assert info["kind"] == "tagging" and info["labels"] == TAGS
     assert info["task_settings"] == {"token_unit": "word"} and (Path(result.path) / "assets" / "task.json").is_file()
     config = (base / "models.config").read_text()
     assert 'name: "ner"' in config and 'base_path: "/models/ner"' in config

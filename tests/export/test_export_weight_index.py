@@ -130,7 +130,7 @@ def test_warm_start_resolves_the_newest_version_and_checks_it(exported, tmp_path
     (base / "tiny" / ".push-4-tmp").mkdir()  # a push in progress is not a version
     assert latest_blessed_model(str(base), "tiny") == str(base / "tiny" / "3")
     resolved = resolve_base(str(base), "tiny")
-    assert resolved["version"] == 3 and resolved["kind"] == "classifier"
+    assert resolved["version"] == 3 and resolved["kind"] == "classification"
     file, info = base_tokenizer(resolved["path"])
     assert os.path.isfile(file) and info["type"] == "sentencepiece"
     check_labels(resolved["path"], ["neg", "pos"])

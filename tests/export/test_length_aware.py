@@ -97,6 +97,10 @@ def _encoder(vocab_size, seed=0):
         vocab_size=vocab_size, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=32, max_position_embeddings=SEQ))
 
+# Every export kind: the encoder's, the pretrainer's and each task model's.
+KINDS = ("classification", "regression", "encoder", "pretrainer", "squad_v1", "squad_v2", "tagging", "multiple_choice")
+QA_KINDS = ("squad_v1", "squad_v2")
+
 
 def _model(kind, vocab_size):
     from albert_tf.pretrainer import AlbertPretrainer
@@ -107,13 +111,13 @@ def _model(kind, vocab_size):
 
     encoder = _encoder(vocab_size)
     model = {
-        "classifier": lambda: AlbertClassifier(encoder, num_labels=3),
-        "regressor": lambda: AlbertRegressor(encoder),
+        "classification": lambda: AlbertClassifier(encoder, num_labels=3),
+        "regression": lambda: AlbertRegressor(encoder),
         "encoder": lambda: encoder,
         "pretrainer": lambda: AlbertPretrainer(encoder),
         "squad_v1": lambda: SquadV1Model(encoder),
         "squad_v2": lambda: SquadV2Model(encoder, start_n_top=5, end_n_top=5),
-        "tagger": lambda: AlbertTokenClassifier(encoder, num_labels=len(TAGS)),
+        "tagging": lambda: AlbertTokenClassifier(encoder, num_labels=len(TAGS)),
         "multiple_choice": lambda: MultipleChoiceModel(encoder),
     }[kind]()
     ones = np.ones((1, SEQ), "int32")
@@ -131,21 +135,21 @@ def _model(kind, vocab_size):
 
 def _module(kind, model, layer, length_bucket):
     kwargs = {}
-    if kind == "tagger":
+    if kind == "tagging":
         kwargs["labels"] = TAGS
-    if kind in signatures.QA_KINDS:
+    if kind in QA_KINDS:
         # Exhaustive span search: the fixed path's n-best also ranks padding positions.
         kwargs["qa_settings"] = dict(doc_stride=16, max_query_length=8, n_best_size=SEQ, max_answer_length=30)
-    return signatures.ServingModule(model, layer, pair=kind == "regressor", length_bucket=length_bucket, **kwargs)
+    return signatures.ServingModule(model, layer, pair=kind == "regression", length_bucket=length_bucket, **kwargs)
 
 
 def _text_inputs(kind):
-    if kind in signatures.QA_KINDS:
+    if kind in QA_KINDS:
         return {"question": tf.constant(QUESTIONS), "context": tf.constant(TEXTS)}
     if kind == "multiple_choice":
         return {"text": tf.constant(TEXTS), "question": tf.constant(["", "", "Who?", "Where _?"]),
                 "choices": tf.constant(CHOICES)}
-    if kind == "regressor":
+    if kind == "regression":
         return {"text": tf.constant(TEXTS), "text_b": tf.constant(TEXTS[::-1])}
     return {"text": tf.constant(TEXTS)}
 
@@ -178,12 +182,12 @@ def _short_tokens(module, fixed_module, inputs):
     """The fixed module's model rows for `inputs`, and the same rows cut to the bucketed width."""
     mask, _ = module.text_input_mask(**inputs)
     width = int(mask.shape[-1])
-    if module.kind in signatures.QA_KINDS:
+    if module.kind in ("squad_v1", "squad_v2"):
         features = fixed_module._objects.qa.features(inputs["question"], inputs["context"])
         long = {k: features[k] for k in fixed_module.token_keys}
     elif module.kind == "multiple_choice":
         long = fixed_module._objects.task.features(inputs["text"], inputs["question"], inputs["choices"])
-    elif module.kind == "tagger":
+    elif module.kind == "tagging":
         features = fixed_module._objects.task.features(inputs["text"])
         long = {k: features[k] for k in fixed_module.token_keys}
     else:
@@ -197,12 +201,12 @@ def _short_tokens(module, fixed_module, inputs):
 def modules(layer):
     # All models first: seeding clears TF's eager kernel cache, and with it the kernel-owned
     # SentencePiece resource of a QA graph built before.
-    models = {kind: _model(kind, layer.vocab_size) for kind in signatures.KINDS}
+    models = {kind: _model(kind, layer.vocab_size) for kind in KINDS}
     return {kind: (_module(kind, model, layer, None), _module(kind, model, layer, BUCKET)) for kind, model in models.items()}
 
 
 @pytest.mark.slow  # builds 16 serving modules (about 2 minutes on 2 busy cores)
-@pytest.mark.parametrize("kind", signatures.KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_length_aware_signatures_answer_as_the_fixed_length_ones(modules, kind):
     fixed, aware = modules[kind]
     fixed_functions, aware_functions = fixed.signatures(), aware.signatures()
@@ -219,7 +223,7 @@ def test_length_aware_signatures_answer_as_the_fixed_length_ones(modules, kind):
         positions = tf.constant([[1, 2], [3, 1]], tf.int32)
         _assert_outputs_equal(aware_functions["mlm"](**short, mlm_positions=positions),
                               fixed_functions["mlm"](**long, mlm_positions=positions))
-    if kind == "classifier":
+    if kind == "classification":
         examples = tf.constant([
             tf.train.Example(features=tf.train.Features(feature={"text": tf.train.Feature(
                 bytes_list=tf.train.BytesList(value=[t.encode("utf-8")]))})).SerializeToString() for t in TEXTS])
@@ -228,7 +232,7 @@ def test_length_aware_signatures_answer_as_the_fixed_length_ones(modules, kind):
 
 @pytest.mark.slow
 def test_tokens_signatures_are_variable_length_and_refuse_longer_ids(modules):
-    fixed, aware = modules["classifier"]
+    fixed, aware = modules["classification"]
     ids_spec = lambda module: tf.nest.flatten(module.signatures()["tokens"].structured_input_signature)[0]  # noqa: E731
     assert ids_spec(aware).name == "input_ids" and ids_spec(aware).shape.as_list() == [None, None]
     assert ids_spec(fixed).shape.as_list() == [None, SEQ]
@@ -243,7 +247,7 @@ def test_tokens_signatures_are_variable_length_and_refuse_longer_ids(modules):
 def test_tokens_signatures_ignore_tf_serving_first_element_padding(modules):
     # TF Serving pads a shorter request merged with a longer one with the request's first
     # element: [CLS] ids, mask 1, segment 0 (p_mask 0).
-    for kind in ("tagger", "squad_v2"):
+    for kind in ("tagging", "squad_v2"):
         fixed, aware = modules[kind]
         long, short = _short_tokens(aware, fixed, _short_inputs(kind))
         padded = {k: tf.concat([v, tf.fill([v.shape[0], 8], v[0, 0])], axis=1) for k, v in short.items()}
@@ -255,7 +259,7 @@ def test_tokens_signatures_ignore_tf_serving_first_element_padding(modules):
 def test_warmup_requests_cover_every_bucket(modules):
     from albert_tf.export import warmup
 
-    for kind in ("classifier", "squad_v1", "tagger", "multiple_choice"):
+    for kind in ("classification", "squad_v1", "tagging", "multiple_choice"):
         _, aware = modules[kind]
         defs = {k: _signature_def(f) for k, f in aware.signatures().items()}
         requests = warmup.bucket_warmup_inputs(defs, aware, pair=aware.pair)
@@ -265,7 +269,7 @@ def test_warmup_requests_cover_every_bucket(modules):
                 mask, _ = aware.text_input_mask(**{k: tf.constant(v) for k, v in inputs.items()})
                 widths.append(int(mask.shape[-1]))
         assert widths == warmup.bucket_bounds(SEQ, BUCKET) == [16, 32, 48], (kind, widths)
-    fixed, _ = modules["classifier"]
+    fixed, _ = modules["classification"]
     assert warmup.bucket_warmup_inputs({}, fixed, pair=False) == []
 
 
@@ -286,10 +290,10 @@ def _signature_def(function):
 def test_exported_length_aware_savedmodels_answer_as_the_fixed_length_path(tmp_path, layer, modules):
     from albert_tf.export import saved_model, warmup
 
-    for kind in signatures.KINDS:
+    for kind in KINDS:
         fixed, aware = modules[kind]
-        kwargs = {"labels": TAGS} if kind == "tagger" else {}
-        if kind in signatures.QA_KINDS:
+        kwargs = {"labels": TAGS} if kind == "tagging" else {}
+        if kind in QA_KINDS:
             kwargs["qa_settings"] = aware.qa_settings
         result = saved_model.export_saved_model(aware.model, layer, str(tmp_path), kind.replace("_", "-"), check=False,
                                                 pair=aware.pair, length_bucket=BUCKET, **kwargs)
@@ -365,7 +369,7 @@ def test_batcher_merges_token_requests_of_different_lengths(tmp_path, layer, mod
     from albert_tf.model_server.manager import Batcher
     from albert_tf.model_server.servable import SessionServable
 
-    fixed, aware = modules["tagger"]
+    fixed, aware = modules["tagging"]
     result = saved_model.export_saved_model(aware.model, layer, str(tmp_path), "tagger", labels=TAGS, check=False)
     servable = SessionServable(result.path)
     runs = []

@@ -22,7 +22,7 @@ from albert_tf.tasks import (
     predict_model_dir,
     task_family,
 )
-from albert_tf.tasks.families import TASKS, model_export_kind
+from albert_tf.tasks.family import task_names
 from albert_tf.tasks.spec import TaskSpec
 
 TOKENIZER = {"type": "sentencepiece", "file": "spiece.model", "lower_case": True}
@@ -39,7 +39,7 @@ def test_task_family_by_name(task, family):
 
 
 def test_every_task_has_a_family_and_specs_go_by_kind():
-    assert {type(task_family(t)).__name__ for t in TASKS} == {
+    assert {type(task_family(t)).__name__ for t in task_names()} == {
         "ClassificationFamily", "TaggingFamily", "SquadFamily", "MultipleChoiceFamily"
     }
     # The pipeline writes the generic task name; the kind decides.
@@ -58,7 +58,7 @@ def test_task_family_refuses_unknown_names_and_kinds():
 
 
 def test_export_arguments_and_kinds_come_from_the_family(tiny_encoder):
-    from albert_tf.export.signatures import KINDS, model_kind
+    from albert_tf.export.signatures import SERVING_CLASSES, model_kind
     from albert_tf.tasks.classification import build_task_model
     from albert_tf.tasks.tagging import AlbertTokenClassifier
 
@@ -68,11 +68,11 @@ def test_export_arguments_and_kinds_come_from_the_family(tiny_encoder):
     )
     squad = TaskSpec("squad-v2", "squad", None, 16, [], "f1", TOKENIZER, settings={"doc_stride": 8, "null_score_diff_threshold": None})
     assert task_family(squad).export_arguments(squad)["qa_settings"] == {"doc_stride": 8}
-    assert model_export_kind(build_task_model(tiny_encoder, 2)) == "classifier"
-    assert model_export_kind(build_task_model(tiny_encoder, None)) == "regressor"
-    assert model_kind(AlbertTokenClassifier(tiny_encoder, num_labels=3)) == "tagger"
-    assert model_export_kind(tiny_encoder) is None and model_kind(tiny_encoder) == "encoder"
-    assert {"classifier", "regressor", "tagger", "squad_v1", "squad_v2", "multiple_choice"} <= set(KINDS)
+    assert model_kind(build_task_model(tiny_encoder, 2)) == "classification"
+    assert model_kind(build_task_model(tiny_encoder, None)) == "regression"
+    assert model_kind(AlbertTokenClassifier(tiny_encoder, num_labels=3)) == "tagging"
+    assert model_kind(tiny_encoder) == "encoder"
+    assert {"classification", "regression", "tagging", "squad_v1", "squad_v2", "multiple_choice"} <= set(SERVING_CLASSES)
 
 
 def _write_table(path, rows):

@@ -15,7 +15,7 @@ import pytest
 
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import ParameterError
-from albert_tf.tasks.families import TASKS, task_family
+from albert_tf.tasks.family import task_family, task_names
 from albert_tf.tasks.runner import FinetuneSettings
 from albert_tf.training.finetuning_config import (
     USER_NAMES,
@@ -71,7 +71,7 @@ def test_defaults_of_each_kind_of_task(task, config, expected, num_train, schedu
 
 
 def test_every_task_resolves_with_its_presets_metrics():
-    for task in TASKS:
+    for task in task_names():
         resolved = resolve(task, TINY)
         assert resolved.runtime.precision == "float32" and resolved.runtime.seed == 12345
     sst2 = resolve("sst-2", TINY)
@@ -82,7 +82,7 @@ def test_every_task_resolves_with_its_presets_metrics():
 def test_the_users_values_win():
     given = dict(learning_rate=3e-4, batch_size=8, eval_batch_size=5, max_seq_length=64, dropout=0.0,
                  encoder_dropout=0.2, pooling="cls", bias_correction=False, weight_decay=0.0)
-    for task in TASKS:
+    for task in task_names():
         assert values_of(resolve(task, TINY, **given), given) == given
     # An eval batch size of 0 is unset, as the command line reads it.
     assert resolve("classification", TINY, batch_size=8, eval_batch_size=0).data.eval_batch_size == 8
@@ -131,15 +131,13 @@ def test_an_impossible_value_is_one_line_naming_it(values, message):
     assert str(raised.value).startswith(message), str(raised.value)
 
 
-def test_a_recipe_kind_or_no_preset_resolves_the_recipe_alone():
-    from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_TAGGING
-
-    # The raw-text models name a recipe kind: no preset, so the classification task's values.
+def test_a_task_kind_or_no_preset_resolves_the_recipe_alone():
+    # The raw-text models name their task kind: no preset, so the classification task's values.
     for config in (TINY, BASE):
-        by_kind = resolve_finetuning_config(RECIPE_CLASSIFICATION, config)
+        by_kind = resolve_finetuning_config("classification", config)
         assert dataclasses.replace(by_kind, task=dataclasses.replace(by_kind.task, name="classification")) == \
             resolve("classification", config)
-    assert resolve_finetuning_config(RECIPE_TAGGING, TINY).optimization.num_epochs == 10
+    assert resolve_finetuning_config("tagging", TINY).optimization.num_epochs == 10
     # Distillation skips the preset: a base-size student on SST-2 takes the recipe's rate, not the paper's 1e-5.
     assert resolve("sst-2", BASE).optimization.learning_rate == 1e-5
     student = resolve_finetuning_config(task_family("sst-2"), BASE, use_preset=False)

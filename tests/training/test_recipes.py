@@ -28,11 +28,11 @@ def test_recipe_by_size(hidden, name, learning_rate, pooling):
     assert recipe.bias_correction and recipe.warmup_fraction == 0.1 and size_class(hidden) == name
 
 
-def test_tagging_trains_longer_and_unknown_kinds_are_named():
+def test_tagging_trains_longer_and_a_kind_must_be_named():
     assert recommended_recipe(TINY, "tagging").epochs == 10.0
-    assert recommended_recipe(TINY, "regression").epochs == 3.0
-    with pytest.raises(ValueError, match="task must be one of"):
-        recommended_recipe(TINY, "squad")
+    assert recommended_recipe(TINY, "regression").epochs == recommended_recipe(TINY, "squad").epochs == 3.0
+    with pytest.raises(ValueError, match="task must be a task kind"):
+        recommended_recipe(TINY, "")
 
 
 def test_a_recipes_run_is_counted_by_the_configurations_one_formula():

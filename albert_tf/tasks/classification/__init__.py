@@ -17,6 +17,10 @@ with it `albert-tf --help`) does not load TensorFlow.
 
 from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
+# The task kinds of this folder (`TaskSpec.kind`, `export.json`'s "kind").
+CLASSIFICATION = "classification"
+REGRESSION = "regression"
+
 _LAZY = {
     **{name: "albert_tf.tasks.classification.head" for name in (
         "POOLING_MODES", "AlbertClassifier", "AlbertRegressor", "build_task_model", "masked_mean", "pooled_features")},

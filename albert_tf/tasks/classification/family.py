@@ -1,13 +1,13 @@
 """The classification family: sentence(-pair) classification and regression as `albert-tf
 finetune`, `evaluate`, `predict` and `export` run them, on the GLUE tasks and on `classification` /
-`regression` tables (`ClassificationFamily`, looked up by `albert_tf.tasks.families.task_family`)."""
+`regression` tables (`ClassificationFamily`, looked up by `albert_tf.tasks.family.task_family`)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any, Dict, Optional, Sequence
 
-from albert_tf.kinds import SPEC_CLASSIFICATION, SPEC_REGRESSION
+from albert_tf.tasks.classification import CLASSIFICATION, REGRESSION
 from albert_tf.data.features import examples_dataset
 from albert_tf.data.tables import (
     DataFormatError,
@@ -33,7 +33,11 @@ class ClassificationFamily(TableFamily):
     files, and `classification` / `regression` tables (TSV, CSV, JSONL) with named columns."""
 
     tasks = GLUE_TASKS + TABLE_TASKS
-    kinds = (SPEC_CLASSIFICATION, SPEC_REGRESSION)
+    kinds = (CLASSIFICATION, REGRESSION)
+    text_models = {CLASSIFICATION: "AlbertTextClassifier", REGRESSION: "AlbertTextRegressor"}
+
+    def reads_columns(self) -> bool:
+        return self.task in TABLE_TASKS
 
     def preset(self):
         from albert_tf.tasks.presets import finetune_preset
@@ -44,13 +48,13 @@ class ClassificationFamily(TableFamily):
         s = settings
         if s.task in GLUE_TASKS:
             layout = glue_layout(s.task)
-            kind = SPEC_REGRESSION if layout.is_regression else SPEC_CLASSIFICATION
+            kind = REGRESSION if layout.is_regression else CLASSIFICATION
             labels = list(layout.labels) if layout.labels else None
             return TaskSpec(s.task, kind, labels, config.data.max_seq_length, list(config.task.metrics), config.task.best_metric,
                             tokenizer_entry)
         columns = {"text": s.text_column, "text_b": s.text_b_column, "label": s.label_column, "format": s.table_format, "quoting": s.tsv_quoting}
         if s.task == "regression":
-            return TaskSpec(s.task, SPEC_REGRESSION, None, config.data.max_seq_length, ["pearson", "spearman"], "pearson", tokenizer_entry, columns)
+            return TaskSpec(s.task, REGRESSION, None, config.data.max_seq_length, ["pearson", "spearman"], "pearson", tokenizer_entry, columns)
         try:
             vocab = LabelVocab.from_examples(train_examples)
         except ValueError as e:
@@ -75,12 +79,12 @@ class ClassificationFamily(TableFamily):
         """The `TaskSpec` of a classifier of `labels` read from table `columns`: accuracy (and F1
         for two classes), weights kept by accuracy."""
         metrics = ["accuracy", "f1"] if len(labels) == 2 else ["accuracy"]
-        return TaskSpec(task, SPEC_CLASSIFICATION, list(labels), max_seq_length, metrics, "accuracy", tokenizer_entry, columns)
+        return TaskSpec(task, CLASSIFICATION, list(labels), max_seq_length, metrics, "accuracy", tokenizer_entry, columns)
 
     def prepare_data(self, spec, tokenizer, train_examples, dev_examples, eval_batch_size):
         from albert_tf.evaluation import majority_class_baseline, mean_baseline
 
-        regression = spec.kind == SPEC_REGRESSION
+        regression = spec.kind == REGRESSION
         vocab = self.label_vocab(spec)
         try:
             train = encode_examples(train_examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=vocab, regression=regression)
@@ -98,14 +102,14 @@ class ClassificationFamily(TableFamily):
     def build_task_model(self, encoder, spec, *, dropout, pooling):
         from albert_tf.tasks.classification.head import build_task_model
 
-        return build_task_model(encoder, None if spec.kind == SPEC_REGRESSION else len(spec.labels),
+        return build_task_model(encoder, None if spec.kind == REGRESSION else len(spec.labels),
                                 dropout=dropout, pooling=pooling)
 
     def build_model(self, encoder, preprocessor, spec, *, dropout, pooling):
         from albert_tf.tasks.classification.text_model import AlbertTextClassifier, AlbertTextRegressor
 
         options = dict(dropout=dropout, pooling=pooling, compile=False, task_model_name=None)
-        if spec.kind == SPEC_REGRESSION:
+        if spec.kind == REGRESSION:
             return AlbertTextRegressor(encoder, preprocessor, **options)
         return AlbertTextClassifier(encoder, preprocessor, len(spec.labels), labels=spec.labels, **options)
 
@@ -158,7 +162,7 @@ class ClassificationFamily(TableFamily):
             raise TaskError(str(e)) from None
 
     def evaluate_examples(self, model, spec, tokenizer, examples, batch_size, label="evaluating"):
-        regression = spec.kind == SPEC_REGRESSION
+        regression = spec.kind == REGRESSION
         try:
             features = encode_examples(
                 examples, tokenizer, seq_length=spec.max_seq_length, label_vocab=self.label_vocab(spec), regression=regression
@@ -175,7 +179,7 @@ class ClassificationFamily(TableFamily):
 
         features = encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, with_labels=False)
         scores = predict_scores(model, features, batch_size, callbacks=progress_callbacks_for(label))
-        if spec.kind == SPEC_REGRESSION:
+        if spec.kind == REGRESSION:
             return [{"prediction": float(v)} for v in scores]
         shifted = scores - scores.max(axis=-1, keepdims=True)
         probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
@@ -185,7 +189,7 @@ class ClassificationFamily(TableFamily):
         ]
 
     def prediction_row(self, spec, index, example, record):
-        value = record["label"] if spec.kind == SPEC_CLASSIFICATION else f"{record['prediction']:.6f}"
+        value = record["label"] if spec.kind == CLASSIFICATION else f"{record['prediction']:.6f}"
         guid = example.guid if example.guid and ":" not in example.guid else str(index)
         return guid, value
 
@@ -234,6 +238,6 @@ class ClassificationFamily(TableFamily):
     def export_arguments(self, spec):
         result = super().export_arguments(spec)
         result["pair"] = self.is_pair(spec)
-        if spec.kind == SPEC_CLASSIFICATION:
+        if spec.kind == CLASSIFICATION:
             result["labels"] = list(spec.labels)
         return result

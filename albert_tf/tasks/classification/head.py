@@ -14,7 +14,7 @@ from typing import Optional
 import keras
 from keras import ops
 
-from albert_tf.kinds import KIND_CLASSIFIER, KIND_REGRESSOR
+from albert_tf.tasks.classification import CLASSIFICATION, REGRESSION
 from albert_tf.tasks.base import AlbertTaskModel
 # Registers the serving classes: a model of these kinds exports once this module has built it.
 from albert_tf.tasks.classification import serving  # noqa: F401
@@ -53,7 +53,7 @@ class AlbertClassifier(AlbertTaskModel):
             the same for every text (see `albert_tf.training.recipes`).
     """
 
-    export_kind = KIND_CLASSIFIER
+    export_kind = CLASSIFICATION
 
     pooled_output_only = True
 
@@ -109,7 +109,7 @@ class AlbertRegressor(AlbertTaskModel):
         pooling: "cls" or "mean", as `AlbertClassifier`.
     """
 
-    export_kind = KIND_REGRESSOR
+    export_kind = REGRESSION
 
     pooled_output_only = True
 

@@ -1,4 +1,4 @@
-"""The serving modules of a classifier and a regressor (export kinds `classifier`, `regressor`).
+"""The serving modules of a classifier and a regressor (export kinds `classification`, `regression`).
 
 `ClassifierServing`: `serving_default` takes raw `text` (and `text_b` for pairs) and returns
 `probabilities`, `logits`, `label_id` and `label`; `tokens` the same from token ids; `classify`
@@ -13,14 +13,14 @@ from __future__ import annotations
 import tensorflow as tf
 
 from albert_tf.export.signatures import CLASSIFY_METHOD, REGRESS_METHOD, ServingModule, register_serving, string_spec
-from albert_tf.kinds import KIND_CLASSIFIER, KIND_REGRESSOR
+from albert_tf.tasks.classification import CLASSIFICATION, REGRESSION
 
 
 @register_serving
 class ClassifierServing(ServingModule):
     """An `AlbertClassifier`: class probabilities and labels, plus TF Serving's Classify API."""
 
-    kind = KIND_CLASSIFIER
+    kind = CLASSIFICATION
     extra_signatures = {"classify": CLASSIFY_METHOD}
 
     def _check_labels(self, labels):
@@ -57,7 +57,7 @@ class ClassifierServing(ServingModule):
 class RegressorServing(ServingModule):
     """An `AlbertRegressor`: one `score` per input, plus TF Serving's Regress API."""
 
-    kind = KIND_REGRESSOR
+    kind = REGRESSION
     extra_signatures = {"regress": REGRESS_METHOD}
 
     def _token_outputs(self, features):

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.kinds import RECIPE_CLASSIFICATION, RECIPE_REGRESSION, SPEC_CLASSIFICATION, SPEC_REGRESSION
+from albert_tf.tasks.classification import CLASSIFICATION, REGRESSION
 from albert_tf.tasks.classification.head import AlbertClassifier, AlbertRegressor
 from albert_tf.tasks.text_task import AlbertTextTask, check_parts, export_text_model, resolve_pooling, token_inputs
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
@@ -57,7 +57,7 @@ class AlbertTextClassifier(AlbertTextTask):
     >>> model.export("serving", model_name="sentiment")  # doctest: +SKIP
     """
 
-    recipe_task = RECIPE_CLASSIFICATION
+    kind = CLASSIFICATION
 
     def __init__(self, encoder, preprocessor, num_classes: int, dropout: float = 0.1, pooling: str = "cls",
                  compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET,
@@ -141,11 +141,11 @@ class AlbertTextClassifier(AlbertTextTask):
             raise ValueError("num_classes is needed for a new classifier head: pass num_classes= (or labels=)")
         if config.get("labels") is not None and len(config["labels"]) != config["num_classes"]:
             config = {k: v for k, v in config.items() if k != "labels"}  # another number of classes: new names
-        return {**config, "pooling": resolve_pooling(config.get("pooling"), encoder, cls.recipe_task)}
+        return {**config, "pooling": resolve_pooling(config.get("pooling"), encoder, cls.kind)}
 
     def spec_fields(self):
         labels = self.labels or [str(i) for i in range(self.num_classes)]
-        return dict(task="classification", kind=SPEC_CLASSIFICATION, labels=labels, metrics=["accuracy"],
+        return dict(task="classification", kind=CLASSIFICATION, labels=labels, metrics=["accuracy"],
                     best_metric="accuracy", columns=dict(TABLE_COLUMNS))
 
     def default_loss(self):
@@ -219,7 +219,7 @@ class AlbertTextRegressor(AlbertTextTask):
     >>> model.predict((["a man sings"], ["someone sings"]))  # doctest: +SKIP
     """
 
-    recipe_task = RECIPE_REGRESSION
+    kind = REGRESSION
 
     def __init__(self, encoder, preprocessor, dropout: float = 0.1, pooling: str = "cls", compile: bool = True,
                  length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, task_model_name: Optional[str] = "regressor",
@@ -266,10 +266,10 @@ class AlbertTextRegressor(AlbertTextTask):
 
     @classmethod
     def complete_arguments(cls, config, encoder):
-        return {**config, "pooling": resolve_pooling(config.get("pooling"), encoder, cls.recipe_task)}
+        return {**config, "pooling": resolve_pooling(config.get("pooling"), encoder, cls.kind)}
 
     def spec_fields(self):
-        return dict(task="regression", kind=SPEC_REGRESSION, labels=None, metrics=["pearson", "spearman"],
+        return dict(task="regression", kind=REGRESSION, labels=None, metrics=["pearson", "spearman"],
                     best_metric="pearson", columns=dict(TABLE_COLUMNS))
 
     def default_loss(self):

@@ -20,6 +20,9 @@ it `albert-tf --help`) does not load TensorFlow.
 
 from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
+# The task kind of this folder (`TaskSpec.kind`, `export.json`'s "kind").
+MULTIPLE_CHOICE = "multiple_choice"
+
 _LAZY = {
     "MultipleChoiceModel": "albert_tf.tasks.multiple_choice.head",
     **{name: "albert_tf.tasks.multiple_choice.evaluation" for name in (

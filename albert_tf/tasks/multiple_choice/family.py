@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from albert_tf.kinds import SPEC_MULTIPLE_CHOICE
+from albert_tf.tasks.multiple_choice import MULTIPLE_CHOICE
 from albert_tf.tasks.errors import TaskError
 from albert_tf.tasks.family import (
     Predictions,
@@ -39,7 +39,9 @@ class MultipleChoiceFamily(ReadingFamily):
     `middle/` and `high/`), scored by accuracy."""
 
     tasks = RACE_TASKS
-    kinds = (SPEC_MULTIPLE_CHOICE,)
+    kinds = (MULTIPLE_CHOICE,)
+    text_models = {MULTIPLE_CHOICE: "AlbertMultipleChoice"}
+    options = ("max_qa_length",)
 
     def plan(self, settings, config, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
         from albert_tf.tasks.multiple_choice.data import DEFAULT_MAX_QA_LENGTH
@@ -56,7 +58,7 @@ class MultipleChoiceFamily(ReadingFamily):
             )
         num_choices = len(data.train_examples[0].options)
         spec = TaskSpec(
-            s.task, SPEC_MULTIPLE_CHOICE, [chr(ord("A") + i) for i in range(num_choices)], config.data.max_seq_length,
+            s.task, MULTIPLE_CHOICE, [chr(ord("A") + i) for i in range(num_choices)], config.data.max_seq_length,
             list(config.task.metrics), data.best_metric, self.tokenizer_entry(s, tokenizer_type, tokenizer_file),
             settings=dict(data.settings),
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from albert_tf.kinds import KIND_MULTIPLE_CHOICE
+from albert_tf.tasks.multiple_choice import MULTIPLE_CHOICE
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks.base import ENCODER_INPUTS, AlbertTaskModel
 # Registers the serving class: a multiple-choice model exports once this module has built it.
@@ -44,7 +44,7 @@ class MultipleChoiceModel(AlbertTaskModel):
     (2, 4)
     """
 
-    export_kind = KIND_MULTIPLE_CHOICE
+    export_kind = MULTIPLE_CHOICE
 
     pooled_output_only = True
 

@@ -34,7 +34,7 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 
 from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, register_serving, string_spec
-from albert_tf.kinds import KIND_MULTIPLE_CHOICE
+from albert_tf.tasks.multiple_choice import MULTIPLE_CHOICE
 from albert_tf.tasks.multiple_choice.data import DEFAULT_MAX_QA_LENGTH
 from albert_tf.tokenization.in_graph import check_length_bucket, packed_width, pad_columns, sanitize_utf8
 
@@ -181,7 +181,7 @@ class MultipleChoiceGraph:
 class MultipleChoiceServing(ServingModule):
     """A `MultipleChoiceModel`: one score per choice (`MultipleChoiceGraph`)."""
 
-    kind = KIND_MULTIPLE_CHOICE
+    kind = MULTIPLE_CHOICE
 
     def _check_task_settings(self, task_settings):
         self._reject_pair()

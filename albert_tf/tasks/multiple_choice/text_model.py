@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.kinds import RECIPE_CLASSIFICATION, SPEC_MULTIPLE_CHOICE
+from albert_tf.tasks.multiple_choice import MULTIPLE_CHOICE
 from albert_tf.modeling import ENCODER_INPUTS
 from albert_tf.tasks.multiple_choice.head import MultipleChoiceModel
 from albert_tf.tasks.multiple_choice.serving import MultipleChoiceGraph, multiple_choice_settings
@@ -73,7 +73,7 @@ class AlbertMultipleChoice(AlbertTextTask):
     array([1])
     """
 
-    recipe_task = RECIPE_CLASSIFICATION
+    kind = MULTIPLE_CHOICE
 
     def __init__(self, encoder, preprocessor, dropout: float = 0.1, compile: bool = True,
                  length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET, task_model_name: Optional[str] = "multiple_choice",
@@ -115,7 +115,7 @@ class AlbertMultipleChoice(AlbertTextTask):
 
     def spec_fields(self):
         settings = multiple_choice_settings(None, self.preprocessor.sequence_length)
-        return dict(task="race", kind=SPEC_MULTIPLE_CHOICE, labels=["A", "B", "C", "D"], metrics=["accuracy"],
+        return dict(task="race", kind=MULTIPLE_CHOICE, labels=["A", "B", "C", "D"], metrics=["accuracy"],
                     best_metric="accuracy", settings=settings)
 
     def default_loss(self):

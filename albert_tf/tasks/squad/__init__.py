@@ -21,6 +21,12 @@ folder's main classes. They are imported on first use, so that the family regist
 
 from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
+# The task kind of this folder (`TaskSpec.kind`); a model exports as its version's kind
+# (`export.json`'s "kind"), the two versions serving different signatures.
+SQUAD = "squad"
+SQUAD_V1 = "squad_v1"
+SQUAD_V2 = "squad_v2"
+
 _LAZY = {
     **{name: "albert_tf.tasks.squad.head" for name in (
         "SQUAD_VERSIONS", "AlbertSquadV2Head", "SquadV1Model", "SquadV2Model", "build_squad_model")},

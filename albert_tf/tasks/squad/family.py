@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional
 
-from albert_tf.kinds import SPEC_SQUAD
+from albert_tf.tasks.squad import SQUAD
 from albert_tf.tasks.errors import TaskError
 from albert_tf.tasks.family import (
     Predictions,
@@ -51,7 +51,9 @@ class SquadFamily(ReadingFamily):
     official EM/F1; v2's no-answer threshold is tuned on dev and stored in `task.json`."""
 
     tasks = SQUAD_TASKS
-    kinds = (SPEC_SQUAD,)
+    kinds = (SQUAD,)
+    text_models = {SQUAD: "AlbertQuestionAnswerer"}
+    options = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length")
 
     def plan(self, settings, config, tokenizer_type, tokenizer_file, tokenizer) -> TrainingPlan:
         from albert_tf.tasks.squad import postprocessing as post
@@ -87,7 +89,7 @@ class SquadFamily(ReadingFamily):
             if skipped:
                 print(f"{path}: left out {len(skipped)} question(s): {skipped[0].reason} ...", flush=True)
         spec = TaskSpec(
-            s.task, SPEC_SQUAD, None, config.data.max_seq_length, list(config.task.metrics), data.best_metric,
+            s.task, SQUAD, None, config.data.max_seq_length, list(config.task.metrics), data.best_metric,
             self.tokenizer_entry(s, tokenizer_type, tokenizer_file), settings=dict(data.settings),
         )
 

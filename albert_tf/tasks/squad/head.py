@@ -28,7 +28,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from albert_tf.kinds import KIND_SQUAD_V1, KIND_SQUAD_V2
+from albert_tf.tasks.squad import SQUAD_V1, SQUAD_V2
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks.base import AlbertTaskModel
 # Registers the serving classes: a model of these kinds exports once this module has built it.
@@ -84,7 +84,7 @@ class SquadV1Model(AlbertTaskModel):
     ((2, 6), (2, 6))
     """
 
-    export_kind = KIND_SQUAD_V1
+    export_kind = SQUAD_V1
 
     reads_pooler = False
 
@@ -273,7 +273,7 @@ class SquadV2Model(AlbertTaskModel):
     ((2, 3), (2, 6), (2,))
     """
 
-    export_kind = KIND_SQUAD_V2
+    export_kind = SQUAD_V2
 
     reads_pooler = False
 

@@ -63,7 +63,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, find_resources, register_serving, string_spec
-from albert_tf.kinds import KIND_SQUAD_V1, KIND_SQUAD_V2
+from albert_tf.tasks.squad import SQUAD_V1, SQUAD_V2
 from albert_tf.tokenization import unicode_classes
 from albert_tf.tokenization.in_graph import check_length_bucket, lower_utf8, packed_width, pad_columns, sanitize_utf8
 from albert_tf.tokenization.text import SPIECE_UNDERLINE
@@ -484,7 +484,7 @@ class SquadServing(ServingModule):
 class SquadV1Serving(SquadServing):
     """A `SquadV1Model`: `tokens` returns `start_logits` and `end_logits`."""
 
-    kind = KIND_SQUAD_V1
+    kind = SQUAD_V1
     qa_version = "v1"
 
 
@@ -492,9 +492,10 @@ class SquadV1Serving(SquadServing):
 class SquadV2Serving(SquadServing):
     """A `SquadV2Model`: `tokens` also takes `p_mask` and returns the beam and `cls_logits`."""
 
-    kind = KIND_SQUAD_V2
+    kind = SQUAD_V2
     qa_version = "v2"
     token_keys = TOKEN_KEYS + ("p_mask",)
+    no_tflite = "the SQuAD v2 head's beam search needs tf.Einsum and a new-axis tf.StridedSlice, no TFLite builtins"
 
     def _tokens_function(self):
         return tf.function(

@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.kinds import RECIPE_CLASSIFICATION, SPEC_SQUAD
+from albert_tf.tasks.squad import SQUAD
 from albert_tf.modeling import ENCODER_INPUTS
 from albert_tf.tasks.squad.data import SquadExample, convert_examples_to_features, features_to_arrays
 from albert_tf.tasks.squad.head import build_squad_model
@@ -129,7 +129,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
     [{'text': '', 'start': -1, 'end': -1, 'score': -0.4}]
     """
 
-    recipe_task = RECIPE_CLASSIFICATION
+    kind = SQUAD
 
     def __init__(self, encoder, preprocessor, dropout: Optional[float] = None, doc_stride: int = 128,
                  max_query_length: int = 64, n_best_size: int = 20, max_answer_length: int = 30, compile: bool = True,
@@ -246,7 +246,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         if self.version == "v1":
             settings.pop("null_score_diff_threshold", None)
         metrics = ["exact_match", "f1"] if self.version == "v1" else ["best_f1", "best_exact", "f1", "exact"]
-        return dict(task=f"squad-{self.version}", kind=SPEC_SQUAD, labels=None, metrics=metrics,
+        return dict(task=f"squad-{self.version}", kind=SQUAD, labels=None, metrics=metrics,
                     best_metric="f1" if self.version == "v1" else "best_f1", settings=settings)
 
     def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):

@@ -20,6 +20,9 @@ folder's main classes. They are imported on first use, so that the family regist
 
 from albert_tf._lazy import lazy_attributes as _lazy_attributes
 
+# The task kind of this folder (`TaskSpec.kind`, `export.json`'s "kind").
+TAGGING = "tagging"
+
 _LAZY = {
     **{name: "albert_tf.tasks.tagging.data" for name in (
         "FEATURE_NAMES", "IGNORE_LABEL", "TOKEN_UNITS", "EncodedSentences", "TaggedSentence", "TagVocab",

@@ -1,16 +1,16 @@
 """The tagging family: token classification (BIO tags) as `albert-tf finetune`, `evaluate`,
 `predict` and `export` run it, on CoNLL-style files (`conll`) or the People's Daily corpus
-(`peoples-daily`) (`TaggingFamily`, looked up by `albert_tf.tasks.families.task_family`)."""
+(`peoples-daily`) (`TaggingFamily`, looked up by `albert_tf.tasks.family.task_family`)."""
 
 from __future__ import annotations
 
 import os
 from typing import Dict, Optional
 
-from albert_tf.kinds import RECIPE_TAGGING, SPEC_TAGGING
+from albert_tf.tasks.tagging import TAGGING
 from albert_tf.data.features import examples_dataset
 from albert_tf.data.tables import DataFormatError, read_text
-from albert_tf.tasks.errors import TaskError
+from albert_tf.tasks.errors import TaskError, param
 from albert_tf.tasks.family import TableFamily, progress_callbacks_for
 from albert_tf.tasks.spec import TaskSpec
 from albert_tf.tasks.tagging.data import (
@@ -64,14 +64,20 @@ class TaggingFamily(TableFamily):
     cut 80/10/10 by position (`peoples-daily`, per character)."""
 
     tasks = TAGGING_TASKS
-    kinds = (SPEC_TAGGING,)
-    recipe_kind = RECIPE_TAGGING
-    spec_kind_when_reading = SPEC_TAGGING
+    kinds = (TAGGING,)
+    text_models = {TAGGING: "AlbertTextTagger"}
+    spec_kind_when_reading = TAGGING
+
+    def check_data(self, data: str) -> None:
+        if self.task != "peoples-daily":
+            return super().check_data(data)
+        if not os.path.isfile(data):
+            raise TaskError(f"{param('data')} for peoples-daily must be the corpus file; not a file: {data}")
 
     def build_spec(self, settings, config, tokenizer_entry, train_examples) -> TaskSpec:
         vocab = TagVocab.from_sentences(train_examples)
         return TaskSpec(
-            settings.task, SPEC_TAGGING, list(vocab.tags), config.data.max_seq_length,
+            settings.task, TAGGING, list(vocab.tags), config.data.max_seq_length,
             ["entity_f1", "entity_precision", "entity_recall", "token_accuracy"], "entity_f1", tokenizer_entry,
             token_unit="char" if settings.task == "peoples-daily" else "word",
         )

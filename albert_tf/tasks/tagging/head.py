@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Sequence
 import keras
 from keras import ops
 
-from albert_tf.kinds import KIND_TAGGER
+from albert_tf.tasks.tagging import TAGGING
 from albert_tf.tasks.base import AlbertTaskModel
 # Registers the serving class: a token classifier exports once this module has built it.
 from albert_tf.tasks.tagging import serving  # noqa: F401
@@ -44,7 +44,7 @@ class AlbertTokenClassifier(AlbertTaskModel):
         dropout: Dropout on the sequence output.
     """
 
-    export_kind = KIND_TAGGER
+    export_kind = TAGGING
 
     reads_pooler = False
 

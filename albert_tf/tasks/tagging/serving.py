@@ -1,6 +1,6 @@
 """Token classification (NER) served from raw text: entities and their character spans, in the graph.
 
-`TaggerServing` (export kind `tagger`) is the serving module of an `AlbertTokenClassifier`:
+`TaggerServing` (export kind `tagging`) is the serving module of an `AlbertTokenClassifier`:
 `serving_default` takes `text` and returns the entities of each text, padded to the batch's
 largest count: `entity_labels`, `entity_texts` (string `[-1, E]`), `entity_starts`,
 `entity_ends` (int32 code-point offsets into the text, end exclusive, -1 padding),
@@ -54,7 +54,7 @@ from typing import Dict, Optional, Sequence
 import tensorflow as tf
 
 from albert_tf.export.signatures import TEXT_KEY, ServingModule, register_serving, string_spec
-from albert_tf.kinds import KIND_TAGGER
+from albert_tf.tasks.tagging import TAGGING
 from albert_tf.tasks.tagging.data import TagVocab, check_token_unit
 from albert_tf.tasks.tagging.metrics import split_tag
 from albert_tf.tokenization import unicode_classes
@@ -262,7 +262,7 @@ class TaggingGraph:
 class TaggerServing(ServingModule):
     """An `AlbertTokenClassifier`: entities from `text` in the graph (`TaggingGraph`)."""
 
-    kind = KIND_TAGGER
+    kind = TAGGING
 
     def _check_labels(self, labels):
         if labels is None:

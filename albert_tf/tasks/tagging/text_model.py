@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.kinds import RECIPE_TAGGING, SPEC_TAGGING
+from albert_tf.tasks.tagging import TAGGING
 from albert_tf.tasks.tagging.data import (
     IGNORE_LABEL,
     TOKEN_UNITS,
@@ -111,7 +111,7 @@ class AlbertTextTagger(AlbertTextTask):
     [[{'label': 'PER', 'start': 0, 'end': 12, 'text': 'Ada Lovelace', 'score': 0.97}]]
     """
 
-    recipe_task = RECIPE_TAGGING
+    kind = TAGGING
 
     def __init__(self, encoder, preprocessor, tags: Sequence[str], dropout: float = 0.1, token_unit: str = "word",
                  compile: bool = True, length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET,
@@ -170,7 +170,7 @@ class AlbertTextTagger(AlbertTextTask):
         return config
 
     def spec_fields(self):
-        return dict(task="tagging", kind=SPEC_TAGGING, labels=list(self.tags), token_unit=self.token_unit,
+        return dict(task="tagging", kind=TAGGING, labels=list(self.tags), token_unit=self.token_unit,
                     metrics=["entity_f1", "entity_precision", "entity_recall", "token_accuracy"],
                     best_metric="entity_f1")
 

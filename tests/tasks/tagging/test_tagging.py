@@ -145,7 +145,7 @@ def test_one_splitter_for_tagging_the_text_tagger_and_the_cli(token_unit):
 
     from albert_tf.tasks.tagging import data as tagging_data
     from albert_tf.tasks.tagging import text_model as text_models
-    from albert_tf.tasks.families import task_family
+    from albert_tf.tasks.family import task_family
     from albert_tf.tasks.tagging import data as folder_data
 
     assert tagging.TOKEN_UNITS is folder_data.TOKEN_UNITS is tagging_data.TOKEN_UNITS
@@ -166,7 +166,7 @@ def test_splitters_on_an_unknown_unit():
     import types
 
     from albert_tf.tasks.tagging import text_model as text_models
-    from albert_tf.tasks.families import task_family
+    from albert_tf.tasks.family import task_family
 
     with pytest.raises(ValueError, match=r"^token_unit must be one of \('word', 'char'\), got 'piece'$"):
         tagging.split_with_offsets("a b", "piece")
