@@ -36,6 +36,10 @@ MODEL_INTERNALS: Tuple[Tuple[str, str], ...] = (
     ("_compile_metrics", "a recompile without a loss (Keras keeps the previous compile's metrics)"),
 )
 
+# Keras' `.keras` / `.weights.h5` weight stores, whose `get` / `has_path` `albert_tf.legacy_names`
+# wraps so that files saved before a class rename load.
+WEIGHT_STORES = ("H5IOStore", "ShardedH5IOStore")
+
 
 class KerasInternalsError(RuntimeError):
     """A private Keras / TensorFlow attribute this package needs is missing (a Keras upgrade?)."""
@@ -122,6 +126,14 @@ def missing_internals() -> List[str]:
         _save_context_module()
     except KerasInternalsError:
         missing.append("tensorflow.python.saved_model.save_context")
+    try:
+        from keras.src.saving import saving_lib
+
+        # Wrapped by `albert_tf.legacy_names.install`: weights saved under renamed classes' names.
+        missing += [f"keras.src.saving.saving_lib.{store}.{method}" for store in WEIGHT_STORES for method in ("get", "has_path")
+                    if method not in vars(getattr(saving_lib, store, object))]
+    except ImportError:
+        missing.append("keras.src.saving.saving_lib")
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
     missing += [f"keras.Model instance .{name}" for name, _ in MODEL_INTERNALS if not hasattr(model, name)]
     return missing

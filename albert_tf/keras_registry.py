@@ -18,6 +18,8 @@ import importlib.abc
 import importlib.util
 import sys
 
+from albert_tf.legacy_names import RENAMED
+
 PACKAGE = "albert_tf"
 _REGISTRY_MODULE = "keras.src.saving.object_registration"
 
@@ -51,27 +53,29 @@ def _import_task_folders() -> None:
 
 
 class LazyRegistry(dict):
-    """Keras' global custom-object registry that imports this package's classes on first look-up."""
+    """Keras' global custom-object registry that imports this package's classes on first look-up,
+    and reads a renamed class's old name as its new one (`albert_tf.legacy_names.RENAMED`)."""
 
-    def _import(self, key) -> None:
-        if isinstance(key, str) and key.startswith(PACKAGE + ">") and not dict.__contains__(self, key):
-            module = SERIALIZABLE.get(key[len(PACKAGE) + 1:])
-            if module is not None:
-                importlib.import_module(module)  # its decorators register into this dict
-            else:
-                _import_task_folders()
+    def _current(self, key):
+        if isinstance(key, str) and key.startswith(PACKAGE + ">"):
+            name = key[len(PACKAGE) + 1:]
+            key = f"{PACKAGE}>{RENAMED.get(name, name)}"
+            if not dict.__contains__(self, key):
+                module = SERIALIZABLE.get(key[len(PACKAGE) + 1:])
+                if module is not None:
+                    importlib.import_module(module)  # its decorators register into this dict
+                else:
+                    _import_task_folders()
+        return key
 
     def __contains__(self, key) -> bool:
-        self._import(key)
-        return dict.__contains__(self, key)
+        return dict.__contains__(self, self._current(key))
 
     def __getitem__(self, key):
-        self._import(key)
-        return dict.__getitem__(self, key)
+        return dict.__getitem__(self, self._current(key))
 
     def get(self, key, default=None):
-        self._import(key)
-        return dict.get(self, key, default)
+        return dict.get(self, self._current(key), default)
 
 
 def _make_lazy(registration_module) -> None:

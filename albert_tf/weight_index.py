@@ -15,6 +15,8 @@ import os
 import re
 from typing import Any, Dict, Optional, Sequence
 
+from albert_tf.legacy_names import current_layer_path
+
 WEIGHT_INDEX_ASSET = "weights.json"
 EXPORT_INFO_ASSET = "export.json"
 _FORMAT = 1
@@ -101,8 +103,9 @@ def _selected(entry: Dict[str, Any], part: str) -> Optional[int]:
 
 def _layer_path(path: Optional[str]) -> str:
     """A weight's path without Keras's uniquifying suffixes (`attention_1/query` -> `attention/query`),
-    which depend on what else the process built."""
-    return _SUFFIX.sub("", path or "")
+    which depend on what else the process built, and in today's names where a renamed head class
+    gave an export's head its name (`albert_tf.legacy_names`)."""
+    return current_layer_path(_SUFFIX.sub("", path or ""))
 
 
 def export_weight_values(version_dir: str, part: str) -> Dict[int, Any]:

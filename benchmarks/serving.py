@@ -122,12 +122,12 @@ def build_classifier(config, precision: str, seq: int):
     import numpy as np
 
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tasks.classification import AlbertClassifier
+    from albert_tf.tasks.classification import AlbertForClassification
 
     previous = keras.mixed_precision.dtype_policy()
     keras.mixed_precision.set_dtype_policy("mixed_bfloat16" if precision == "bf16" else "float32")
     try:
-        model = AlbertClassifier(AlbertEncoder.from_albert_config(config), num_labels=2)
+        model = AlbertForClassification(AlbertEncoder.from_albert_config(config), num_labels=2)
         model({k: np.zeros((1, seq), "int32") for k in ("input_ids", "input_mask", "segment_ids")})
     finally:
         keras.mixed_precision.set_dtype_policy(previous)

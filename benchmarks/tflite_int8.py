@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.model_server.servable import SessionServable
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tasks.classification import AlbertClassifier
+    from albert_tf.tasks.classification import AlbertForClassification
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     export_length = max(lengths)
     layer = AlbertTokenizerLayer.from_sentencepiece(spm_model, sequence_length=export_length)
     config = AlbertConfig.preset(args.preset).replace(vocab_size=args.vocab_size, max_position_embeddings=max(512, export_length))
-    model = AlbertClassifier(AlbertEncoder.from_albert_config(config), num_labels=2)
+    model = AlbertForClassification(AlbertEncoder.from_albert_config(config), num_labels=2)
     model(_inputs(1, 8, args.vocab_size, 0))
 
     result = export_saved_model(model, layer, str(work / "base"), "cls", labels=["neg", "pos"], check=False, tflite="dynamic-int8")

@@ -36,13 +36,13 @@ def train(model_dir: str, learning_rate: float = 1e-3, callbacks=(), overwrite: 
     from albert_tf.config import AlbertConfig
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.data.features import examples_dataset
-    from albert_tf.tasks.classification import AlbertClassifier, make_eval_fn
+    from albert_tf.tasks.classification import AlbertForClassification, make_eval_fn
     from albert_tf.training.finetuning import run_finetuning
 
     config = AlbertConfig(vocab_size=30, embedding_size=8, hidden_size=16, num_hidden_layers=1,
                           num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
     return run_finetuning(
-        lambda: AlbertClassifier(AlbertEncoder.from_albert_config(config), num_labels=2),
+        lambda: AlbertForClassification(AlbertEncoder.from_albert_config(config), num_labels=2),
         examples_dataset(features()), examples_dataset(features(16, seed=1)),
         num_train_steps=STEPS, warmup_steps=1, learning_rate=learning_rate, model_dir=model_dir,
         eval_fn=make_eval_fn(["accuracy"], regression=False), best_metric="accuracy",

@@ -44,17 +44,17 @@ def features(batch: int = 1):
 
 
 def tiny_classifier(seed: int = 0):
-    from albert_tf.tasks.classification import AlbertClassifier
+    from albert_tf.tasks.classification import AlbertForClassification
 
-    model = AlbertClassifier(tiny_encoder(seed), num_labels=2)
+    model = AlbertForClassification(tiny_encoder(seed), num_labels=2)
     model(features())
     return model
 
 
 def tiny_regressor(seed: int = 1):
-    from albert_tf.tasks.classification import AlbertRegressor
+    from albert_tf.tasks.classification import AlbertForRegression
 
-    model = AlbertRegressor(tiny_encoder(seed))
+    model = AlbertForRegression(tiny_encoder(seed))
     model(features())
     return model
 

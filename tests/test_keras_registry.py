@@ -32,7 +32,7 @@ def test_the_lazy_registry_lists_every_registered_class_outside_the_task_folders
     registered = _registered_names()
     in_folders = {name for name, module in registered.items() if module.startswith("albert_tf.tasks.")}
     # The task folders' classes are found by importing the folders, so a new folder needs no entry.
-    assert in_folders >= {"AlbertTextClassifier", "AlbertTokenClassifier", "SquadV2Model", "MultipleChoiceModel"}
+    assert in_folders >= {"AlbertTextClassifier", "AlbertForTagging", "AlbertForSquadV2", "AlbertForMultipleChoice"}
     assert SERIALIZABLE == {name: module for name, module in registered.items() if name not in in_folders}
 
 
@@ -44,7 +44,7 @@ def test_keras_finds_the_classes_after_import_albert_tf_alone():
         "assert 'albert_tf.modeling' not in sys.modules\n"
         "cls = keras.saving.get_registered_object('albert_tf>AlbertTextClassifier')\n"
         "assert cls is not None and cls.__name__ == 'AlbertTextClassifier', cls\n"
-        "for name in ('AlbertTokenClassifier', 'SquadV2Model', 'AlbertMultipleChoice', 'MaskedTokenAccuracy'):\n"
+        "for name in ('AlbertForTagging', 'AlbertForSquadV2', 'AlbertMultipleChoice', 'MaskedTokenAccuracy'):\n"
         "    assert keras.saving.get_registered_object('albert_tf>' + name).__name__ == name, name\n"
         "assert keras.saving.get_registered_object('albert_tf>NoSuchClass') is None\n"
         "print('ok')\n"

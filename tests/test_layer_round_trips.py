@@ -133,34 +133,34 @@ def _pretrainer(config, spm):
 
 
 def _classifier(config, spm):
-    from albert_tf.tasks.classification import AlbertClassifier
+    from albert_tf.tasks.classification import AlbertForClassification
 
-    return AlbertClassifier(_encoder(config), num_labels=3, pooling="mean"), (_tokens(),)
+    return AlbertForClassification(_encoder(config), num_labels=3, pooling="mean"), (_tokens(),)
 
 
 def _regressor(config, spm):
-    from albert_tf.tasks.classification import AlbertRegressor
+    from albert_tf.tasks.classification import AlbertForRegression
 
-    return AlbertRegressor(_encoder(config)), (_tokens(),)
+    return AlbertForRegression(_encoder(config)), (_tokens(),)
 
 
 def _token_classifier(config, spm):
-    from albert_tf.tasks.tagging import AlbertTokenClassifier
+    from albert_tf.tasks.tagging import AlbertForTagging
 
-    return AlbertTokenClassifier(_encoder(config), num_labels=5), (_tokens(),)
+    return AlbertForTagging(_encoder(config), num_labels=5), (_tokens(),)
 
 
 def _multiple_choice(config, spm):
-    from albert_tf.tasks.multiple_choice import MultipleChoiceModel
+    from albert_tf.tasks.multiple_choice import AlbertForMultipleChoice
 
     flat = _tokens(batch=2 * 3)
-    return MultipleChoiceModel(_encoder(config)), ({k: v.reshape(2, 3, S) for k, v in flat.items()},)
+    return AlbertForMultipleChoice(_encoder(config)), ({k: v.reshape(2, 3, S) for k, v in flat.items()},)
 
 
 def _squad_v1(config, spm):
-    from albert_tf.tasks.squad import SquadV1Model
+    from albert_tf.tasks.squad import AlbertForSquadV1
 
-    return SquadV1Model(_encoder(config)), (_tokens(),)
+    return AlbertForSquadV1(_encoder(config)), (_tokens(),)
 
 
 def _p_mask():
@@ -170,9 +170,9 @@ def _p_mask():
 
 
 def _squad_v2(config, spm):
-    from albert_tf.tasks.squad import SquadV2Model
+    from albert_tf.tasks.squad import AlbertForSquadV2
 
-    return SquadV2Model(_encoder(config), start_n_top=2, end_n_top=2), ({**_tokens(), "p_mask": _p_mask()},)
+    return AlbertForSquadV2(_encoder(config), start_n_top=2, end_n_top=2), ({**_tokens(), "p_mask": _p_mask()},)
 
 
 def _squad_v2_head(config, spm):
@@ -230,12 +230,12 @@ LAYER_CASES = {
     "albert_tf>AlbertMLMHead": _mlm_head,
     "albert_tf>AlbertSOPHead": _sop_head,
     "albert_tf>AlbertPretrainer": _pretrainer,
-    "albert_tf>AlbertClassifier": _classifier,
-    "albert_tf>AlbertRegressor": _regressor,
-    "albert_tf>AlbertTokenClassifier": _token_classifier,
-    "albert_tf>MultipleChoiceModel": _multiple_choice,
-    "albert_tf>SquadV1Model": _squad_v1,
-    "albert_tf>SquadV2Model": _squad_v2,
+    "albert_tf>AlbertForClassification": _classifier,
+    "albert_tf>AlbertForRegression": _regressor,
+    "albert_tf>AlbertForTagging": _token_classifier,
+    "albert_tf>AlbertForMultipleChoice": _multiple_choice,
+    "albert_tf>AlbertForSquadV1": _squad_v1,
+    "albert_tf>AlbertForSquadV2": _squad_v2,
     "albert_tf>AlbertSquadV2Head": _squad_v2_head,
     "albert_tf>AlbertTokenizerLayer": _tokenizer_layer,
     "albert_tf>AlbertTextClassifier": _text_classifier,

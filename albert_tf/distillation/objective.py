@@ -45,8 +45,8 @@ class DistillationModel(keras.Model):
     """The student with the distillation loss (not saved itself: `student` is).
 
     Args:
-        student: The student task model (`AlbertClassifier`, `AlbertRegressor`,
-            `AlbertTokenClassifier`).
+        student: The student task model (`AlbertForClassification`, `AlbertForRegression`,
+            `AlbertForTagging`).
         kind: The teacher's `TaskSpec.kind`: "classification", "regression" or "tagging".
         temperature, alpha, transfer, transfer_weight: As `DistillSettings`.
         teacher: The teacher task model, needed (and frozen) only for a transfer.

@@ -184,8 +184,8 @@ def export_saved_model(
     """Exports `model` with in-graph tokenization as `<export_base>/<model_name>/<version>/`.
 
     Args:
-      model: an `AlbertClassifier`, `AlbertRegressor`, `AlbertEncoder`, `AlbertPretrainer`,
-        `SquadV1Model`, `SquadV2Model`, `AlbertTokenClassifier` or `MultipleChoiceModel`
+      model: an `AlbertForClassification`, `AlbertForRegression`, `AlbertEncoder`, `AlbertPretrainer`,
+        `AlbertForSquadV1`, `AlbertForSquadV2`, `AlbertForTagging` or `AlbertForMultipleChoice`
         (built; its weights are what is exported). The signatures follow the model's kind
         (`albert_tf.export.signatures`).
       tokenizer_layer: the `AlbertTokenizerLayer` of the training preprocessing (vocabulary,

@@ -6,12 +6,12 @@ signatures and settings; the base class holds what they share. A task's serving 
 its task folder (`albert_tf.tasks.<task>.serving`) and registers itself (`register_serving`)
 when the folder is imported; the encoder's and the pretrainer's are here. It wraps one of
 
-* an `AlbertClassifier` (outputs `logits`; `ClassifierServing`, in
+* an `AlbertForClassification` (outputs `logits`; `ClassifierServing`, in
   `albert_tf.tasks.classification.serving`): `serving_default` takes raw text and returns
   `probabilities`, `logits`, `label_id` and `label`; `tokens` the same from token ids;
   `classify` takes serialized `tf.Example`s (`inputs`) and returns `classes` and `scores` (TF
   Serving's Classify API);
-* an `AlbertRegressor` (outputs `predictions`; `RegressorServing`, in
+* an `AlbertForRegression` (outputs `predictions`; `RegressorServing`, in
   `albert_tf.tasks.classification.serving`): `serving_default` / `tokens` return `score`;
   `regress` takes serialized `tf.Example`s and returns `outputs` (TF Serving's Regress API);
 * an `AlbertEncoder` or an `AlbertPretrainer` (`EncoderServing`, `PretrainerServing`):
@@ -19,21 +19,21 @@ when the folder is imported; the encoder's and the pretrainer's are here. It wra
   the same from token ids (the TF-Hub module's signature), and for a pretrainer also `sop`
   (`sop_logits`, `sop_probabilities`) and `mlm` (`mlm_logits` at `mlm_positions`, as the
   original hub module's `mlm` signature);
-* a `SquadV1Model` / `SquadV2Model` (extractive QA; `SquadV1Serving` / `SquadV2Serving` in
+* a `AlbertForSquadV1` / `AlbertForSquadV2` (extractive QA; `SquadV1Serving` / `SquadV2Serving` in
   `albert_tf.tasks.squad.serving`): `serving_default` takes `question` and `context` and returns
   `answer_text`, `start_char`, `end_char` (character offsets into the context, end exclusive),
   `score`, `has_answer`, `num_windows` (doc-stride windows used) and for v2 `null_score`;
   `tokens` returns the head's outputs for token ids (v1: `start_logits`, `end_logits`; v2 also
   takes `p_mask` and returns the beam `start_top_log_probs`, `start_top_index`,
   `end_top_log_probs`, `end_top_index` and `cls_logits`);
-* an `AlbertTokenClassifier` (NER; `TaggerServing`, in `albert_tf.tasks.tagging.serving`):
+* an `AlbertForTagging` (NER; `TaggerServing`, in `albert_tf.tasks.tagging.serving`):
   `serving_default` takes `text` and returns the entities of each text, padded to the batch's
   largest count: `entity_labels`, `entity_texts` (string `[-1, E]`), `entity_starts`,
   `entity_ends` (int32 code-point offsets into the text, end exclusive, -1 padding),
   `entity_scores` (float), `num_entities` (int32 `[-1]`), and the tagged units `words`,
   `word_tags` (string `[-1, W]`), `num_words`; `tokens` returns per token `logits`,
   `probabilities` (`[-1, seq, tags]`), `tag_id` (int32) and `tag` (string);
-* a `MultipleChoiceModel` (RACE; `MultipleChoiceServing` in `albert_tf.tasks.multiple_choice.serving`):
+* a `AlbertForMultipleChoice` (RACE; `MultipleChoiceServing` in `albert_tf.tasks.multiple_choice.serving`):
   `serving_default` takes `text` (the article / context) and `question` string `[-1]` and
   `choices` string `[-1, -1]` (any number of choices) and returns `logits`, `scores` (softmax
   over the choices) float `[-1, choices]` and `predicted_choice` int32 `[-1]`; `tokens` the same
@@ -187,8 +187,8 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
     a subclass overrides only what its kind does differently.
 
     Args:
-      model: an `AlbertClassifier`, `AlbertRegressor`, `AlbertEncoder`, `AlbertPretrainer`,
-        `SquadV1Model`, `SquadV2Model`, `AlbertTokenClassifier` or `MultipleChoiceModel`.
+      model: an `AlbertForClassification`, `AlbertForRegression`, `AlbertEncoder`, `AlbertPretrainer`,
+        `AlbertForSquadV1`, `AlbertForSquadV2`, `AlbertForTagging` or `AlbertForMultipleChoice`.
       tokenizer_layer: the `AlbertTokenizerLayer` of the model's vocabulary and sequence length.
       labels: class labels in id order (classifier; default "0", "1", ...); for a token
         classifier its tags in id order (required).
@@ -304,7 +304,7 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
                     variables.append(v)
         # The captures' order can differ between processes; by name it does not, so the same
         # weights exported twice give the same checkpoint (and the Pusher sees no change). Names
-        # repeat (a SQuAD v2 head has five `squad_v2_model/bias:0`): the Keras paths of the weights
+        # repeat (a SQuAD v2 head has five `albert_for_squad_v2/bias:0`): the Keras paths of the weights
         # settle the ties.
         paths = {id(weight.value): weight.path for weight in self.model.weights}
         self.exported_variables = sorted(variables, key=lambda v: (v.name, paths.get(id(v), "")))

@@ -17,10 +17,15 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from albert_tf import legacy_names
 from albert_tf.losses import scale_loss_for_replicas
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.serialization import NestedLayersConfig
+
+# A task model's `.keras` file saved before the heads were renamed still loads (this module is
+# imported by every head, so before any of their weights are read).
+legacy_names.install()
 
 
 class AlbertTaskModel(RefuseKerasQuantize, NestedLayersConfig, keras.Model):

@@ -5,7 +5,7 @@ Each task folder holds its own (`albert_tf.tasks.<task>.text_model`, all importa
 (`tagging`), `AlbertMultipleChoice` (`multiple_choice`), `AlbertQuestionAnswerer` (`squad`: SQuAD
 v1.1, or v2.0 with `version="v2"`). Each holds the three parts of a keras-hub task: the in-graph
 tokenizer (`AlbertTokenizerLayer`, `model.preprocessor`), the `AlbertEncoder` (`model.encoder`,
-keras-hub's backbone) and the id-level task model (`model.task_model`: an `AlbertClassifier`,
+keras-hub's backbone) and the id-level task model (`model.task_model`: an `AlbertForClassification`,
 ...). They are the models `albert-tf finetune`, the pipeline's Trainer and the benchmarks train, on
 token features with the labels inside (`has_labels_inside`), on which a model trains as its head.
 

@@ -14,7 +14,7 @@ from albert_tf.checkpoints.original import CheckpointError, save_original_checkp
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.pretrainer import AlbertPretrainer
-from albert_tf.tasks.classification import AlbertClassifier
+from albert_tf.tasks.classification import AlbertForClassification
 
 CONFIG = AlbertConfig(
     vocab_size=40, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
@@ -63,7 +63,7 @@ def test_keras_files_and_run_directories(tmp_path):
     # A fine-tuning output directory (model.keras + COMPLETE) and a pretraining output (encoder.keras).
     finetuned = tmp_path / "finetuned"
     finetuned.mkdir()
-    classifier = AlbertClassifier(source, num_labels=3)
+    classifier = AlbertForClassification(source, num_labels=3)
     classifier(INPUTS)
     classifier.save(finetuned / "model.keras")
     (finetuned / "COMPLETE").write_text("done")

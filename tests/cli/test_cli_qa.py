@@ -291,9 +291,9 @@ class Captured(Exception):
 
 
 @pytest.mark.parametrize("task, data, model_class, head_class", [
-    ("squad-v1", "squad_v1", "AlbertQuestionAnswerer", "SquadV1Model"),
-    ("squad-v2", "squad_v2", "AlbertQuestionAnswerer", "SquadV2Model"),
-    ("race", "RACE", "AlbertMultipleChoice", "MultipleChoiceModel"),
+    ("squad-v1", "squad_v1", "AlbertQuestionAnswerer", "AlbertForSquadV1"),
+    ("squad-v2", "squad_v2", "AlbertQuestionAnswerer", "AlbertForSquadV2"),
+    ("race", "RACE", "AlbertMultipleChoice", "AlbertForMultipleChoice"),
 ])
 def test_finetune_trains_the_tasks_raw_text_model(assets, tmp_path, monkeypatch, task, data, model_class, head_class):
     """`finetune` builds the task's raw-text model on the run's tokenizer and keeps it whole in the model
@@ -319,8 +319,8 @@ def test_finetune_trains_the_tasks_raw_text_model(assets, tmp_path, monkeypatch,
     assert type(model).__name__ == model_class and type(model.task_model).__name__ == head_class
     assert seen["kept"] is model  # the model directory keeps the whole raw-text model
     # Keras' name for the class (numbered after the first in a process), not the raw-text model's default.
-    default = {"SquadV1Model": "squad_v1_model", "SquadV2Model": "squad_v2_model",
-               "MultipleChoiceModel": "multiple_choice_model"}[head_class]
+    default = {"AlbertForSquadV1": "albert_for_squad_v1", "AlbertForSquadV2": "albert_for_squad_v2",
+               "AlbertForMultipleChoice": "albert_for_multiple_choice"}[head_class]
     assert re.fullmatch(default + r"(_\d+)?", model.task_model.name), model.task_model.name
     assert model.preprocessor.sequence_length == 64
     if task == "squad-v2":

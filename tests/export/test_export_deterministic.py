@@ -22,13 +22,13 @@ import keras
 from albert_tf.config import AlbertConfig
 from albert_tf.export.saved_model import export_saved_model
 from albert_tf.modeling import AlbertEncoder
-from albert_tf.tasks.classification import AlbertClassifier
+from albert_tf.tasks.classification import AlbertForClassification
 from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
 keras.utils.set_random_seed(7)
 config = AlbertConfig(vocab_size=64, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=32)
-model = AlbertClassifier(AlbertEncoder.from_albert_config(config), num_labels=2)
+model = AlbertForClassification(AlbertEncoder.from_albert_config(config), num_labels=2)
 tokenizer = AlbertTokenizerLayer.from_sentencepiece(sys.argv[1], sequence_length=16)
 export_saved_model(model, tokenizer, sys.argv[2], "m", 1, labels=["neg", "pos"], check=False)
 """
@@ -56,10 +56,10 @@ def test_variables_with_the_same_name_are_saved_in_the_order_of_their_paths(tiny
     # A SQuAD v2 head has several variables named `bias`: ordered by name alone, they kept the
     # captures' order, which differs between processes.
     from albert_tf.export.signatures import ServingModule
-    from albert_tf.tasks.squad.head import SquadV2Model
+    from albert_tf.tasks.squad.head import AlbertForSquadV2
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
-    model = SquadV2Model(tiny_encoder)
+    model = AlbertForSquadV2(tiny_encoder)
     module = ServingModule(model, AlbertTokenizerLayer.from_sentencepiece(tiny_spm_model, sequence_length=32),
                            qa_settings={"max_query_length": 8, "doc_stride": 8})
     paths = {id(weight.value): weight.path for weight in model.weights}

@@ -48,13 +48,13 @@ def _model(vocab_size=48, seed=0):
 
     from albert_tf.config import AlbertConfig
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tasks.multiple_choice import MultipleChoiceModel
+    from albert_tf.tasks.multiple_choice import AlbertForMultipleChoice
 
     keras.utils.set_random_seed(seed)
     encoder = AlbertEncoder.from_albert_config(AlbertConfig(
         vocab_size=vocab_size, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=32, max_position_embeddings=helpers.SEQ))
-    model = MultipleChoiceModel(encoder)
+    model = AlbertForMultipleChoice(encoder)
     model({k: np.zeros((1, 4, helpers.SEQ), "int32") for k in CHOICE_INPUTS})
     # Well separated choice scores: no argmax is a near tie.
     model.head.kernel.assign(model.head.kernel * 100.0)

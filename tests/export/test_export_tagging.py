@@ -53,13 +53,13 @@ def _tagger(num_labels=len(TAGS), seed=0, vocab_size=48):
 
     from albert_tf.config import AlbertConfig
     from albert_tf.modeling import AlbertEncoder
-    from albert_tf.tasks.tagging import AlbertTokenClassifier
+    from albert_tf.tasks.tagging import AlbertForTagging
 
     keras.utils.set_random_seed(seed)
     encoder = AlbertEncoder.from_albert_config(AlbertConfig(
         vocab_size=vocab_size, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=32, max_position_embeddings=helpers.SEQ))
-    model = AlbertTokenClassifier(encoder, num_labels=num_labels)
+    model = AlbertForTagging(encoder, num_labels=num_labels)
     model(helpers.features())
     # Peaky logits: the tags vary from word to word and no argmax is a near tie.
     model.head.kernel.assign(model.head.kernel * 100.0)

@@ -34,7 +34,7 @@ def exported(tmp_path_factory, tiny_spm_model, tiny_config):
 def test_the_index_names_every_exported_variable(exported):
     model, path = exported
     index = json.load(open(os.path.join(path, "assets", "weights.json")))
-    assert index["model_class"] == "AlbertClassifier" and index["model_weights"] == len(model.task_model.weights)
+    assert index["model_class"] == "AlbertForClassification" and index["model_weights"] == len(model.task_model.weights)
     entries = index["variables"]
     assert all(e["model"] is not None for e in entries)
     assert {e["path"] for e in entries if e["encoder"] is None} == {"classifier/classifier/kernel", "classifier/classifier/bias"}

@@ -104,21 +104,21 @@ QA_KINDS = ("squad_v1", "squad_v2")
 
 def _model(kind, vocab_size):
     from albert_tf.pretrainer import AlbertPretrainer
-    from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
-    from albert_tf.tasks.multiple_choice import MultipleChoiceModel
-    from albert_tf.tasks.squad import SquadV1Model, SquadV2Model
-    from albert_tf.tasks.tagging import AlbertTokenClassifier
+    from albert_tf.tasks.classification import AlbertForClassification, AlbertForRegression
+    from albert_tf.tasks.multiple_choice import AlbertForMultipleChoice
+    from albert_tf.tasks.squad import AlbertForSquadV1, AlbertForSquadV2
+    from albert_tf.tasks.tagging import AlbertForTagging
 
     encoder = _encoder(vocab_size)
     model = {
-        "classification": lambda: AlbertClassifier(encoder, num_labels=3),
-        "regression": lambda: AlbertRegressor(encoder),
+        "classification": lambda: AlbertForClassification(encoder, num_labels=3),
+        "regression": lambda: AlbertForRegression(encoder),
         "encoder": lambda: encoder,
         "pretrainer": lambda: AlbertPretrainer(encoder),
-        "squad_v1": lambda: SquadV1Model(encoder),
-        "squad_v2": lambda: SquadV2Model(encoder, start_n_top=5, end_n_top=5),
-        "tagging": lambda: AlbertTokenClassifier(encoder, num_labels=len(TAGS)),
-        "multiple_choice": lambda: MultipleChoiceModel(encoder),
+        "squad_v1": lambda: AlbertForSquadV1(encoder),
+        "squad_v2": lambda: AlbertForSquadV2(encoder, start_n_top=5, end_n_top=5),
+        "tagging": lambda: AlbertForTagging(encoder, num_labels=len(TAGS)),
+        "multiple_choice": lambda: AlbertForMultipleChoice(encoder),
     }[kind]()
     ones = np.ones((1, SEQ), "int32")
     features = {"input_ids": ones, "input_mask": ones, "segment_ids": 0 * ones}

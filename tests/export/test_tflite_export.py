@@ -76,9 +76,9 @@ def trained(layer):
     import keras
     import tensorflow as tf
 
-    from albert_tf.tasks.classification import AlbertClassifier
+    from albert_tf.tasks.classification import AlbertForClassification
 
-    model = AlbertClassifier(_encoder(), num_labels=2, dropout=0.0)
+    model = AlbertForClassification(_encoder(), num_labels=2, dropout=0.0)
     texts, labels = _toy_texts(320, seed=0)
     x = {k: v.numpy() for k, v in layer(tf.constant(texts)).items()}
     model.compile(optimizer=keras.optimizers.Adam(2e-3))  # the task model's own loss on x["labels"]
@@ -133,24 +133,24 @@ def _tokens_outputs(version_dir, inputs):
 def test_quantize_is_refused_on_every_model_type(layer):
     from albert_tf.pretrainer import AlbertPretrainer
     from albert_tf.quantization import QuantizationError
-    from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
-    from albert_tf.tasks.multiple_choice import MultipleChoiceModel
+    from albert_tf.tasks.classification import AlbertForClassification, AlbertForRegression
+    from albert_tf.tasks.multiple_choice import AlbertForMultipleChoice
     from albert_tf.tasks.squad import build_squad_model
-    from albert_tf.tasks.tagging import AlbertTokenClassifier
+    from albert_tf.tasks.tagging import AlbertForTagging
     from albert_tf import AlbertTextClassifier
 
     encoder = _encoder()
     f = _features()
     models = [
-        (encoder, f), (AlbertClassifier(encoder, num_labels=2), f), (AlbertRegressor(encoder), f),
+        (encoder, f), (AlbertForClassification(encoder, num_labels=2), f), (AlbertForRegression(encoder), f),
         (AlbertPretrainer(encoder), dict(f, masked_lm_positions=np.zeros((1, 2), "int32"))),
         (build_squad_model(encoder, "v1"), f), (build_squad_model(encoder, "v2"), dict(f, p_mask=f["input_ids"])),
-        (AlbertTokenClassifier(encoder, num_labels=3), f), (MultipleChoiceModel(encoder), _features(4)),
+        (AlbertForTagging(encoder, num_labels=3), f), (AlbertForMultipleChoice(encoder), _features(4)),
         (AlbertTextClassifier(encoder, layer, num_classes=2, compile=False), None),
     ]
     for model, inputs in models:
         if inputs is not None:  # Keras refuses to quantize an unbuilt model before asking the model
-            model({k: v[None] if model.__class__.__name__ == "MultipleChoiceModel" else v for k, v in inputs.items()})
+            model({k: v[None] if model.__class__.__name__ == "AlbertForMultipleChoice" else v for k, v in inputs.items()})
         assert model.built
         for mode in ("int8", "int4", "float8"):
             with pytest.raises(QuantizationError) as info:
@@ -271,9 +271,9 @@ def test_refusals_are_one_line_and_publish_nothing(tmp_path, layer, monkeypatch)
     import tensorflow as tf
 
     from albert_tf.export import signatures
-    from albert_tf.tasks.classification import AlbertClassifier
+    from albert_tf.tasks.classification import AlbertForClassification
 
-    model = AlbertClassifier(_encoder(), num_labels=2)
+    model = AlbertForClassification(_encoder(), num_labels=2)
     model(_features())
     with pytest.raises(ExportError, match="^tflite must be one of dynamic-int8, float32, got 'int4'$"):
         export_saved_model(model, layer, str(tmp_path), "m", labels=helpers.LABELS, tflite="int4")

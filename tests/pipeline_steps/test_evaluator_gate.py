@@ -48,12 +48,12 @@ def export_classifier(root, name, *, kernel=None, bias=None):
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.modeling import AlbertEncoder
     from albert_tf.pipeline_steps.staging import read_summary
-    from albert_tf.tasks.classification import AlbertClassifier
+    from albert_tf.tasks.classification import AlbertForClassification
 
     vocab_size = read_summary(str(root / "v"))["vocab_size"]
     config = AlbertConfig(vocab_size=vocab_size, embedding_size=8, hidden_size=16, num_hidden_layers=1,
                           num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
-    model = AlbertClassifier(AlbertEncoder.from_albert_config(config), num_labels=2, pooling="mean")
+    model = AlbertForClassification(AlbertEncoder.from_albert_config(config), num_labels=2, pooling="mean")
     features = {"input_ids": np.array([[2, 5, 3]], "int32"), "input_mask": np.ones((1, 3), "int32"),
                 "segment_ids": np.zeros((1, 3), "int32")}
     model(features)

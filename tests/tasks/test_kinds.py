@@ -66,17 +66,17 @@ def test_a_family_fine_tunes_with_the_recipe_of_its_first_kind():
 def test_models_export_as_their_task_kind(tiny_encoder):
     from albert_tf.export.signatures import SERVING_CLASSES, model_kind
     from albert_tf.tasks.classification import build_task_model
-    from albert_tf.tasks.multiple_choice import MultipleChoiceModel
-    from albert_tf.tasks.squad import SquadV1Model, SquadV2Model
-    from albert_tf.tasks.tagging import AlbertTokenClassifier
+    from albert_tf.tasks.multiple_choice import AlbertForMultipleChoice
+    from albert_tf.tasks.squad import AlbertForSquadV1, AlbertForSquadV2
+    from albert_tf.tasks.tagging import AlbertForTagging
 
     models = {
         "classification": build_task_model(tiny_encoder, 2),
         "regression": build_task_model(tiny_encoder, None),
-        "tagging": AlbertTokenClassifier(tiny_encoder, num_labels=3),
-        "squad_v1": SquadV1Model(tiny_encoder),
-        "squad_v2": SquadV2Model(tiny_encoder),
-        "multiple_choice": MultipleChoiceModel(tiny_encoder),
+        "tagging": AlbertForTagging(tiny_encoder, num_labels=3),
+        "squad_v1": AlbertForSquadV1(tiny_encoder),
+        "squad_v2": AlbertForSquadV2(tiny_encoder),
+        "multiple_choice": AlbertForMultipleChoice(tiny_encoder),
     }
     for kind, model in models.items():
         assert model_kind(model) == model.export_kind == SERVING_CLASSES[kind].kind == kind

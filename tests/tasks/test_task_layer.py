@@ -60,7 +60,7 @@ def test_task_family_refuses_unknown_names_and_kinds():
 def test_export_arguments_and_kinds_come_from_the_family(tiny_encoder):
     from albert_tf.export.signatures import SERVING_CLASSES, model_kind
     from albert_tf.tasks.classification import build_task_model
-    from albert_tf.tasks.tagging import AlbertTokenClassifier
+    from albert_tf.tasks.tagging import AlbertForTagging
 
     tagging = TaskSpec("conll", "tagging", ["O", "B-LOC"], 16, [], "entity_f1", TOKENIZER)
     assert task_family(tagging).export_arguments(tagging) == dict(
@@ -70,7 +70,7 @@ def test_export_arguments_and_kinds_come_from_the_family(tiny_encoder):
     assert task_family(squad).export_arguments(squad)["qa_settings"] == {"doc_stride": 8}
     assert model_kind(build_task_model(tiny_encoder, 2)) == "classification"
     assert model_kind(build_task_model(tiny_encoder, None)) == "regression"
-    assert model_kind(AlbertTokenClassifier(tiny_encoder, num_labels=3)) == "tagging"
+    assert model_kind(AlbertForTagging(tiny_encoder, num_labels=3)) == "tagging"
     assert model_kind(tiny_encoder) == "encoder"
     assert {"classification", "regression", "tagging", "squad_v1", "squad_v2", "multiple_choice"} <= set(SERVING_CLASSES)
 

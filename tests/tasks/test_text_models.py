@@ -102,7 +102,7 @@ def layouts(tmp_path_factory, spm_model, config, source):
     from albert_tf.checkpoints.huggingface import config_to_huggingface, save_huggingface_safetensors
     from albert_tf.checkpoints.keras_hub import to_keras_hub_backbone
     from albert_tf.checkpoints.original import original_variable_map, save_original_checkpoint
-    from albert_tf.tasks.classification import AlbertClassifier
+    from albert_tf.tasks.classification import AlbertForClassification
     from albert_tf.tasks.spec import TaskSpec
 
     root = tmp_path_factory.mktemp("layouts")
@@ -136,7 +136,7 @@ def layouts(tmp_path_factory, spm_model, config, source):
         json.dumps({"type": "sentencepiece", "file": "spm.model", "lower_case": True})
     )
     # albert-tf finetune: model.keras, COMPLETE, task.json naming its tokenizer file.
-    classifier = AlbertClassifier(source, num_labels=2, pooling="mean")
+    classifier = AlbertForClassification(source, num_labels=2, pooling="mean")
     classifier(TOKENS)
     classifier.save(str(dirs["finetuning"] / "model.keras"))
     _copy(spm_model, dirs["finetuning"] / "sentiment.model")
@@ -647,18 +647,18 @@ def _v2_right(predicted, answers):
 
 @pytest.mark.slow
 def test_question_answerer_v2_fits_raw_strings_with_unanswerable_questions(layouts):
-    from albert_tf.tasks.squad import SquadV2Model
+    from albert_tf.tasks.squad import AlbertForSquadV2
 
     keras.utils.set_random_seed(23)
     model = AlbertQuestionAnswerer.from_pretrained(str(layouts["finetuning"]), sequence_length=32, doc_stride=8,
                                                    max_query_length=6, max_answer_length=4, version="v2")
-    assert isinstance(model.task_model, SquadV2Model) and model.qa_settings["version"] == "v2"
+    assert isinstance(model.task_model, AlbertForSquadV2) and model.qa_settings["version"] == "v2"
     assert model.null_score_diff_threshold == 0.0 and model.dropout == 0.1
     questions, contexts, answers = qa_v2_task(48, seed=0)
     history = model.fit((questions, contexts), answers, batch_size=16, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     assert {f"{k}_accuracy" for k in ("start_log_probs", "end_log_probs", "cls_logits")} <= set(history.history)
-    # The compiled loss is SquadV2Model's (its own loss on the same batch, labels in the inputs).
+    # The compiled loss is AlbertForSquadV2's (its own loss on the same batch, labels in the inputs).
     x, y = next(iter(model.make_dataset((questions, contexts), answers, batch_size=48)))
     impossible = y["cls_logits"][:, 0].numpy()
     assert impossible.sum() >= 16 and (y["end_log_probs"].numpy()[impossible == 1] == 0).all()  # [CLS]
@@ -765,12 +765,12 @@ def test_question_answerer_version_option_errors_and_old_configs(layouts):
 
 @pytest.mark.slow
 def test_the_raw_text_classifier_trains_as_its_head_bit_for_bit(tiny_config, tiny_spm_model):
-    """Trained on the same token batches from the same seed, the head alone (`AlbertClassifier`),
+    """Trained on the same token batches from the same seed, the head alone (`AlbertForClassification`),
     the raw-text classifier on `(features, labels)` with its compiled loss, and the raw-text
     classifier on feature dicts with the labels inside (`compile(loss=None)`: how `albert-tf
     finetune` and the pipeline's Trainer train it) end with the same weights, bit for bit; the
     last reports the head's metrics under the head's names. One model, whichever form trains it."""
-    from albert_tf.tasks.classification.head import AlbertClassifier
+    from albert_tf.tasks.classification.head import AlbertForClassification
     from albert_tf.training.optimizers import create_optimizer
 
     rng = np.random.default_rng(0)
@@ -784,7 +784,7 @@ def test_the_raw_text_classifier_trains_as_its_head_bit_for_bit(tiny_config, tin
         encoder = AlbertEncoder.from_albert_config(tiny_config)
         inside = tf.data.Dataset.from_tensor_slices({**features, "labels": labels})
         if form == "head":
-            model, data, loss = AlbertClassifier(encoder, num_labels=2, pooling="mean"), inside, None
+            model, data, loss = AlbertForClassification(encoder, num_labels=2, pooling="mean"), inside, None
         else:
             preprocessor = AlbertTokenizerLayer.from_sentencepiece(tiny_spm_model, sequence_length=SEQ)
             model = AlbertTextClassifier(encoder, preprocessor, num_classes=2, pooling="mean", compile=False)
@@ -810,7 +810,7 @@ def test_the_raw_text_classifier_trains_as_its_head_bit_for_bit(tiny_config, tin
     assert evaluation == head_evaluation
     # Not trivially equal: training moved the weights away from their initial values.
     keras.utils.set_random_seed(3)
-    untrained = AlbertClassifier(AlbertEncoder.from_albert_config(tiny_config), num_labels=2, pooling="mean")
+    untrained = AlbertForClassification(AlbertEncoder.from_albert_config(tiny_config), num_labels=2, pooling="mean")
     untrained(features)
     initial = [v.numpy() for v in untrained.weights]
     assert len(initial) == len(head)
@@ -821,7 +821,7 @@ def test_a_raw_text_models_checkpoints_are_its_heads(tiny_config, tiny_spm_model
     """`run_finetuning` checkpoints a raw-text model's head (`weights_of`): its best-weights file
     and its resume checkpoint are laid out as the head's, so a run the command started when it
     trained the head alone resumes into the raw-text model."""
-    from albert_tf.tasks.classification.head import AlbertClassifier
+    from albert_tf.tasks.classification.head import AlbertForClassification
     from albert_tf.training.finetuning import weights_of
     from albert_tf.training.optimizers import create_optimizer
     from albert_tf.training.pretraining import training_state
@@ -833,7 +833,7 @@ def test_a_raw_text_models_checkpoints_are_its_heads(tiny_config, tiny_spm_model
             preprocessor = AlbertTokenizerLayer.from_sentencepiece(tiny_spm_model, sequence_length=SEQ)
             model = AlbertTextClassifier(encoder, preprocessor, num_classes=2, compile=False, task_model_name=None)
         else:
-            model = AlbertClassifier(encoder, num_labels=2)
+            model = AlbertForClassification(encoder, num_labels=2)
         ids = np.ones((2, SEQ), "int32")
         model({"input_ids": ids, "input_mask": ids, "segment_ids": np.zeros_like(ids), "labels": np.zeros(2, "int32")})
         optimizer = create_optimizer("adamw", 1e-3, num_train_steps=4, num_warmup_steps=1)

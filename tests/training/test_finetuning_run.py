@@ -16,7 +16,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.data.features import examples_dataset
-from albert_tf.tasks.classification import AlbertClassifier, make_eval_fn
+from albert_tf.tasks.classification import AlbertForClassification, make_eval_fn
 from albert_tf.training import finetuning, progress, run_directory
 from albert_tf.training.finetuning import FinetuningError, FinetuningRunConfig, run_finetuning
 
@@ -37,7 +37,7 @@ def easy_features(n=128, seq=6, seed=0):
 
 
 def new_model():
-    return AlbertClassifier(AlbertEncoder.from_albert_config(CONFIG), num_labels=2)
+    return AlbertForClassification(AlbertEncoder.from_albert_config(CONFIG), num_labels=2)
 
 
 def leftovers(parent):
@@ -164,7 +164,7 @@ def collapse_run(tmp_path, name, train, dev, **kwargs):
 
     constant = majority_class_baseline(dev["labels"], ["accuracy", "mcc"])
     def mean_pooled():
-        return AlbertClassifier(AlbertEncoder.from_albert_config(CONFIG), num_labels=2, pooling="mean")
+        return AlbertForClassification(AlbertEncoder.from_albert_config(CONFIG), num_labels=2, pooling="mean")
 
     return run_finetuning(
         mean_pooled, examples_dataset(train), examples_dataset(dev), num_train_steps=40, warmup_steps=4,

@@ -10,7 +10,7 @@ import pytest
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import AlbertEncoder
-from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor, masked_mean
+from albert_tf.tasks.classification import AlbertForClassification, AlbertForRegression, masked_mean
 from albert_tf.training.recipes import FinetuningRecipe, recommended_recipe, size_class
 
 TINY = AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -60,7 +60,7 @@ def test_masked_mean_ignores_padding():
 
 def test_mean_pooling_reads_every_real_token_and_round_trips(tmp_path):
     keras.utils.set_random_seed(0)
-    model = AlbertClassifier(AlbertEncoder.from_albert_config(TINY), num_labels=2, pooling="mean")
+    model = AlbertForClassification(AlbertEncoder.from_albert_config(TINY), num_labels=2, pooling="mean")
     assert not model.pooled_output_only
     x = features()
     logits = model(x)["logits"]
@@ -77,12 +77,12 @@ def test_mean_pooling_reads_every_real_token_and_round_trips(tmp_path):
 
 
 def test_cls_pooling_stays_the_default_and_bad_values_are_named():
-    model = AlbertClassifier(AlbertEncoder.from_albert_config(TINY), num_labels=2)
+    model = AlbertForClassification(AlbertEncoder.from_albert_config(TINY), num_labels=2)
     assert model.pooling == "cls" and model.pooled_output_only
-    regressor = AlbertRegressor(AlbertEncoder.from_albert_config(TINY), pooling="mean")
+    regressor = AlbertForRegression(AlbertEncoder.from_albert_config(TINY), pooling="mean")
     assert regressor(features())["predictions"].shape == (2,)
     with pytest.raises(ValueError, match="pooling must be one of"):
-        AlbertClassifier(AlbertEncoder.from_albert_config(TINY), num_labels=2, pooling="max")
+        AlbertForClassification(AlbertEncoder.from_albert_config(TINY), num_labels=2, pooling="max")
 
 
 def test_pipeline_settings_take_the_recipe_unless_set():

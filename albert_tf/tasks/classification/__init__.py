@@ -1,6 +1,6 @@
 """Sentence(-pair) classification and regression (GLUE-style tasks), all in this folder:
 
-* `head` -- the heads on token ids, `AlbertClassifier` and `AlbertRegressor`;
+* `head` -- the heads on token ids, `AlbertForClassification` and `AlbertForRegression`;
 * `data` -- the GLUE files read into `TextExample`s (generic tables: `albert_tf.data.tables`),
   the label list, and their encoding into model features (`encode_examples`; as a dataset:
   `albert_tf.data.features.examples_dataset`);
@@ -23,7 +23,7 @@ REGRESSION = "regression"
 
 _LAZY = {
     **{name: "albert_tf.tasks.classification.head" for name in (
-        "POOLING_MODES", "AlbertClassifier", "AlbertRegressor", "build_task_model", "masked_mean", "pooled_features")},
+        "POOLING_MODES", "AlbertForClassification", "AlbertForRegression", "build_task_model", "masked_mean", "pooled_features")},
     "encode_examples": "albert_tf.tasks.classification.data",
     **{name: "albert_tf.tasks.classification.metrics" for name in (
         "make_eval_fn", "predict_scores", "score_predictions")},

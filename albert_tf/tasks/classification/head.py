@@ -36,7 +36,7 @@ def _check_pooling(pooling: str) -> str:
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertClassifier(AlbertTaskModel):
+class AlbertForClassification(AlbertTaskModel):
     """Sentence(-pair) classifier: pooled output -> dropout -> dense(`num_labels`).
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` [batch, seq] and, for training and
@@ -97,16 +97,16 @@ class AlbertClassifier(AlbertTaskModel):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertRegressor(AlbertTaskModel):
+class AlbertForRegression(AlbertTaskModel):
     """Sentence(-pair) regression: pooled output -> dropout -> dense(1), mean squared error.
 
-    Inputs as `AlbertClassifier`, with float `labels` [batch]. Outputs:
+    Inputs as `AlbertForClassification`, with float `labels` [batch]. Outputs:
     `{"predictions": [batch]}`.
 
     Args:
         encoder: An `AlbertEncoder`.
         dropout: Dropout on the pooled output.
-        pooling: "cls" or "mean", as `AlbertClassifier`.
+        pooling: "cls" or "mean", as `AlbertForClassification`.
     """
 
     export_kind = REGRESSION
@@ -149,7 +149,7 @@ def pooled_features(pooling: str, encoder_outputs, inputs):
 
 
 def build_task_model(encoder, num_labels: Optional[int], dropout: float = 0.1, pooling: str = "cls") -> AlbertTaskModel:
-    """An `AlbertClassifier` for `num_labels` classes, or an `AlbertRegressor` for None."""
+    """An `AlbertForClassification` for `num_labels` classes, or an `AlbertForRegression` for None."""
     if num_labels is None:
-        return AlbertRegressor(encoder, dropout=dropout, pooling=pooling)
-    return AlbertClassifier(encoder, num_labels=num_labels, dropout=dropout, pooling=pooling)
+        return AlbertForRegression(encoder, dropout=dropout, pooling=pooling)
+    return AlbertForClassification(encoder, num_labels=num_labels, dropout=dropout, pooling=pooling)

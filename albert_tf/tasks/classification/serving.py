@@ -18,7 +18,7 @@ from albert_tf.tasks.classification import CLASSIFICATION, REGRESSION
 
 @register_serving
 class ClassifierServing(ServingModule):
-    """An `AlbertClassifier`: class probabilities and labels, plus TF Serving's Classify API."""
+    """An `AlbertForClassification`: class probabilities and labels, plus TF Serving's Classify API."""
 
     kind = CLASSIFICATION
     extra_signatures = {"classify": CLASSIFY_METHOD}
@@ -55,7 +55,7 @@ class ClassifierServing(ServingModule):
 
 @register_serving
 class RegressorServing(ServingModule):
-    """An `AlbertRegressor`: one `score` per input, plus TF Serving's Regress API."""
+    """An `AlbertForRegression`: one `score` per input, plus TF Serving's Regress API."""
 
     kind = REGRESSION
     extra_signatures = {"regress": REGRESS_METHOD}

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.tasks.classification import CLASSIFICATION, REGRESSION
-from albert_tf.tasks.classification.head import AlbertClassifier, AlbertRegressor
+from albert_tf.tasks.classification.head import AlbertForClassification, AlbertForRegression
 from albert_tf.tasks.text_task import AlbertTextTask, check_parts, export_text_model, resolve_pooling, token_inputs
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
 
@@ -28,10 +28,10 @@ TABLE_COLUMNS = {"text": "text", "text_b": None, "label": "label", "format": Non
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertTextClassifier(AlbertTextTask):
-    """Text (or text-pair) classifier on raw strings: tokenizer -> `AlbertEncoder` -> `AlbertClassifier` head.
+    """Text (or text-pair) classifier on raw strings: tokenizer -> `AlbertEncoder` -> `AlbertForClassification` head.
 
     Input: a batch of texts, or a pair `(texts_a, texts_b)`; output: logits `[batch, num_classes]`.
-    The head is `AlbertClassifier`'s (dropout, dense on the `[CLS]` pooler or the token mean),
+    The head is `AlbertForClassification`'s (dropout, dense on the `[CLS]` pooler or the token mean),
     kept as `task_model`, which is what `export` serves.
 
     Compiled by default (`compile=True`) with the recipe's bias-corrected AdamW, sparse
@@ -68,7 +68,7 @@ class AlbertTextClassifier(AlbertTextTask):
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
-        self.task_model = AlbertClassifier(encoder, num_labels=num_classes, dropout=dropout, pooling=pooling,
+        self.task_model = AlbertForClassification(encoder, num_labels=num_classes, dropout=dropout, pooling=pooling,
                                            name=task_model_name)
         if pooling == "mean":
             # The head reads the token mean: the pooler gets no gradient.
@@ -198,7 +198,7 @@ class AlbertTextClassifier(AlbertTextTask):
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertTextRegressor(AlbertTextTask):
-    """Text (or text-pair) regression on raw strings: tokenizer -> `AlbertEncoder` -> `AlbertRegressor` head.
+    """Text (or text-pair) regression on raw strings: tokenizer -> `AlbertEncoder` -> `AlbertForRegression` head.
 
     Input as `AlbertTextClassifier`; output: one float per text, `[batch]`. Compiled by default with
     the recipe's bias-corrected AdamW, the mean squared error and the Pearson correlation
@@ -228,7 +228,7 @@ class AlbertTextRegressor(AlbertTextTask):
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
-        self.task_model = AlbertRegressor(encoder, dropout=dropout, pooling=pooling, name=task_model_name)
+        self.task_model = AlbertForRegression(encoder, dropout=dropout, pooling=pooling, name=task_model_name)
         if pooling == "mean":
             encoder.pooler.trainable = False
 

@@ -1,6 +1,6 @@
 """Multiple choice (RACE), all in this folder:
 
-* `head` -- the head on token ids, `MultipleChoiceModel` (one score per choice);
+* `head` -- the head on token ids, `AlbertForMultipleChoice` (one score per choice);
 * `data` -- the RACE files read into `RaceExample`s and the original conversion of each choice
   (`convert_race_examples`, `make_race_dataset`);
 * `metrics` -- `race_accuracy`;
@@ -24,7 +24,7 @@ from albert_tf._lazy import lazy_attributes as _lazy_attributes
 MULTIPLE_CHOICE = "multiple_choice"
 
 _LAZY = {
-    "MultipleChoiceModel": "albert_tf.tasks.multiple_choice.head",
+    "AlbertForMultipleChoice": "albert_tf.tasks.multiple_choice.head",
     **{name: "albert_tf.tasks.multiple_choice.evaluation" for name in (
         "RaceTaskData", "predict_race", "predict_race_examples", "prepare_race_task")},
     "race_accuracy": "albert_tf.tasks.multiple_choice.metrics",

@@ -3,7 +3,7 @@
 `prepare_race_task` reads and converts the RACE files of a run for
 `albert_tf.training.finetuning.run_finetuning` (whose default `eval_fn`, `model.evaluate`, gives
 the dev `accuracy`); `predict_race` gives the choice probabilities and indices of a
-`MultipleChoiceModel` (`albert_tf.tasks.multiple_choice.head`), and `predict_race_examples` one
+`AlbertForMultipleChoice` (`albert_tf.tasks.multiple_choice.head`), and `predict_race_examples` one
 record (option letter, probabilities) per question.
 """
 
@@ -16,14 +16,14 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from albert_tf.tasks.base import ENCODER_INPUTS
-from albert_tf.tasks.multiple_choice.head import MultipleChoiceModel
+from albert_tf.tasks.multiple_choice.head import AlbertForMultipleChoice
 
 
-def predict_race(model: MultipleChoiceModel, dataset, *, batch_size: int = 8, callbacks=None) -> Dict[str, np.ndarray]:
+def predict_race(model: AlbertForMultipleChoice, dataset, *, batch_size: int = 8, callbacks=None) -> Dict[str, np.ndarray]:
     """Choice probabilities [n, choices] and predicted indices [n] for a RACE dataset.
 
     Args:
-        model: The fine-tuned `MultipleChoiceModel`.
+        model: The fine-tuned `AlbertForMultipleChoice`.
         dataset: From `albert_tf.tasks.multiple_choice.data.make_race_dataset` (batched or not; labels ignored).
         batch_size: Batch size when `dataset` is unbatched.
         callbacks: Keras callbacks for `model.predict` (progress).
@@ -41,7 +41,7 @@ def predict_race(model: MultipleChoiceModel, dataset, *, batch_size: int = 8, ca
 
 
 def predict_race_examples(
-    model: MultipleChoiceModel,
+    model: AlbertForMultipleChoice,
     tokenizer,
     examples: Sequence[Any],
     *,

@@ -1,6 +1,6 @@
 """Multiple choice (RACE): one score per choice from the pooled output, softmax over the choices.
 
-`MultipleChoiceModel` is google-research/albert `race_utils.create_model`: the `[batch, choices,
+`AlbertForMultipleChoice` is google-research/albert `race_utils.create_model`: the `[batch, choices,
 seq]` inputs are run through the encoder as `[batch * choices, seq]`, the pooled output gets
 dropout (0.1) and a dense layer of 1 unit, and the scores are reshaped to `[batch, choices]`; the
 loss is the cross-entropy of the softmax over the choices and the metric the accuracy. The number
@@ -20,7 +20,7 @@ from albert_tf.tasks.multiple_choice import serving  # noqa: F401
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class MultipleChoiceModel(AlbertTaskModel):
+class AlbertForMultipleChoice(AlbertTaskModel):
     """ALBERT for multiple choice: pooled output -> dropout -> dense 1 per choice -> softmax.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` [batch, choices, seq]; for training `labels`
@@ -37,7 +37,7 @@ class MultipleChoiceModel(AlbertTaskModel):
     >>> encoder = AlbertEncoder.from_albert_config(AlbertConfig(
     ...     vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=1,
     ...     num_attention_heads=2, intermediate_size=32))
-    >>> model = MultipleChoiceModel(encoder)
+    >>> model = AlbertForMultipleChoice(encoder)
     >>> out = model({"input_ids": np.ones((2, 4, 6), "int32"), "input_mask": np.ones((2, 4, 6), "int32"),
     ...              "segment_ids": np.zeros((2, 4, 6), "int32")})
     >>> tuple(out["logits"].shape)

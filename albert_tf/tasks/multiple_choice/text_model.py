@@ -1,5 +1,5 @@
 """`AlbertMultipleChoice`: multiple choice on raw text, the keras-hub way (strings in, one score
-per choice out), on the RACE head (`albert_tf.tasks.multiple_choice.head.MultipleChoiceModel`).
+per choice out), on the RACE head (`albert_tf.tasks.multiple_choice.head.AlbertForMultipleChoice`).
 
 It packs each choice with its context in the graph as the export does
 (`albert_tf.tasks.multiple_choice.serving.MultipleChoiceGraph`), so that `predict` answers what
@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from albert_tf.tasks.multiple_choice import MULTIPLE_CHOICE
 from albert_tf.modeling import ENCODER_INPUTS
-from albert_tf.tasks.multiple_choice.head import MultipleChoiceModel
+from albert_tf.tasks.multiple_choice.head import AlbertForMultipleChoice
 from albert_tf.tasks.multiple_choice.serving import MultipleChoiceGraph, multiple_choice_settings
 from albert_tf.tasks.text_task import AlbertTextTask, check_parts, export_text_model, string_tensor
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
@@ -48,7 +48,7 @@ class AlbertMultipleChoice(AlbertTextTask):
     Input: a pair `(contexts, choices)`, `contexts` a batch of texts and `choices` as many
     choices for each (a `[batch, choices]` list of lists or string tensor). Each choice is packed
     with its context, `[CLS] context [SEP] choice [SEP]` (the tokenizer's pair packing: the longer
-    segment loses its end first), and the head is RACE's (`MultipleChoiceModel`: dense 1 on the
+    segment loses its end first), and the head is RACE's (`AlbertForMultipleChoice`: dense 1 on the
     pooled output of each row, softmax over the choices). For RACE-style questions put the question
     into each choice (`albert_tf.tasks.multiple_choice.data.choice_texts` fills "_" with the option, else appends
     it); note that the RACE conversion keeps the end of the question and option and cuts the
@@ -82,7 +82,7 @@ class AlbertMultipleChoice(AlbertTextTask):
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
-        self.task_model = MultipleChoiceModel(encoder, dropout=dropout, name=task_model_name)
+        self.task_model = AlbertForMultipleChoice(encoder, dropout=dropout, name=task_model_name)
 
         # === Functional Model ===
         inputs = {

@@ -1,6 +1,6 @@
 """Extractive question answering (SQuAD v1.1 and v2.0), all in this folder:
 
-* `head` -- the heads on token ids, `SquadV1Model` and `SquadV2Model` (`build_squad_model`);
+* `head` -- the heads on token ids, `AlbertForSquadV1` and `AlbertForSquadV2` (`build_squad_model`);
 * `data` -- the SQuAD JSON read into `SquadExample`s and the original doc-stride conversion into
   `SquadFeature`s (`convert_examples_to_features`, `make_squad_dataset`);
 * `postprocessing` -- n-best answers from the heads' outputs and the official EM/F1 scores;
@@ -29,7 +29,7 @@ SQUAD_V2 = "squad_v2"
 
 _LAZY = {
     **{name: "albert_tf.tasks.squad.head" for name in (
-        "SQUAD_VERSIONS", "AlbertSquadV2Head", "SquadV1Model", "SquadV2Model", "build_squad_model")},
+        "SQUAD_VERSIONS", "AlbertSquadV2Head", "AlbertForSquadV1", "AlbertForSquadV2", "build_squad_model")},
     **{name: "albert_tf.tasks.squad.evaluation" for name in (
         "SquadTaskData", "evaluate_squad", "make_squad_eval_fn", "predict_squad", "predict_squad_file",
         "prepare_squad_task", "write_squad_outputs")},

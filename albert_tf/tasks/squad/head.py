@@ -1,9 +1,9 @@
 """SQuAD task models: the original v1.1 and v2.0 heads on token ids.
 
-* `SquadV1Model`: google-research/albert `create_v1_model`: one dense layer of 2 units on the
+* `AlbertForSquadV1`: google-research/albert `create_v1_model`: one dense layer of 2 units on the
   sequence output gives the start and end logits; the loss is the mean of the start and end
   cross-entropies.
-* `SquadV2Model`: the original ALBERT SQuAD 2.0 head (`create_v2_model`, after XLNet):
+* `AlbertForSquadV2`: the original ALBERT SQuAD 2.0 head (`create_v2_model`, after XLNet):
   - start logits from a dense layer of 1 unit, masked by `p_mask` (-1e30 where an answer cannot
     be: question, `[SEP]`, padding);
   - end logits from `dense(H, tanh) -> LayerNorm -> dense(1)` over each position's state
@@ -58,7 +58,7 @@ def _position_nll(log_probs, positions):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class SquadV1Model(AlbertTaskModel):
+class AlbertForSquadV1(AlbertTaskModel):
     """ALBERT for SQuAD v1.1: start/end logits from a dense layer of 2 units on every position.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` [batch, seq]; for training `start_positions`
@@ -77,7 +77,7 @@ class SquadV1Model(AlbertTaskModel):
     >>> encoder = AlbertEncoder.from_albert_config(AlbertConfig(
     ...     vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=1,
     ...     num_attention_heads=2, intermediate_size=32))
-    >>> model = SquadV1Model(encoder)
+    >>> model = AlbertForSquadV1(encoder)
     >>> out = model({"input_ids": np.ones((2, 6), "int32"), "input_mask": np.ones((2, 6), "int32"),
     ...              "segment_ids": np.zeros((2, 6), "int32")})
     >>> tuple(out["start_logits"].shape), tuple(out["end_logits"].shape)
@@ -245,7 +245,7 @@ class AlbertSquadV2Head(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class SquadV2Model(AlbertTaskModel):
+class AlbertForSquadV2(AlbertTaskModel):
     """ALBERT for SQuAD v2.0 with the original head (`AlbertSquadV2Head`).
 
     Inputs: `input_ids`, `input_mask`, `segment_ids`, `p_mask` [batch, seq]; for training
@@ -265,7 +265,7 @@ class SquadV2Model(AlbertTaskModel):
     >>> encoder = AlbertEncoder.from_albert_config(AlbertConfig(
     ...     vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=1,
     ...     num_attention_heads=2, intermediate_size=32))
-    >>> model = SquadV2Model(encoder, start_n_top=3, end_n_top=2)
+    >>> model = AlbertForSquadV2(encoder, start_n_top=3, end_n_top=2)
     >>> inputs = {"input_ids": np.ones((2, 6), "int32"), "input_mask": np.ones((2, 6), "int32"),
     ...           "segment_ids": np.zeros((2, 6), "int32"), "p_mask": np.zeros((2, 6), "int32")}
     >>> out = model(inputs)
@@ -308,7 +308,7 @@ class SquadV2Model(AlbertTaskModel):
 
     def compute_task_loss(self, inputs, outputs):
         if "start_log_probs" not in outputs:
-            raise ValueError("SquadV2Model's loss needs start_positions, end_positions and is_impossible in the inputs")
+            raise ValueError("AlbertForSquadV2's loss needs start_positions, end_positions and is_impossible in the inputs")
         start = _position_nll(outputs["start_log_probs"], inputs["start_positions"])
         end = _position_nll(outputs["end_log_probs"], inputs["end_positions"])
         impossible = ops.cast(ops.reshape(inputs["is_impossible"], (-1,)), "float32")
@@ -332,9 +332,9 @@ class SquadV2Model(AlbertTaskModel):
 
 
 def build_squad_model(encoder: AlbertEncoder, version: str, **kwargs) -> AlbertTaskModel:
-    """`SquadV1Model` for version "v1", `SquadV2Model` for "v2" (kwargs go to the model)."""
+    """`AlbertForSquadV1` for version "v1", `AlbertForSquadV2` for "v2" (kwargs go to the model)."""
     if version == "v1":
-        return SquadV1Model(encoder, **kwargs)
+        return AlbertForSquadV1(encoder, **kwargs)
     if version == "v2":
-        return SquadV2Model(encoder, **kwargs)
+        return AlbertForSquadV2(encoder, **kwargs)
     raise ValueError(f"version must be one of {SQUAD_VERSIONS}, got {version!r}")

@@ -1,6 +1,6 @@
 """Serving extractive question answering (SQuAD v1 / v2 models) from raw text, all in the graph.
 
-`SquadV1Serving` and `SquadV2Serving` are the exports of a `SquadV1Model` / `SquadV2Model`
+`SquadV1Serving` and `SquadV2Serving` are the exports of a `AlbertForSquadV1` / `AlbertForSquadV2`
 (export kinds `squad_v1` / `squad_v2`, registered with
 `albert_tf.export.signatures.register_serving`): `serving_default` takes `question` and
 `context` and answers through `QaGraph`; `tokens` returns the head's outputs for token ids.
@@ -100,7 +100,7 @@ class QaGraph:
     """The in-graph QA pipeline for one SQuAD model and its `AlbertTokenizerLayer`.
 
     Args:
-      model: a `SquadV1Model` or `SquadV2Model`.
+      model: a `AlbertForSquadV1` or `AlbertForSquadV2`.
       tokenizer: the `AlbertTokenizerLayer` of training (SentencePiece; its `sequence_length` is
         the feature length).
       settings: from `qa_settings`.
@@ -482,7 +482,7 @@ class SquadServing(ServingModule):
 
 @register_serving
 class SquadV1Serving(SquadServing):
-    """A `SquadV1Model`: `tokens` returns `start_logits` and `end_logits`."""
+    """A `AlbertForSquadV1`: `tokens` returns `start_logits` and `end_logits`."""
 
     kind = SQUAD_V1
     qa_version = "v1"
@@ -490,7 +490,7 @@ class SquadV1Serving(SquadServing):
 
 @register_serving
 class SquadV2Serving(SquadServing):
-    """A `SquadV2Model`: `tokens` also takes `p_mask` and returns the beam and `cls_logits`."""
+    """A `AlbertForSquadV2`: `tokens` also takes `p_mask` and returns the beam and `cls_logits`."""
 
     kind = SQUAD_V2
     qa_version = "v2"

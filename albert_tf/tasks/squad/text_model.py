@@ -65,9 +65,9 @@ class AlbertQuestionAnswerer(AlbertTextTask):
     """Extractive question answering on raw text: question + context in, the answer and its span out.
 
     `version="v1"` (default) is SQuAD v1.1: every question has an answer in its context. The head
-    is the original v1.1 one (`SquadV1Model`, `task_model`): start and end logits for every
+    is the original v1.1 one (`AlbertForSquadV1`, `task_model`): start and end logits for every
     piece. `version="v2"` is SQuAD v2.0, whose questions may have no answer: the head is the
-    original v2.0 one (`SquadV2Model`: start, start-conditioned end, and an answerability logit
+    original v2.0 one (`AlbertForSquadV2`: start, start-conditioned end, and an answerability logit
     that gives each question a null score), as `albert-tf finetune --task squad-v2` trains.
     Training converts `(question, context, answer)` the original way
     (`albert_tf.tasks.squad.data.convert_examples_to_features`: doc-stride windows, labels on the
@@ -91,7 +91,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
 
     Compiled by default with the recipe's bias-corrected AdamW and the original loss. v1: the
     mean of the start and end cross-entropies and the accuracy of each (reported as
-    `start_logits_accuracy` and `end_logits_accuracy`). v2: `SquadV2Model`'s loss, half the sum
+    `start_logits_accuracy` and `end_logits_accuracy`). v2: `AlbertForSquadV2`'s loss, half the sum
     of the start and end negative log-likelihoods (the end teacher-forced on the gold start)
     plus half the answerability cross-entropy, and the accuracies `start_log_probs_accuracy`,
     `end_log_probs_accuracy` and `cls_logits_accuracy` (answerability). The Keras graph of v2 is
@@ -150,7 +150,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
-        # The CLI's head for the version (`SquadV1Model` / `SquadV2Model`; unknown versions raise).
+        # The CLI's head for the version (`AlbertForSquadV1` / `AlbertForSquadV2`; unknown versions raise).
         self.task_model = build_squad_model(encoder, version, dropout=dropout, name=task_model_name)
         # The head reads the sequence output: the pooler gets no gradient.
         encoder.pooler.trainable = False
@@ -251,7 +251,7 @@ class AlbertQuestionAnswerer(AlbertTextTask):
 
     def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
         """As `AlbertTextTask.compile`; the default loss weighs each output by 0.5 (v1: start and
-        end; v2: start, end and answerability, `SquadV2Model`'s loss)."""
+        end; v2: start, end and answerability, `AlbertForSquadV2`'s loss)."""
         if isinstance(loss, str) and loss == "auto":
             kwargs.setdefault("loss_weights", {name: 0.5 for name in self.default_loss()})
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)

@@ -1,6 +1,6 @@
 """Token classification (NER, BIO tags), all in this folder:
 
-* `head` -- the head on token ids, `AlbertTokenClassifier`, and `predict_text_entities` (raw
+* `head` -- the head on token ids, `AlbertForTagging`, and `predict_text_entities` (raw
   texts tagged with it);
 * `data` -- CoNLL files and the People's Daily corpus read into `TaggedSentence`s, the one
   splitter of raw text into units (`split_with_offsets`, `TOKEN_UNITS`) and the sub-word
@@ -30,7 +30,7 @@ _LAZY = {
     **{name: "albert_tf.tasks.tagging.metrics" for name in (
         "decode_predictions", "entity_record", "entity_scores", "entity_spans", "get_entities", "make_eval_fn",
         "predict_logits", "score_tagging")},
-    "AlbertTokenClassifier": "albert_tf.tasks.tagging.head",
+    "AlbertForTagging": "albert_tf.tasks.tagging.head",
     "predict_text_entities": "albert_tf.tasks.tagging.head",
     "AlbertTextTagger": "albert_tf.tasks.tagging.text_model",
     "MaskedTokenAccuracy": "albert_tf.tasks.tagging.text_model",

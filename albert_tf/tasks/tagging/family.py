@@ -97,9 +97,9 @@ class TaggingFamily(TableFamily):
         return examples_dataset(train.features), examples_dataset(dev.features), eval_fn, constant
 
     def build_task_model(self, encoder, spec, *, dropout, pooling=None):
-        from albert_tf.tasks.tagging.head import AlbertTokenClassifier
+        from albert_tf.tasks.tagging.head import AlbertForTagging
 
-        return AlbertTokenClassifier(encoder, num_labels=len(spec.labels), dropout=dropout)
+        return AlbertForTagging(encoder, num_labels=len(spec.labels), dropout=dropout)
 
     def build_model(self, encoder, preprocessor, spec, *, dropout, pooling=None):
         from albert_tf.tasks.tagging.text_model import AlbertTextTagger

@@ -1,6 +1,6 @@
 """The token-classification (NER) head on token ids, and tagging raw texts with it.
 
-`AlbertTokenClassifier`: sequence output -> dropout -> dense(`num_labels`) per token, trained
+`AlbertForTagging`: sequence output -> dropout -> dense(`num_labels`) per token, trained
 with the cross-entropy averaged over the labelled positions (the pieces `encode_sentences`
 labels; the others carry `IGNORE_LABEL`). A word whose pieces fall beyond the sequence length is
 predicted `O` (and counted, with a warning): split long sentences first
@@ -31,7 +31,7 @@ def _label_weights(labels):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertTokenClassifier(AlbertTaskModel):
+class AlbertForTagging(AlbertTaskModel):
     """Per-token classifier on the sequence output.
 
     Inputs: `input_ids`, `input_mask`, `segment_ids` [batch, seq] and, for training, `labels`
@@ -99,7 +99,7 @@ def predict_text_entities(
     `O` for a unit cut off by `seq_length`) and tagged by the argmax at each unit's first piece.
 
     Args:
-        model: The fine-tuned `AlbertTokenClassifier`.
+        model: The fine-tuned `AlbertForTagging`.
         tokenizer: Its Python tokenizer.
         texts: The raw texts.
         tag_vocab: The task's tags.

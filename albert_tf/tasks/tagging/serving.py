@@ -1,6 +1,6 @@
 """Token classification (NER) served from raw text: entities and their character spans, in the graph.
 
-`TaggerServing` (export kind `tagging`) is the serving module of an `AlbertTokenClassifier`:
+`TaggerServing` (export kind `tagging`) is the serving module of an `AlbertForTagging`:
 `serving_default` takes `text` and returns the entities of each text, padded to the batch's
 largest count: `entity_labels`, `entity_texts` (string `[-1, E]`), `entity_starts`,
 `entity_ends` (int32 code-point offsets into the text, end exclusive, -1 padding),
@@ -79,10 +79,10 @@ def tagging_settings(settings, tags: Sequence[str]) -> Dict:
 
 
 class TaggingGraph:
-    """The in-graph tagging pipeline for one `AlbertTokenClassifier` and its tokenizer layer.
+    """The in-graph tagging pipeline for one `AlbertForTagging` and its tokenizer layer.
 
     Args:
-      model: an `AlbertTokenClassifier`.
+      model: an `AlbertForTagging`.
       tokenizer: the `AlbertTokenizerLayer` of training (its `sequence_length` is the feature length).
       tags: the tags in id order (task.json's `labels`).
       settings: from `tagging_settings`.
@@ -260,7 +260,7 @@ class TaggingGraph:
 
 @register_serving
 class TaggerServing(ServingModule):
-    """An `AlbertTokenClassifier`: entities from `text` in the graph (`TaggingGraph`)."""
+    """An `AlbertForTagging`: entities from `text` in the graph (`TaggingGraph`)."""
 
     kind = TAGGING
 

@@ -1,7 +1,7 @@
 """The raw-text tagger, the keras-hub way: texts in, entities with character spans out.
 
 `AlbertTextTagger` holds the in-graph tokenizer (`model.preprocessor`), the `AlbertEncoder`
-(`model.encoder`) and the id-level head `AlbertTokenClassifier` (`model.task_model`). Its labels
+(`model.encoder`) and the id-level head `AlbertForTagging` (`model.task_model`). Its labels
 are converted in Python, as `albert-tf finetune` converts them (`encode_sentences`), so it takes
 lists of texts; its `predict` returns `entity_record`s, the entities the export serves.
 `MaskedTokenAccuracy` is its Keras metric.
@@ -24,7 +24,7 @@ from albert_tf.tasks.tagging.data import (
     encode_sentences,
     split_with_offsets,
 )
-from albert_tf.tasks.tagging.head import AlbertTokenClassifier
+from albert_tf.tasks.tagging.head import AlbertForTagging
 from albert_tf.tasks.tagging.metrics import decode_predictions, entity_spans, unit_probabilities
 from albert_tf.tasks.text_task import (
     DEFAULT_BATCH_SIZE,
@@ -76,7 +76,7 @@ class AlbertTextTagger(AlbertTextTask):
     `albert-tf finetune --task` tagging does (`albert_tf.tasks.tagging.data.encode_sentences`: each
     unit's tag on its first piece, the other pieces ignored); predictions are decoded per unit
     (`decode_predictions`) and grouped into BIO entities (`get_entities`). The
-    head is `AlbertTokenClassifier` (`task_model`).
+    head is `AlbertForTagging` (`task_model`).
 
     Inputs: a list of texts. Labels for `fit` / `evaluate`: per text, either one tag per unit
     (`["B-PER", "I-PER", "O"]`) or its entities as `(start, end, label)` character spans (or
@@ -123,7 +123,7 @@ class AlbertTextTagger(AlbertTextTask):
         # === Layers ===
         self.encoder = encoder
         self.preprocessor = preprocessor
-        self.task_model = AlbertTokenClassifier(encoder, num_labels=len(tag_vocab), dropout=dropout,
+        self.task_model = AlbertForTagging(encoder, num_labels=len(tag_vocab), dropout=dropout,
                                                 name=task_model_name)
 
         # === Functional Model ===

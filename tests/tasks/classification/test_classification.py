@@ -12,7 +12,7 @@ from albert_tf.data.tables import DataFormatError, TextExample
 from albert_tf.tasks.classification.data import LabelVocab
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks import classification
-from albert_tf.tasks.classification import AlbertClassifier, AlbertRegressor
+from albert_tf.tasks.classification import AlbertForClassification, AlbertForRegression
 from albert_tf.tokenization import WordPieceTokenizer
 from albert_tf.training import create_optimizer
 
@@ -46,7 +46,7 @@ def log_softmax(z):
 
 def test_classifier_outputs_loss_and_accuracy():
     keras.utils.set_random_seed(0)
-    model = AlbertClassifier(encoder(), num_labels=3)
+    model = AlbertForClassification(encoder(), num_labels=3)
     x = batch(labels=np.array([0, 2, 1, 2], "int32"))
     logits = np.asarray(model(x, training=False)["logits"])
     assert logits.shape == (4, 3) and logits.dtype == np.float32
@@ -58,30 +58,30 @@ def test_classifier_outputs_loss_and_accuracy():
     del x["labels"]
     np.testing.assert_allclose(np.asarray(model(x)["logits"]), logits, rtol=1e-6)
     with pytest.raises(ValueError, match="num_labels"):
-        AlbertClassifier(encoder(), num_labels=1)
+        AlbertForClassification(encoder(), num_labels=1)
 
 
 def test_regressor_mse():
     keras.utils.set_random_seed(0)
-    model = AlbertRegressor(encoder())
+    model = AlbertForRegression(encoder())
     x = batch(labels=np.array([0.0, 1.5, 3.0, 5.0], "float32"))
     predictions = np.asarray(model(x)["predictions"])
     assert predictions.shape == (4,)
     loss = float(model.compute_loss(x, y_pred={"predictions": tf.constant(predictions)}))
     assert loss == pytest.approx(np.mean((predictions - x["labels"]) ** 2), rel=1e-5)
-    assert isinstance(classification.build_task_model(encoder(), None), AlbertRegressor)
+    assert isinstance(classification.build_task_model(encoder(), None), AlbertForRegression)
     assert classification.build_task_model(encoder(), 4).num_labels == 4
 
 
 def test_saved_model_round_trip(tmp_path):
     keras.utils.set_random_seed(0)
-    model = AlbertClassifier(encoder(), num_labels=2, dropout=0.2)
+    model = AlbertForClassification(encoder(), num_labels=2, dropout=0.2)
     x = batch()
     before = np.asarray(model(x)["logits"])
     path = str(tmp_path / "model.keras")
     model.save(path)
     loaded = keras.saving.load_model(path, compile=False)
-    assert isinstance(loaded, AlbertClassifier) and loaded.num_labels == 2 and loaded.dropout == 0.2
+    assert isinstance(loaded, AlbertForClassification) and loaded.num_labels == 2 and loaded.dropout == 0.2
     np.testing.assert_allclose(np.asarray(loaded(x)["logits"]), before, rtol=1e-6, atol=1e-6)
 
 
@@ -133,7 +133,7 @@ def test_fit_lowers_the_loss_and_eval_fn_scores():
     keras.utils.set_random_seed(1)
     features = easy_dataset()
     dataset = examples_dataset(features).shuffle(128, seed=0).repeat().batch(16)
-    model = AlbertClassifier(encoder(), num_labels=2)
+    model = AlbertForClassification(encoder(), num_labels=2)
     model.compile(optimizer=create_optimizer("adamw", 3e-3, num_train_steps=60, num_warmup_steps=4), jit_compile=False)
     history = model.fit(dataset, epochs=3, steps_per_epoch=20, verbose=0).history
     assert history["loss"][-1] < 0.5 * history["loss"][0]

@@ -10,7 +10,7 @@ import pytest
 from albert_tf import AlbertConfig, AlbertEncoder
 from albert_tf.tasks.multiple_choice import data as R
 from albert_tf.tasks.multiple_choice import (
-    MultipleChoiceModel,
+    AlbertForMultipleChoice,
     predict_race,
     predict_race_examples,
     prepare_race_task,
@@ -145,7 +145,7 @@ def make_model(tokenizer, seed=0, dropout=0.1):
         # Wider than the original 0.02: the choices start less alike, so a few dozen steps learn.
         initializer_range=0.2,
     )
-    return MultipleChoiceModel(AlbertEncoder.from_albert_config(config), dropout=dropout)
+    return AlbertForMultipleChoice(AlbertEncoder.from_albert_config(config), dropout=dropout)
 
 
 @pytest.mark.slow

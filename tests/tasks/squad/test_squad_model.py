@@ -12,8 +12,8 @@ from albert_tf.tasks.squad import data as S
 from albert_tf.tasks.squad import postprocessing as P
 from albert_tf.tasks.squad import (
     AlbertSquadV2Head,
-    SquadV1Model,
-    SquadV2Model,
+    AlbertForSquadV1,
+    AlbertForSquadV2,
     build_squad_model,
     predict_squad,
     predict_squad_file,
@@ -74,7 +74,7 @@ def log_softmax(x):
 
 def test_v1_loss_is_the_mean_of_start_and_end_cross_entropy(task):
     tokenizer, data = task
-    model = SquadV1Model(encoder(tokenizer))
+    model = AlbertForSquadV1(encoder(tokenizer))
     batch = train_batch(data)
     out = model(batch, training=False)
     assert out["start_logits"].shape == (len(data.train_features), SEQ)
@@ -108,7 +108,7 @@ def test_v1_loss_falls_on_a_tiny_overfit_set(task):
 
 def test_v2_beam_matches_teacher_forcing_and_respects_p_mask(task):
     tokenizer, data = task
-    model = SquadV2Model(encoder(tokenizer), start_n_top=3, end_n_top=2)
+    model = AlbertForSquadV2(encoder(tokenizer), start_n_top=3, end_n_top=2)
     batch = train_batch(data)
     inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids", "p_mask")}
     beam = {k: np.asarray(v) for k, v in model(inputs, training=False).items()}
@@ -136,7 +136,7 @@ def test_v2_beam_matches_teacher_forcing_and_respects_p_mask(task):
 
 def test_v2_loss_is_the_original_combination(task):
     tokenizer, data = task
-    model = SquadV2Model(encoder(tokenizer))
+    model = AlbertForSquadV2(encoder(tokenizer))
     batch = train_batch(data)
     out = {k: np.asarray(v) for k, v in model(batch, training=False).items()}
     rows = np.arange(len(data.train_features))
@@ -152,7 +152,7 @@ def test_v2_loss_is_the_original_combination(task):
 @pytest.mark.slow
 def test_v2_trains_predicts_and_round_trips(task, tmp_path):
     tokenizer, data = task
-    model = SquadV2Model(encoder(tokenizer, seed=1))
+    model = AlbertForSquadV2(encoder(tokenizer, seed=1))
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
     batch = train_batch(data)
     before = float(model.compute_task_loss(batch, model(batch, training=False)))
@@ -172,7 +172,7 @@ def test_v2_trains_predicts_and_round_trips(task, tmp_path):
 
     model.save(tmp_path / "squad_v2.keras")
     restored = keras.saving.load_model(tmp_path / "squad_v2.keras")
-    assert isinstance(restored, SquadV2Model) and restored.head.start_n_top == 5
+    assert isinstance(restored, AlbertForSquadV2) and restored.head.start_n_top == 5
     batch = next(iter(data.eval_dataset.batch(4)))
     expected, got = model(batch), restored(batch)
     for key in expected:
@@ -198,7 +198,7 @@ def test_v1_through_run_finetuning_keeps_the_best_f1(task, tmp_path):
     )
     assert data.best_metric == "f1" and data.skipped == {str(path): []}
     result = run_finetuning(
-        lambda: SquadV1Model(encoder(tokenizer, seed=2)),
+        lambda: AlbertForSquadV1(encoder(tokenizer, seed=2)),
         data.train_dataset,
         data.eval_dataset,
         num_train_steps=20,
@@ -240,7 +240,7 @@ def test_head_and_model_argument_errors(task):
         AlbertSquadV2Head(32, start_n_top=0)
     with pytest.raises(ValueError, match="version must be one of"):
         build_squad_model(encoder(tokenizer), "v3")
-    model = SquadV2Model(encoder(tokenizer))
+    model = AlbertForSquadV2(encoder(tokenizer))
     batch = train_batch(data)
     inputs = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids", "p_mask")}
     with pytest.raises(ValueError, match="needs start_positions"):

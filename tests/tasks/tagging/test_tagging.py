@@ -11,7 +11,7 @@ from albert_tf.data.tables import DataFormatError
 from albert_tf.tasks.tagging.data import TaggedSentence, TagVocab
 from albert_tf.modeling import AlbertEncoder
 from albert_tf.tasks import tagging
-from albert_tf.tasks.tagging import IGNORE_LABEL, AlbertTokenClassifier
+from albert_tf.tasks.tagging import IGNORE_LABEL, AlbertForTagging
 from albert_tf.tokenization import WordPieceTokenizer
 from albert_tf.training import create_optimizer
 
@@ -45,7 +45,7 @@ def test_first_piece_carries_the_label():
 
 def test_loss_ignores_unlabelled_positions():
     keras.utils.set_random_seed(0)
-    model = AlbertTokenClassifier(AlbertEncoder.from_albert_config(CONFIG), num_labels=3)
+    model = AlbertForTagging(AlbertEncoder.from_albert_config(CONFIG), num_labels=3)
     labels = np.array([[IGNORE_LABEL, 1, 2, IGNORE_LABEL], [IGNORE_LABEL, 0, IGNORE_LABEL, IGNORE_LABEL]], "int32")
     x = {
         "input_ids": np.array([[2, 5, 6, 3], [2, 7, 3, 0]], "int32"),
@@ -83,12 +83,12 @@ def test_decode_and_score():
 
 def test_saved_model_round_trip(tmp_path):
     keras.utils.set_random_seed(0)
-    model = AlbertTokenClassifier(AlbertEncoder.from_albert_config(CONFIG), num_labels=3)
+    model = AlbertForTagging(AlbertEncoder.from_albert_config(CONFIG), num_labels=3)
     x = {"input_ids": np.array([[2, 5, 3]], "int32"), "input_mask": np.ones((1, 3), "int32"), "segment_ids": np.zeros((1, 3), "int32")}
     before = np.asarray(model(x)["logits"])
     model.save(tmp_path / "m.keras")
     loaded = keras.saving.load_model(tmp_path / "m.keras", compile=False)
-    assert isinstance(loaded, AlbertTokenClassifier) and loaded.num_labels == 3
+    assert isinstance(loaded, AlbertForTagging) and loaded.num_labels == 3
     np.testing.assert_allclose(np.asarray(loaded(x)["logits"]), before, rtol=1e-6, atol=1e-6)
 
 
@@ -108,7 +108,7 @@ def test_fit_lowers_the_loss():
     labels[:, 0] = IGNORE_LABEL
     features = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids), "labels": labels}
     dataset = tf.data.Dataset.from_tensor_slices(features).repeat().batch(16)
-    model = AlbertTokenClassifier(AlbertEncoder.from_albert_config(CONFIG), num_labels=3)
+    model = AlbertForTagging(AlbertEncoder.from_albert_config(CONFIG), num_labels=3)
     model.compile(optimizer=create_optimizer("adamw", 5e-3, num_train_steps=60, num_warmup_steps=2), jit_compile=False)
     history = model.fit(dataset, epochs=3, steps_per_epoch=20, verbose=0).history
     assert history["loss"][-1] < 0.5 * history["loss"][0]
