@@ -3,7 +3,11 @@
 * `head` -- the heads on token ids, `AlbertForSquadV1` and `AlbertForSquadV2` (`build_squad_model`);
 * `data` -- the SQuAD JSON read into `SquadExample`s and the original doc-stride conversion into
   `SquadFeature`s (`convert_examples_to_features`, `make_squad_dataset`);
-* `postprocessing` -- n-best answers from the heads' outputs and the official EM/F1 scores;
+* `spans` -- the answer selection in TensorFlow (n-best spans, max answer length, the v2 null
+  score and threshold, spans mapped back to the context's characters), the one implementation
+  that `postprocessing` and `serving` both call;
+* `postprocessing` -- n-best answers from the heads' outputs (through `spans`) and the official
+  EM/F1 scores;
 * `evaluation` -- a head run on SQuAD data: `predict_squad`, `evaluate_squad`, the dev
   `make_squad_eval_fn`, the data of a fine-tuning run (`prepare_squad_task`),
   `predict_squad_file` and `write_squad_outputs`;

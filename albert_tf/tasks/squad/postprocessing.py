@@ -1,16 +1,17 @@
 """SQuAD answers from model outputs, and the official scores: n-best spans, EM/F1, no-answer threshold.
 
+The answers are not selected here: `postprocess_v1` and `postprocess_v2` pack the `SquadFeature`s
+and the model's results of each feature as tensors and call `albert_tf.tasks.squad.spans.
+select_answers`, the one implementation of the original post-processing, which the served graph
+(`albert_tf.tasks.squad.serving.QaGraph`) calls too. What stays here is the Python side:
+
 * `postprocess_v1`: the original v1.1 post-processing (`official.nlp.data.squad_lib_sp.
-  postprocess_output`, which is google-research/albert `write_predictions_v1` for one pass): the
-  `n_best_size` best starts times the `n_best_size` best ends of every feature, minus spans that
-  leave the context, end before they start, are longer than `max_answer_length` pieces or start
-  where the window is not the piece's max-context window; sorted by start + end logit, the text
-  of each span cut from the original context through the piece-to-character offsets, duplicates
-  dropped, `n_best_size` kept.
+  postprocess_output`, which is google-research/albert `write_predictions_v1` for one pass) as
+  `qas_id -> answer` and the n-best dicts (`text`, `probability`, `start_logit`, `end_logit`);
+  an example without a legal span gets the original's stand-in answer "empty".
 * `postprocess_v2`: the original v2.0 post-processing (`write_predictions_v2`) for the outputs of
-  the ALBERT v2 head: the `start_n_top x end_n_top` beam of every feature with the same filters,
-  sorted by start + end log-probability; the null score of an example is the lowest answerability
-  logit among its features, and the answer is "" when it exceeds the threshold.
+  the ALBERT v2 head, with the n-best dicts (`start_log_prob`, `end_log_prob`) and the null
+  scores; the answer is "" when the null score exceeds the threshold.
 * `squad_v1_metrics` / `squad_v2_metrics`: the official evaluation scripts (their copies in
   `official.nlp.tools`), as percentages, with the v2 script's `best_f1_thresh` search.
 * `evaluate_v1` / `evaluate_v2`: the whole dev evaluation; v2 tunes the threshold the original
@@ -26,12 +27,18 @@ into a no-answer that the search had counted as answered). So the reported `f1` 
 from __future__ import annotations
 
 import collections
-import math
 import os
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
-DEFAULT_N_BEST_SIZE = 20
-DEFAULT_MAX_ANSWER_LENGTH = 30
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.tasks.squad import spans
+
+DEFAULT_N_BEST_SIZE = spans.DEFAULT_N_BEST_SIZE
+DEFAULT_MAX_ANSWER_LENGTH = spans.DEFAULT_MAX_ANSWER_LENGTH
+# Questions post-processed per call of the selection: bounds the memory of a large dev set.
+_CHUNK_EXAMPLES = 512
 
 
 class RawResultV1(NamedTuple):
@@ -57,15 +64,6 @@ class RawResultV2(NamedTuple):
 Predictions = Dict[str, str]
 NBest = Dict[str, List[Dict[str, Any]]]
 NullScores = Dict[str, float]
-
-
-def _softmax(scores: Sequence[float]) -> List[float]:
-    if not scores:
-        return []
-    top = max(scores)
-    exps = [math.exp(s - top) for s in scores]
-    total = sum(exps)
-    return [e / total for e in exps]
 
 
 def _check_positive(name: str, value) -> None:
@@ -96,6 +94,140 @@ def _features_by_example(examples, features) -> Dict[int, list]:
     return grouped
 
 
+# --- features and results packed as the selection's tensors --------------------------------------
+
+
+def _rows(values: Sequence[Sequence[Any]], dtype) -> Tuple[np.ndarray, np.ndarray]:
+    """Rows of different lengths as one zero-padded array, and the mask of their real entries."""
+    width = max([len(v) for v in values] + [1])
+    array = np.zeros((len(values), width), dtype)
+    mask = np.zeros((len(values), width), bool)
+    for row, value in enumerate(values):
+        array[row, : len(value)] = value
+        mask[row, : len(value)] = True
+    return array, mask
+
+
+def _windows(examples: Sequence[Any], windows: Sequence[Tuple[int, Any]]) -> spans.Windows:
+    """The `spans.Windows` of `(example index in examples, feature)` pairs, grouped by example."""
+    for _, feature in windows:
+        if len(feature.tok_start_to_orig_index) != len(feature.tok_end_to_orig_index):
+            raise ValueError(f"feature {feature.unique_id} has different numbers of piece starts and ends")
+    is_max_context = np.zeros((len(windows), max([len(f.tokens) for _, f in windows] + [1])), bool)
+    for row, (_, feature) in enumerate(windows):
+        positions = [p for p, value in feature.token_is_max_context.items() if value and 0 <= p < is_max_context.shape[1]]
+        is_max_context[row, positions] = True
+    first_char, _ = _rows([f.tok_start_to_orig_index for _, f in windows], np.int32)
+    last_char, _ = _rows([f.tok_end_to_orig_index for _, f in windows], np.int32)
+    return spans.Windows(
+        example=tf.constant([e for e, _ in windows], tf.int32, shape=[len(windows)]),
+        doc_offset=tf.constant([f.tokens.index("[SEP]") + 1 for _, f in windows], tf.int32, shape=[len(windows)]),
+        window_length=tf.constant([len(f.tok_start_to_orig_index) for _, f in windows], tf.int32, shape=[len(windows)]),
+        is_max_context=tf.constant(is_max_context),
+        first_char=tf.constant(first_char),
+        last_char=tf.constant(last_char),
+        contexts=tf.constant([e.paragraph_text for e in examples], tf.string, shape=[len(examples)]),
+    )
+
+
+def _v1_candidates(results: Sequence[RawResultV1], n_best_size: int) -> spans.Candidates:
+    start, mask = _rows([np.asarray(r.start_logits, np.float64) for r in results], np.float64)
+    end, end_mask = _rows([np.asarray(r.end_logits, np.float64) for r in results], np.float64)
+    if not np.array_equal(mask, end_mask):
+        raise ValueError("every result needs as many start logits as end logits")
+    # Only the positions a result has are ranked (results of different lengths share a width).
+    return spans.v1_candidates(start, end, n_best_size, rank_mask=mask)
+
+
+def _v2_beam(result: RawResultV2) -> Tuple[int, int]:
+    """(start_n_top, end_n_top) of a v2 result."""
+    start_n_top = len(result.start_top_index)
+    if (
+        start_n_top == 0
+        or len(result.start_top_log_probs) != start_n_top
+        or len(result.end_top_index) % start_n_top
+        or len(result.end_top_log_probs) != len(result.end_top_index)
+    ):
+        raise ValueError(f"result {result.unique_id} has inconsistent beam sizes")
+    return start_n_top, len(result.end_top_index) // start_n_top
+
+
+def _v2_candidates(results: Sequence[RawResultV2]) -> spans.Candidates:
+    beams = [_v2_beam(r) for r in results]
+    start_n_top = max([s for s, _ in beams] + [1])
+    end_n_top = max([e for _, e in beams] + [1])
+    # Beams of different sizes padded to one: entry (i, j) stays at i * end_n_top + j.
+    end_index = np.zeros((len(results), start_n_top, end_n_top), np.int32)
+    end_log_probs = np.zeros((len(results), start_n_top, end_n_top), np.float64)
+    valid = np.zeros((len(results), start_n_top, end_n_top), bool)
+    for row, (result, (s, e)) in enumerate(zip(results, beams)):
+        end_index[row, :s, :e] = np.reshape(result.end_top_index, (s, e))
+        end_log_probs[row, :s, :e] = np.reshape(np.asarray(result.end_top_log_probs, np.float64), (s, e))
+        valid[row, :s, :e] = True
+    start_index, _ = _rows([np.asarray(r.start_top_index, np.int32) for r in results], np.int32)
+    start_log_probs, _ = _rows([np.asarray(r.start_top_log_probs, np.float64) for r in results], np.float64)
+    flat = lambda x: np.reshape(x, (len(results), start_n_top * end_n_top))  # noqa: E731
+    return spans.v2_candidates(start_index, start_log_probs, flat(end_index), flat(end_log_probs), valid=flat(valid))
+
+
+# --- answers -------------------------------------------------------------------------------------
+
+
+class _Answer(NamedTuple):
+    """One question's share of `spans.Answers`, in Python values."""
+
+    text: str
+    found: bool
+    null_score: Optional[float]
+    nbest: List[Tuple[str, float, float, float]]  # (text, start score, end score, probability)
+
+
+def _select(
+    examples: Sequence[Any],
+    features: Sequence[Any],
+    results: Sequence[Any],
+    *,
+    version: str,
+    n_best_size: int,
+    max_answer_length: int,
+    null_score_diff_threshold: Optional[float] = None,
+) -> Iterator[Tuple[Any, _Answer]]:
+    """`(example, its answer)` for every example, by `spans.select_answers` on the features'
+    windows (each example's features in their order, as the served graph's windows)."""
+    _check_positive("n_best_size", n_best_size)
+    _check_positive("max_answer_length", max_answer_length)
+    by_id = _results_by_id(features, results)
+    grouped = _features_by_example(examples, features)
+    examples = list(examples)
+    for begin in range(0, len(examples), _CHUNK_EXAMPLES):
+        chunk = examples[begin : begin + _CHUNK_EXAMPLES]
+        windows = [(i, f) for i in range(len(chunk)) for f in grouped.get(begin + i, [])]
+        chunk_results = [by_id[f.unique_id] for _, f in windows]
+        if version == "v2":
+            candidates = _v2_candidates(chunk_results)
+            cls_logits = tf.constant([float(r.cls_logits) for r in chunk_results], tf.float64, shape=[len(windows)])
+        else:
+            candidates = _v1_candidates(chunk_results, n_best_size)
+            cls_logits = None
+        answers = spans.select_answers(
+            _windows(chunk, windows), candidates, max_answer_length=max_answer_length, n_best_size=n_best_size,
+            cls_logits=cls_logits, null_score_diff_threshold=null_score_diff_threshold,
+        )
+        yield from zip(chunk, _python_answers(answers))
+
+
+def _python_answers(answers: spans.Answers) -> List[_Answer]:
+    nbest = zip(
+        answers.nbest_text.to_list(), answers.nbest_start_score.to_list(), answers.nbest_end_score.to_list(),
+        answers.nbest_probability.to_list(),
+    )
+    null_scores = [None] * len(answers.text) if answers.null_score is None else answers.null_score.numpy().tolist()
+    return [
+        _Answer(text.decode("utf-8"), bool(found), null, [(t.decode("utf-8"), s, e, p) for t, s, e, p in zip(*entries)])
+        for text, found, null, entries in zip(answers.text.numpy(), answers.found.numpy(), null_scores, nbest)
+    ]
+
+
 def postprocess_v1(
     examples: Sequence[Any],
     features: Sequence[Any],
@@ -104,7 +236,7 @@ def postprocess_v1(
     n_best_size: int = DEFAULT_N_BEST_SIZE,
     max_answer_length: int = DEFAULT_MAX_ANSWER_LENGTH,
 ) -> Tuple[Predictions, NBest]:
-    """SQuAD v1.1 answers from start/end logits.
+    """SQuAD v1.1 answers from start/end logits (`spans.select_answers`).
 
     Args:
         examples: The `SquadExample`s (`albert_tf.tasks.squad.data`).
@@ -121,27 +253,14 @@ def postprocess_v1(
     Raises:
         ValueError: a feature without a result, or features of other examples.
     """
-    from official.nlp.data import squad_lib_sp
-
-    _check_positive("n_best_size", n_best_size)
-    _check_positive("max_answer_length", max_answer_length)
-    by_id = _results_by_id(features, results)
-    _features_by_example(examples, features)
-    # Plain floats, so that the n-best lists are JSON-serializable whatever the model returned.
-    clean = [
-        RawResultV1(uid, [float(x) for x in r.start_logits], [float(x) for x in r.end_logits])
-        for uid, r in by_id.items()
-    ]
-    predictions, nbest, _ = squad_lib_sp.postprocess_output(
-        all_examples=examples,
-        all_features=features,
-        all_results=clean,
-        n_best_size=n_best_size,
-        max_answer_length=max_answer_length,
-        do_lower_case=True,  # unused by the function
-        version_2_with_negative=False,
-    )
-    return predictions, nbest
+    predictions: Predictions = {}
+    all_nbest: NBest = {}
+    for example, answer in _select(examples, features, results, version="v1", n_best_size=n_best_size, max_answer_length=max_answer_length):
+        entries = [dict(text=t, probability=p, start_logit=s, end_logit=e) for t, s, e, p in answer.nbest]
+        # The original's stand-in when no span is legal (the served graph answers "" there).
+        predictions[example.qas_id] = answer.text if answer.found else "empty"
+        all_nbest[example.qas_id] = entries or [dict(text="empty", probability=1.0, start_logit=0.0, end_logit=0.0)]
+    return predictions, all_nbest
 
 
 def postprocess_v2(
@@ -153,7 +272,7 @@ def postprocess_v2(
     max_answer_length: int = DEFAULT_MAX_ANSWER_LENGTH,
     null_score_diff_threshold: Optional[float] = None,
 ) -> Tuple[Predictions, NBest, NullScores]:
-    """SQuAD v2.0 answers from the outputs of the ALBERT v2 head.
+    """SQuAD v2.0 answers from the outputs of the ALBERT v2 head (`spans.select_answers`).
 
     Args:
         examples, features: As for `postprocess_v1`.
@@ -174,77 +293,20 @@ def postprocess_v2(
         ValueError: a feature without a result, inconsistent beam sizes, or features of other
             examples.
     """
-    _check_positive("n_best_size", n_best_size)
-    _check_positive("max_answer_length", max_answer_length)
-    by_id = _results_by_id(features, results)
-    grouped = _features_by_example(examples, features)
-
-    predictions = collections.OrderedDict()
-    all_nbest = collections.OrderedDict()
-    null_scores = collections.OrderedDict()
-    for example_index, example in enumerate(examples):
-        prelim = []
-        score_null = 1_000_000.0  # the original's "large and positive" start value
-        for feature_index, feature in enumerate(grouped.get(example_index, [])):
-            result = by_id[feature.unique_id]
-            start_n_top = len(result.start_top_index)
-            if start_n_top == 0 or len(result.end_top_index) % start_n_top or len(result.start_top_log_probs) != start_n_top:
-                raise ValueError(f"result {feature.unique_id} has inconsistent beam sizes")
-            if len(result.end_top_log_probs) != len(result.end_top_index):
-                raise ValueError(f"result {feature.unique_id} has inconsistent beam sizes")
-            end_n_top = len(result.end_top_index) // start_n_top
-            score_null = min(score_null, float(result.cls_logits))
-            doc_offset = feature.tokens.index("[SEP]") + 1
-            window = len(feature.tok_start_to_orig_index)
-            for i in range(start_n_top):
-                start_index = int(result.start_top_index[i])
-                for j in range(end_n_top):
-                    end_index = int(result.end_top_index[i * end_n_top + j])
-                    if not 0 <= start_index - doc_offset < window:
-                        continue
-                    if end_index - doc_offset >= window:
-                        continue
-                    if not feature.token_is_max_context.get(start_index, False):
-                        continue
-                    if end_index < start_index or end_index - start_index + 1 > max_answer_length:
-                        continue
-                    prelim.append(
-                        (
-                            feature_index,
-                            start_index - doc_offset,
-                            end_index - doc_offset,
-                            float(result.start_top_log_probs[i]),
-                            float(result.end_top_log_probs[i * end_n_top + j]),
-                        )
-                    )
-        prelim.sort(key=lambda p: p[3] + p[4], reverse=True)
-
-        features_of_example = grouped.get(example_index, [])
-        seen = set()
-        nbest = []
-        for feature_index, start, end, start_lp, end_lp in prelim:
-            if len(nbest) >= n_best_size:
-                break
-            feature = features_of_example[feature_index]
-            begin = feature.tok_start_to_orig_index[start]
-            finish = feature.tok_end_to_orig_index[end]
-            text = example.paragraph_text[begin : finish + 1].strip()
-            if text in seen:
-                continue
-            seen.add(text)
-            nbest.append((text, start_lp, end_lp))
-        if not nbest:
-            nbest.append(("", -1e6, -1e6))
-        probs = _softmax([s + e for _, s, e in nbest])
-        all_nbest[example.qas_id] = [
-            collections.OrderedDict(text=t, probability=p, start_log_prob=s, end_log_prob=e)
-            for (t, s, e), p in zip(nbest, probs)
+    predictions: Predictions = {}
+    all_nbest: NBest = {}
+    null_scores: NullScores = {}
+    answers = _select(
+        examples, features, results, version="v2", n_best_size=n_best_size, max_answer_length=max_answer_length,
+        null_score_diff_threshold=null_score_diff_threshold,
+    )
+    for example, answer in answers:
+        entries = [dict(text=t, probability=p, start_log_prob=s, end_log_prob=e) for t, s, e, p in answer.nbest]
+        predictions[example.qas_id] = answer.text
+        all_nbest[example.qas_id] = entries or [
+            dict(text="", probability=1.0, start_log_prob=spans.NO_SPAN_SCORE, end_log_prob=spans.NO_SPAN_SCORE)
         ]
-        null_scores[example.qas_id] = score_null
-        if null_score_diff_threshold is not None and score_null > null_score_diff_threshold:
-            predictions[example.qas_id] = ""
-        else:
-            predictions[example.qas_id] = nbest[0][0]
+        null_scores[example.qas_id] = answer.null_score
     return predictions, all_nbest, null_scores
 
 

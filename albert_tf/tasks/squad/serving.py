@@ -7,8 +7,9 @@
 
 `QaGraph` turns `question` and `context` string tensors `[batch]` into answers with TF and
 tensorflow-text ops only, reproducing the fine-tuning pipeline of `albert_tf.tasks.squad.data`
-(the original `squad_lib_sp` conversion) and the n-best post-processing of
-`albert_tf.tasks.squad.postprocessing`:
+(the original `squad_lib_sp` conversion), then answering through `albert_tf.tasks.squad.spans`,
+the one implementation of the post-processing, which the Python evaluation
+(`albert_tf.tasks.squad.postprocessing`) calls too:
 
 1. the question: the tokenizer layer's preprocessing and ids (`preprocess_text`,
    SentencePiece, the digit-comma rule), cut to `max_query_length` pieces;
@@ -29,16 +30,13 @@ tensorflow-text ops only, reproducing the fine-tuning pipeline of `albert_tf.tas
    per window, a new window every `doc_stride` pieces until the context is covered, laid out
    `[CLS] question [SEP] window [SEP]` (segment 1 from the window on), `p_mask` 1 except on
    `[CLS]` and the window; the model runs on all windows of the batch at once;
-4. the best legal span, as the original post-processing: v1 — the `n_best_size` best starts
-   times the `n_best_size` best ends of each window; v2 — the model's `start_n_top x end_n_top`
-   beam; kept when start and end are in the window's context, `start <= end`, the span is at
-   most `max_answer_length` pieces and the window is the start piece's max-context window;
-   the highest `start + end` score over all windows of the question wins;
-5. the answer is the original context between the first character of the start piece and the
-   last character of the end piece, stripped of surrounding whitespace (the original
-   `paragraph_text[begin:finish + 1].strip()`); for v2 the null score is the lowest
-   answerability logit over the windows and the answer is "" when it is greater than the
-   threshold.
+4. the best legal span of each question and its answer, `spans.select_answers` on the windows
+   (`QaGraph.windows`: each window's pieces and their character offsets) and the head's
+   candidates (`QaGraph.candidates`): v1 the `n_best_size` best starts times the `n_best_size`
+   best ends of each window, v2 the model's `start_n_top x end_n_top` beam; the answer is the
+   original context between the first character of the start piece and the last character of
+   the end piece, stripped of surrounding whitespace; for v2 it is "" when the null score (the
+   lowest answerability logit over the windows) is greater than the threshold.
 
 Length-aware (`QaGraph(..., length_bucket=N)`): the windows of a batch are padded to the longest
 window rounded up to a multiple of N (at most `max_seq_length`, at least the v2 beam size)
@@ -63,18 +61,18 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, find_resources, register_serving, string_spec
-from albert_tf.tasks.squad import SQUAD_V1, SQUAD_V2
+from albert_tf.tasks.squad import SQUAD_V1, SQUAD_V2, spans
 from albert_tf.tokenization import unicode_classes
 from albert_tf.tokenization.in_graph import check_length_bucket, lower_utf8, packed_width, pad_columns, sanitize_utf8
 from albert_tf.tokenization.text import SPIECE_UNDERLINE
 
 QUESTION_KEY = "question"
 CONTEXT_KEY = "context"
-NO_SPAN_SCORE = -1e6  # the original's stand-in score when a question has no legal span
 _NEG = -3.0e38
 
 DEFAULT_QA_SETTINGS = dict(
-    version="v1", doc_stride=128, max_query_length=64, n_best_size=20, max_answer_length=30,
+    version="v1", doc_stride=128, max_query_length=64, n_best_size=spans.DEFAULT_N_BEST_SIZE,
+    max_answer_length=spans.DEFAULT_MAX_ANSWER_LENGTH,
     null_score_diff_threshold=0.0,
 )
 
@@ -341,107 +339,54 @@ class QaGraph:
         outputs = self.model(inputs, training=False)
         return {k: v for k, v in outputs.items() if k != "unique_ids"}
 
-    def candidates(self, features, outputs):
-        """(start [W, C], end [W, C], score [W, C]) of the candidate spans of every window."""
+    def candidates(self, features, outputs) -> spans.Candidates:
+        """The candidate spans of every window (`albert_tf.tasks.squad.spans`)."""
         if self.version == "v1":
-            start_logits = tf.cast(outputs["start_logits"], tf.float32)
-            end_logits = tf.cast(outputs["end_logits"], tf.float32)
-            if self.length_bucket is None:
-                n_best = min(self.settings["n_best_size"], self.seq)
-            else:
-                # How much padding a window has depends on the batch: rank the real positions only.
-                n_best = tf.minimum(self.settings["n_best_size"], tf.shape(start_logits)[1])
-                real = tf.cast(features["input_mask"], tf.bool)
-                start_logits = tf.where(real, start_logits, _NEG)
-                end_logits = tf.where(real, end_logits, _NEG)
-            start_logit, start_index = tf.math.top_k(start_logits, k=n_best)
-            end_logit, end_index = tf.math.top_k(end_logits, k=n_best)
-            start = tf.repeat(start_index, n_best, axis=1)
-            end = tf.tile(end_index, [1, n_best])
-            score = tf.repeat(start_logit, n_best, axis=1) + tf.tile(end_logit, [1, n_best])
-        else:
-            start_n_top = int(outputs["start_top_index"].shape[-1])
-            end_n_top = int(outputs["end_top_index"].shape[-1]) // start_n_top
-            start = tf.repeat(tf.cast(outputs["start_top_index"], tf.int32), end_n_top, axis=1)
-            end = tf.cast(outputs["end_top_index"], tf.int32)
-            score = tf.repeat(tf.cast(outputs["start_top_log_probs"], tf.float32), end_n_top, axis=1) + tf.cast(
-                outputs["end_top_log_probs"], tf.float32
-            )
-        return start, end, score
+            # How much padding a length-aware window has depends on the batch: rank real positions only.
+            rank_mask = None if self.length_bucket is None else features["input_mask"]
+            return spans.v1_candidates(outputs["start_logits"], outputs["end_logits"], self.settings["n_best_size"], rank_mask)
+        return spans.v2_candidates(
+            outputs["start_top_index"], outputs["start_top_log_probs"], outputs["end_top_index"], outputs["end_top_log_probs"]
+        )
+
+    def windows(self, features) -> spans.Windows:
+        """The windows of `features` as `albert_tf.tasks.squad.spans` takes them: the character
+        offsets of each window's pieces gathered from those of its context."""
+        example, window_start = features["example"], features["window_start"]
+        pieces = tf.range(tf.maximum(tf.reduce_max(features["window_length"]), 1))[None, :]
+        first_char = pad_columns(features["first_char"].to_tensor(0), 1, 0)
+        last_char = pad_columns(features["last_char"].to_tensor(0), 1, 0)
+        index = tf.clip_by_value(window_start[:, None] + pieces, 0, tf.shape(first_char)[1] - 1)
+        per_window = lambda chars: tf.gather(tf.gather(chars, example), index, batch_dims=1)  # noqa: E731
+        return spans.Windows(
+            example=example, doc_offset=features["doc_offset"], window_length=features["window_length"],
+            is_max_context=features["is_max_context"], first_char=per_window(first_char), last_char=per_window(last_char),
+            contexts=features["context"],
+        )
 
     def answers(self, features, outputs) -> Dict[str, tf.Tensor]:
-        start, end, score = self.candidates(features, outputs)
-        offset = features["doc_offset"][:, None]
-        length = features["window_length"][:, None]
-        legal = tf.logical_and(start - offset >= 0, start - offset < length)
-        legal = tf.logical_and(legal, end - offset < length)
-        legal = tf.logical_and(legal, tf.gather(features["is_max_context"], start, batch_dims=1))
-        legal = tf.logical_and(legal, end >= start)
-        legal = tf.logical_and(legal, end - start + 1 <= self.settings["max_answer_length"])
-        masked = tf.where(legal, score, _NEG)
-        best = tf.argmax(masked, axis=1, output_type=tf.int32)  # [W]
-        w_score = tf.gather(masked, best, batch_dims=1)
-        w_found = tf.reduce_any(legal, axis=1)
-        w_start = tf.gather(start, best, batch_dims=1) - features["doc_offset"] + features["window_start"]
-        w_end = tf.gather(end, best, batch_dims=1) - features["doc_offset"] + features["window_start"]
-
-        # The best window of each question (the first on ties, as the stable sort of the original).
-        num_windows, first_window = features["num_windows"], features["first_window"]
-        kmax = tf.maximum(tf.reduce_max(num_windows), 1)
-        slot = first_window[:, None] + tf.range(kmax)[None, :]
-        slot_valid = tf.range(kmax)[None, :] < num_windows[:, None]
-        slot_c = tf.clip_by_value(slot, 0, tf.maximum(tf.size(w_score) - 1, 0))
-        slot_score = tf.where(tf.logical_and(slot_valid, tf.gather(w_found, slot_c)), tf.gather(w_score, slot_c), _NEG)
-        pick = tf.gather(slot_c, tf.argmax(slot_score, axis=1, output_type=tf.int32), batch_dims=1)  # [B]
-        found = tf.reduce_any(tf.logical_and(slot_valid, tf.gather(w_found, slot_c)), axis=1)
-        best_score = tf.where(found, tf.gather(w_score, pick), NO_SPAN_SCORE)
-        piece_start = tf.where(found, tf.gather(w_start, pick), 0)
-        piece_end = tf.where(found, tf.gather(w_end, pick), 0)
-
-        first_char, last_char = features["first_char"], features["last_char"]
-        first_dense = pad_columns(first_char.to_tensor(0), 1, 0)
-        last_dense = pad_columns(last_char.to_tensor(0), 1, 0)
-        begin = tf.gather(first_dense, piece_start[:, None], batch_dims=1)[:, 0]
-        finish = tf.gather(last_dense, piece_end[:, None], batch_dims=1)[:, 0] + 1
-        result: Dict[str, tf.Tensor] = {}
-        has_answer = found
-        if self.version == "v2":
-            cls = tf.cast(outputs["cls_logits"], tf.float32)
-            slot_cls = tf.where(slot_valid, tf.gather(cls, slot_c), 1e6)
-            null_score = tf.minimum(tf.reduce_min(slot_cls, axis=1), 1e6)
-            has_answer = tf.logical_and(found, tf.logical_not(null_score > self.settings["null_score_diff_threshold"]))
-            result["null_score"] = null_score
-        context = features["context"]
-        raw = tf.strings.substr(context, begin, tf.maximum(finish - begin, 0), unit="UTF8_CHAR")
-        space = unicode_classes.re2_class("isspace")
-        leading = tf.strings.length(_leading(raw, space), unit="UTF8_CHAR")
-        text = tf.strings.regex_replace(raw, "^" + space + "+", "")
-        text = tf.strings.regex_replace(text, space + "+$", "")
-        text_length = tf.strings.length(text, unit="UTF8_CHAR")
-        # A span of whitespace only (a lone "▁" piece) strips to "", which answers nothing.
-        has_answer = tf.logical_and(has_answer, text_length > 0)
-        start_char = begin + leading
-        end_char = start_char + text_length
+        """The served outputs: the best answer of each question (`spans.select_answers`)."""
+        v2 = self.version == "v2"
+        found = spans.select_answers(
+            self.windows(features), self.candidates(features, outputs),
+            max_answer_length=self.settings["max_answer_length"], n_best_size=1,
+            cls_logits=outputs["cls_logits"] if v2 else None,
+            null_score_diff_threshold=self.settings["null_score_diff_threshold"] if v2 else None,
+        )
+        result: Dict[str, tf.Tensor] = {"null_score": tf.cast(found.null_score, tf.float32)} if v2 else {}
         result.update(
-            answer_text=tf.where(has_answer, text, ""),
-            start_char=tf.where(has_answer, start_char, -1),
-            end_char=tf.where(has_answer, end_char, -1),
-            score=tf.cast(best_score, tf.float32),
-            has_answer=tf.cast(has_answer, tf.int32),
-            num_windows=num_windows,
+            answer_text=found.text,
+            start_char=found.start_char,
+            end_char=found.end_char,
+            score=tf.cast(found.score, tf.float32),
+            has_answer=tf.cast(found.has_answer, tf.int32),
+            num_windows=features["num_windows"],
         )
         return result
 
     def __call__(self, question: tf.Tensor, context: tf.Tensor) -> Dict[str, tf.Tensor]:
         features = self.features(question, context)
         return self.answers(features, self.model_outputs(features))
-
-
-def _leading(strings: tf.Tensor, space_class: str) -> tf.Tensor:
-    """The leading whitespace of each string."""
-    rest = tf.strings.regex_replace(strings, "^" + space_class + "+", "")
-    kept = tf.strings.length(strings) - tf.strings.length(rest)
-    return tf.strings.substr(strings, tf.zeros_like(kept), kept)
 
 
 class SquadServing(ServingModule):

@@ -73,8 +73,9 @@ class AlbertQuestionAnswerer(AlbertTextTask):
     (`albert_tf.tasks.squad.data.convert_examples_to_features`: doc-stride windows, labels on the
     answer's pieces, `[CLS]` for windows without it and, for v2, `is_impossible` for them and
     for unanswerable questions). `predict` runs the in-graph QA pipeline of the export
-    (`albert_tf.tasks.squad.serving.QaGraph`: the same windows, the n-best search of
-    `albert_tf.tasks.squad.postprocessing` (v2: the head's start x end beam), answers mapped
+    (`albert_tf.tasks.squad.serving.QaGraph`: the same windows, the answer selection of
+    `albert_tf.tasks.squad.spans`, which the Python evaluation calls too (v2: the head's start x
+    end beam), answers mapped
     back to the original characters; v2: no answer when the null score, the lowest answerability
     logit over the question's windows, exceeds `null_score_diff_threshold`), so it answers
     exactly what the exported SavedModel serves. SentencePiece vocabularies only (the SQuAD
