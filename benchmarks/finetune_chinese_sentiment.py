@@ -249,7 +249,8 @@ def main(argv=None) -> int:
     # 4.-5. Pretraining records and the pretrained model.
     pretrain_dir = work / "pretrain"
     if args.pretrain_steps:
-        from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data, read_metadata
+        from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data
+        from albert_tf.data.pipeline_output import read_metadata
         from albert_tf.data.pretraining_instances import InstanceConfig
 
         records = work / "records"

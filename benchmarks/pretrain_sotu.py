@@ -78,7 +78,8 @@ def clean_copy(files, directory):
 
 
 def prepare_data(args):
-    from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data, read_metadata
+    from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data
+    from albert_tf.data.pipeline_output import read_metadata
     from albert_tf.data.pretraining_instances import InstanceConfig
     from albert_tf.tokenization import train_sentencepiece
 

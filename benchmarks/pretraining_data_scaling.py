@@ -66,7 +66,8 @@ def _job_reference(args) -> dict:
 
 
 def _job_beam(args) -> dict:
-    from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, dask_cluster, make_pretraining_data
+    from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data
+    from albert_tf.data.dask_runner import dask_cluster
     from albert_tf.data.pretraining_instances import InstanceConfig
 
     runner, workers = args.job.split("-")[:2]

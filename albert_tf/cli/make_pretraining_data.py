@@ -105,9 +105,9 @@ def run(args) -> int:
         PipelineConfig,
         PipelineError,
         TokenizerSpec,
-        is_dask_runner,
         make_pretraining_data,
     )
+    from albert_tf.data.dask_runner import is_dask_runner
     from albert_tf.data.documents import MalformedInputError
     from albert_tf.data.pretraining_instances import InstanceConfig
     from albert_tf.tokenization import corpus_files

@@ -58,7 +58,11 @@ recomputes a side input's whole upstream inside every task that reads one (numbe
 not a side input); it computes only the pipeline's last step (everything flows into it); and
 ``Reshuffle`` is a no-op, parallelism being the number of partitions (default: one per worker,
 the files dealt out by size; ``--dask_npartitions`` sets another number).
+
+The runners and the Dask cluster are `albert_tf.data.dask_runner`'s; the output directory (file
+names, publication, ``metadata.json``) is `albert_tf.data.pipeline_output`'s.
 """
+
 
 from __future__ import annotations
 
@@ -72,65 +76,41 @@ import re
 import uuid
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-
-class _DropMessage(logging.Filter):
-    """Drops log records whose message starts with a given text."""
-
-    def __init__(self, prefix: str):
-        super().__init__()
-        self._prefix = prefix
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self._prefix)
-
-
-# Importing Beam without Google's apitools logs "apitools not found, and bigquery client libraries
-# are not available ..." on every run; GCS and BigQuery are not what a local run needs. Only that
-# record is dropped, only during the import; every other message passes.
-_APITOOLS_FILTER = _DropMessage("apitools not found")
-logging.getLogger().addFilter(_APITOOLS_FILTER)
-try:
-    import apache_beam as beam
-    from apache_beam.io import filebasedsink
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-    from apache_beam.metrics import Metrics
-    from apache_beam.options.pipeline_options import PipelineOptions
-finally:
-    logging.getLogger().removeFilter(_APITOOLS_FILTER)
-
-from albert_tf import file_io  # noqa: E402 - after Beam, see above
-from albert_tf.data import documents as documents_lib  # noqa: E402
-from albert_tf.data import pretraining_instances as instances_lib  # noqa: E402
-from albert_tf.data.documents import (  # noqa: E402
+from albert_tf import file_io
+from albert_tf.data import dask_runner
+from albert_tf.data import pretraining_instances as instances_lib
+from albert_tf.data.beam_import import CompressionTypes, FileSystems, Metrics, PipelineOptions, beam, filebasedsink
+from albert_tf.data.dask_runner import is_dask_runner, make_runner
+from albert_tf.data.documents import (
     INPUT_FORMATS,
     MalformedInputError,
     check_readable,
     read_documents,
 )
-from albert_tf.data.pretraining_instances import InstanceConfig, TokenizedDocument, VocabInfo  # noqa: E402
-from albert_tf.data.tfrecords import feature_shapes, frame_record  # noqa: E402
-from albert_tf.errors import describe_error  # noqa: E402
-from albert_tf.tokenization import corpus_files  # noqa: E402
-from albert_tf.tokenization.corpus_files import CleaningStats  # noqa: E402
+from albert_tf.data.pipeline_output import (
+    METADATA_FILE,
+    SHARD_PREFIX,
+    SHARD_SUFFIX,
+    PipelineError,
+    check_output_dir,
+    join,
+    list_dir,
+    move_into_place,
+)
+from albert_tf.data.pretraining_instances import InstanceConfig, TokenizedDocument, VocabInfo
+from albert_tf.data.tfrecords import feature_shapes, frame_record
+from albert_tf.errors import describe_error
+from albert_tf.tokenization import corpus_files
+from albert_tf.tokenization.corpus_files import CleaningStats
 
 logger = logging.getLogger(__name__)
 
-METADATA_FILE = "metadata.json"
-SHARD_PREFIX = "part"
-SHARD_SUFFIX = ".tfrecord"
 METRICS_NAMESPACE = "albert_tf.pretraining_data"
 FORMAT_NAME = "albert-pretraining-tfrecord"
-DASK_RUNNERS = ("dask", "DaskRunner")
-PIECES_DIR = "pieces"
 
 # Records are shipped and written in elements of about this many bytes (many records each), so
 # that the runner's per-element cost is paid once per megabyte, not once per record.
 _BLOB_BYTES = 1 << 20
-
-
-class PipelineError(RuntimeError):
-    """The pipeline could not produce output; no output directory was written."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -621,225 +601,6 @@ def expand_inputs(patterns: Union[str, Sequence[str]]) -> List[str]:
     return sorted(files)
 
 
-def make_runner(runner: Optional[Union[str, object]]):
-    """The local FnApiRunner for 'DirectRunner'/None (never Prism, which downloads a binary)."""
-    if runner is None or (isinstance(runner, str) and runner in ("DirectRunner", "FnApiRunner")):
-        from apache_beam.runners.portability.fn_api_runner import fn_runner
-
-        return fn_runner.FnApiRunner()
-    return runner
-
-
-def is_dask_runner(runner: Optional[Union[str, object]]) -> bool:
-    """Whether `runner` names Beam's DaskRunner (``"dask"`` or ``"DaskRunner"``) or is one."""
-    if isinstance(runner, str):
-        return runner in DASK_RUNNERS
-    from apache_beam.runners.dask.dask_runner import DaskRunner
-
-    return isinstance(runner, DaskRunner)
-
-
-@contextlib.contextmanager
-def dask_cluster(address: Optional[str] = None, num_workers: Optional[int] = None, scheduler_file: Optional[str] = None):
-    """The Dask scheduler to run on: `address` (or `scheduler_file`) if given, else a new LocalCluster.
-
-    The LocalCluster has `num_workers` worker processes (default: one per CPU) of one thread each
-    and is shut down on exit, also when the run fails.
-
-    Yields:
-        ``(scheduler address, number of workers)``.
-    """
-    import dask
-    from dask.distributed import Client, LocalCluster
-
-    # Dask logs every connection and worker start at INFO; only its errors concern a data run.
-    dask_logger = logging.getLogger("distributed")
-    level = dask_logger.level
-    dask_logger.setLevel(max(logging.ERROR, level))
-    try:
-        if address or scheduler_file:
-            with Client(address, scheduler_file=scheduler_file) as client:
-                workers = len(client.scheduler_info().get("workers", {}))
-                address = client.scheduler.address
-            yield address, workers
-            return
-        workers = num_workers or os.cpu_count() or 1
-        # The worker processes read their log level from the environment when they import Dask
-        # (Beam's import gives them a root handler that would print every INFO record). Not even
-        # errors: a failing task's error comes back to this process, which reports it (an input
-        # error as one line, anything else logged with its traceback).
-        quiet = {"DASK_LOGGING__DISTRIBUTED": os.environ.get("DASK_LOGGING__DISTRIBUTED", "critical")}
-        # Nor the statistical profiler, which samples every task's stack 100 times a second for a
-        # dashboard this cluster does not have (the nannies pass this process's settings on).
-        with _environment(quiet), dask.config.set({"distributed.worker.profile.enabled": False}):
-            # One thread per process: the work is pure Python, so threads would only take turns on the GIL.
-            try:
-                cluster = LocalCluster(
-                    n_workers=workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    dashboard_address=None,
-                    # No dashboard; the scheduler's small HTTP server on any free local port, not 8787.
-                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                    silence_logs=logging.ERROR,
-                    # Each worker imports this module (and with it Beam, quietly) while the cluster starts.
-                    preload=[__name__],
-                )
-            except Exception as e:  # noqa: BLE001 - Dask fails to start in assorted types, some without a message
-                raise PipelineError(
-                    f"the local Dask cluster of {workers} worker processes did not start: {describe_error(e)}"
-                ) from e
-        try:
-            yield cluster.scheduler_address, workers
-        finally:
-            _stop_workers(cluster)
-            cluster.close()
-    finally:
-        dask_logger.setLevel(level)
-
-
-@contextlib.contextmanager
-def _environment(values: Dict[str, str]):
-    """Sets environment variables for the duration (for child processes started meanwhile)."""
-    old = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in old.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def dask_setup(worker) -> None:
-    """Dask's hook for a preloaded module: readies a new worker process for its first task.
-
-    The Unicode tables of the text cleaning and of SentencePiece's preprocessing are built on
-    first use (a good fraction of a second); here they are built while the cluster starts.
-    """
-    from albert_tf.tokenization.text import preprocess_text
-
-    preprocess_text("Warm up.")
-    # Two sentences: a single-sentence document would be logged as suspicious input.
-    list(documents_lib.iter_documents([b"Warm up. Then run.\n"], "warm-up", "paragraphs"))
-
-
-def _stop_workers(cluster) -> None:
-    """Stops a LocalCluster's worker processes at once.
-
-    A process that has imported Beam takes seconds to exit by itself (the finalizers of its
-    gRPC and Cloud Storage modules), and the nanny waits 4 s before killing it. By now the run's
-    files are written and closed (or the run failed and its output is being deleted), so the
-    processes are stopped without that wait.
-    """
-    import asyncio
-
-    async def stop():
-        await asyncio.gather(*(w.close(timeout=0.25) for w in list(cluster.workers.values())), return_exceptions=True)
-
-    with contextlib.suppress(Exception):
-        cluster.sync(stop)
-
-
-def _run_on_dask(pipeline: beam.Pipeline) -> List["_Stats"]:
-    """Runs a pipeline built for Dask and returns the `_Stats` its last step computed."""
-    import dask
-
-    # Bags shuffle by tasks whatever the setting says; naming it spares the driver the import of
-    # dask.dataframe (seconds) that finding the default costs. The pipeline goes to the runner as
-    # built, without Beam's round trip through its proto form (a check of picklability that
-    # shipping the steps to Dask makes anyway).
-    with dask.config.set({"dataframe.shuffle.method": "tasks"}):
-        result = pipeline.run(test_runner_api=False)
-    try:
-        result.wait_until_finish()
-        gathered = result.client.gather(result.futures)
-    except BaseException:
-        # Tasks of a failed run must not go on writing into the directory about to be deleted.
-        with contextlib.suppress(Exception):
-            result.cancel()
-        raise
-    finally:
-        result.client.close()
-    return [stats for part in gathered for stats in part]
-
-
-def _partitions(workers: int) -> int:
-    """DaskRunner's partitions (its tasks per step) for a cluster of `workers`: one per worker.
-
-    Every join multiplies them (a join of inputs of p and q partitions has p + q, shuffled in
-    (p + q)**2 tasks): one per worker keeps the scheduler's work small next to the pipeline's, and
-    the pairing step, behind a join of three inputs, still gets six per worker.
-    """
-    return max(2, workers)
-
-
-def _dask_args(args: List[str], address: str, partition_size: Optional[int]) -> List[str]:
-    """`args` with the scheduler address, and `partition_size` unless they set the partitioning."""
-    from apache_beam.runners.dask.dask_runner import DaskOptions
-
-    options = PipelineOptions(args).view_as(DaskOptions)
-    args = [a for a in args if not a.startswith(("--dask_client_address", "--dask_scheduler_file"))]
-    args.append(f"--dask_client_address={address}")
-    if partition_size and options.npartitions is None and options.partition_size is None:
-        args.append(f"--dask_partition_size={partition_size}")
-    return args
-
-
-def _balanced_order(sizes: Sequence[int], partitions: int) -> Tuple[List[int], int]:
-    """An order of the files whose consecutive runs of `partition_size` have similar byte totals.
-
-    DaskRunner cuts the input list into partitions by count; the biggest files are dealt out first,
-    each to the partition with the fewest bytes that has room.
-
-    Returns:
-        ``(order, partition_size)``: file indices, and how many files each partition takes.
-    """
-    size = -(-len(sizes) // partitions)
-    count = -(-len(sizes) // size)
-    bins: List[List[int]] = [[] for _ in range(count)]
-    totals = [0] * count
-    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
-        open_bins = [b for b in range(count) if len(bins[b]) < size]
-        target = min(open_bins, key=lambda b: (totals[b], b))
-        bins[target].append(i)
-        totals[target] += sizes[i]
-    return [i for b in bins for i in sorted(b)], size
-
-
-def _shards_from_pieces(piece_dir: str, temp_dir: str, num_shards: int) -> List[str]:
-    """The Dask tasks' piece files as ``part-SSSSS-of-NNNNN.tfrecord`` shards in `temp_dir`.
-
-    Without `num_shards` every piece is a shard; otherwise the pieces are concatenated (TFRecord
-    files are concatenations of framed records) into that many shards of similar size.
-    """
-    matched = FileSystems.match([FileSystems.join(piece_dir, "*" + SHARD_SUFFIX)])[0].metadata_list
-    pieces = sorted((m for m in matched if not os.path.basename(m.path).startswith(".")), key=lambda m: m.path)
-    count = num_shards or len(pieces)
-    names = [_join(temp_dir, f"{SHARD_PREFIX}-{i:05d}-of-{count:05d}{SHARD_SUFFIX}") for i in range(count)]
-    if not num_shards:
-        FileSystems.rename([m.path for m in pieces], names)
-        return names
-    groups: List[List[str]] = [[] for _ in range(count)]
-    sizes = [0] * count
-    for piece in sorted(pieces, key=lambda m: (-m.size_in_bytes, m.path)):
-        smallest = sizes.index(min(sizes))
-        groups[smallest].append(piece.path)
-        sizes[smallest] += piece.size_in_bytes
-    for name, group in zip(names, groups):
-        with FileSystems.create(name, mime_type="application/octet-stream") as out:
-            for path in sorted(group):
-                with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-                    while True:
-                        block = f.read(_BLOB_BYTES)
-                        if not block:
-                            break
-                        out.write(block)
-    return names
-
-
 def _find_input_error(error: BaseException) -> Optional[str]:
     """The MalformedInputError message inside an error that Beam wrapped (possibly as text)."""
     seen = set()
@@ -951,20 +712,6 @@ def _string_set(result, name: str) -> List[list]:
     return sorted(json.loads(entry) for entry in entries)
 
 
-def _join(directory: str, name: str) -> str:
-    return FileSystems.join(directory, name)
-
-
-def _list_dir(directory: str) -> List[str]:
-    result = FileSystems.match([_join(directory, "*")])[0]
-    return sorted(m.path for m in result.metadata_list)
-
-
-_OUR_FILES = re.compile(
-    rf"^(?:{re.escape(METADATA_FILE)}|{SHARD_PREFIX}-\d{{5}}-of-\d{{5}}{re.escape(SHARD_SUFFIX)})$"
-)
-
-
 def make_pretraining_data(
     input_patterns: Union[str, Sequence[str]],
     output_dir: str,
@@ -1011,15 +758,33 @@ def make_pretraining_data(
     """
     input_files = expand_inputs(input_patterns)
     output_dir = output_dir.rstrip("/") or output_dir
-    existing = _list_dir(output_dir) if FileSystems.exists(output_dir) else []
-    if existing and not overwrite:
-        raise PipelineError(f"output directory {output_dir} is not empty (pass overwrite to replace an earlier run)")
-    foreign = [p for p in existing if not _OUR_FILES.match(os.path.basename(p))]
-    if foreign:
-        raise PipelineError(
-            f"output directory {output_dir} has files this pipeline did not write "
-            f"({os.path.basename(foreign[0])}, ...); refusing to overwrite it"
+    existing = check_output_dir(output_dir, overwrite)
+    dask, args = _runner_args(runner, pipeline_args, num_workers, dask_address)
+
+    tokenizer = config.tokenizer()
+    vocab = VocabInfo.from_tokenizer(tokenizer, config.piece_style)
+    # Hidden beside the output (on its filesystem, where the workers write), so that a local
+    # output can be published with one rename.
+    temp_dir = file_io.staging_name(output_dir, beside=True)
+    FileSystems.mkdirs(temp_dir)
+    try:
+        counters, skipped, cleaned = _run(input_files, temp_dir, config, vocab, runner, args, dask, num_workers, dask_address)
+        shards = [p for p in list_dir(temp_dir) if os.path.basename(p).startswith(SHARD_PREFIX)]
+        _check_yield(counters, skipped)
+        metadata = _metadata(config, vocab, input_files, counters, skipped, cleaned, shards)
+        move_into_place(temp_dir, output_dir, shards, existing)
+        file_io.atomic_write_text(join(output_dir, METADATA_FILE), json.dumps(metadata, indent=2) + "\n")
+        return RunSummary(
+            output_dir, [join(output_dir, os.path.basename(p)) for p in shards], counters, cleaned, skipped
         )
+    finally:
+        if FileSystems.exists(temp_dir):
+            FileSystems.delete([temp_dir])
+
+
+def _runner_args(runner, pipeline_args: Optional[Sequence[str]], num_workers: Optional[int],
+                 dask_address: Optional[str]) -> Tuple[bool, List[str]]:
+    """`(whether the runner is Dask, the pipeline options)`, the worker settings checked against the runner."""
     if num_workers is not None and num_workers < 1:
         raise ValueError(f"num_workers must be at least 1, got {num_workers}")
     dask = is_dask_runner(runner)
@@ -1030,81 +795,47 @@ def make_pretraining_data(
         if runner not in (None, "DirectRunner", "FnApiRunner"):
             raise ValueError(f"num_workers applies to the DirectRunner and Dask, not {runner!r}")
         args += ["--direct_running_mode=multi_processing", f"--direct_num_workers={num_workers}"]
+    return dask, args
 
-    tokenizer = config.tokenizer()
-    vocab = VocabInfo.from_tokenizer(tokenizer, config.piece_style)
-    # Hidden beside the output (on its filesystem, where the workers write), so that a local
-    # output can be published with one rename.
-    temp_dir = file_io.staging_name(output_dir, beside=True)
-    FileSystems.mkdirs(temp_dir)
+
+def _run(input_files, temp_dir, config, vocab, runner, args, dask, num_workers, dask_address):
+    """Runs the pipeline into `temp_dir`; returns `(counters, skipped files, cleaned files)`.
+
+    Raises:
+        MalformedInputError: a worker failed on an input file (one line naming file and line).
+        PipelineError: the run failed otherwise.
+    """
     try:
-        try:
-            with _quiet_input_errors():
-                if dask:
-                    stats = _run_dask(input_files, temp_dir, config, vocab, args, num_workers, dask_address)
-                    counters = dict(sorted(stats.counters.items()))
-                    skipped = sorted(stats.skipped)
-                    cleaned = dict(sorted(stats.cleaned))
-                else:
-                    pipeline = beam.Pipeline(runner=make_runner(runner), options=PipelineOptions(args))
-                    build_pipeline(pipeline, input_files, _join(temp_dir, SHARD_PREFIX), config, vocab)
-                    result = pipeline.run()
-                    result.wait_until_finish()
-                    counters = dict(sorted(_counters(result).items()))
-                    skipped = [(path, problem) for path, problem in _string_set(result, SKIPPED_FILES)]
-                    cleaned = {path: count for path, count in _string_set(result, CLEANED_FILES)}
-        except Exception as e:  # noqa: BLE001 - Beam wraps worker errors in assorted types
-            message = _input_error_message(e)
-            if message is not None:
-                source, _, reason = message.partition(": ")
-                line = None
-                if re.search(r":\d+$", source):
-                    source, _, number = source.rpartition(":")
-                    line = int(number)
-                raise MalformedInputError(source, line, reason) from None
+        with _quiet_input_errors():
             if dask:
-                # Beam's own runners log a failing worker's traceback; Dask's workers are quiet.
-                logger.error("a Dask task failed", exc_info=e)
-            raise PipelineError(f"the pipeline failed: {describe_error(e)}") from e
-        shards = [p for p in _list_dir(temp_dir) if os.path.basename(p).startswith(SHARD_PREFIX)]
-        if skipped and counters.get("files", 0) == 0:
-            raise PipelineError(f"no readable input file; {corpus_files.describe_skipped(skipped)}")
-        if counters.get("instances", 0) == 0:
-            raise PipelineError(
-                f"the input yielded no instance ({counters.get('documents', 0)} documents); "
-                "is it one sentence per line (or --input-format paragraphs)?"
-            )
-        metadata = {
-            "format": FORMAT_NAME,
-            "features": [dataclasses.asdict(f) for f in feature_shapes(
-                config.instance.max_seq_length, config.instance.max_predictions_per_seq)],
-            "instance_config": dataclasses.asdict(config.instance),
-            "dupe_factor": config.dupe_factor,
-            "seed": config.seed,
-            "input_format": config.input_format,
-            "on_error": config.on_error,
-            "input_files": input_files,
-            "skipped_files": [{"file": path, "problem": problem} for path, problem in skipped],
-            "cleaned_files": cleaned,
-            # So that `pretrain --data` finds the tokenizer (and its output carries it) unasked.
-            "tokenizer": _tokenizer_record(config.tokenizer),
-            "vocab": {
-                "vocab_size": vocab.vocab_size,
-                "cls_id": vocab.cls_id,
-                "sep_id": vocab.sep_id,
-                "mask_id": vocab.mask_id,
-            },
-            "counters": counters,
-            "files": [os.path.basename(p) for p in shards],
-        }
-        _move_into_place(temp_dir, output_dir, shards, existing)
-        file_io.atomic_write_text(_join(output_dir, METADATA_FILE), json.dumps(metadata, indent=2) + "\n")
-        return RunSummary(
-            output_dir, [_join(output_dir, os.path.basename(p)) for p in shards], counters, cleaned, skipped
-        )
-    finally:
-        if FileSystems.exists(temp_dir):
-            FileSystems.delete([temp_dir])
+                stats = _run_dask(input_files, temp_dir, config, vocab, args, num_workers, dask_address)
+                return dict(sorted(stats.counters.items())), sorted(stats.skipped), dict(sorted(stats.cleaned))
+            return _run_direct(input_files, temp_dir, config, vocab, runner, args)
+    except Exception as e:  # noqa: BLE001 - Beam wraps worker errors in assorted types
+        message = _input_error_message(e)
+        if message is not None:
+            source, _, reason = message.partition(": ")
+            line = None
+            if re.search(r":\d+$", source):
+                source, _, number = source.rpartition(":")
+                line = int(number)
+            raise MalformedInputError(source, line, reason) from None
+        if dask:
+            # Beam's own runners log a failing worker's traceback; Dask's workers are quiet.
+            logger.error("a Dask task failed", exc_info=e)
+        raise PipelineError(f"the pipeline failed: {describe_error(e)}") from e
+
+
+def _run_direct(input_files, temp_dir, config, vocab, runner, args):
+    """Runs the pipeline on a Beam runner; returns `(counters, skipped files, cleaned files)` from its metrics."""
+    pipeline = beam.Pipeline(runner=make_runner(runner), options=PipelineOptions(args))
+    build_pipeline(pipeline, input_files, join(temp_dir, SHARD_PREFIX), config, vocab)
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = dict(sorted(_counters(result).items()))
+    skipped = [(path, problem) for path, problem in _string_set(result, SKIPPED_FILES)]
+    cleaned = {path: count for path, count in _string_set(result, CLEANED_FILES)}
+    return counters, skipped, cleaned
 
 
 def _run_dask(
@@ -1117,48 +848,53 @@ def _run_dask(
     dask_address: Optional[str],
 ) -> "_Stats":
     """Runs the pipeline on Dask into `temp_dir`'s shards; returns the run's counts."""
-    from apache_beam.runners.dask.dask_runner import DaskOptions, DaskRunner
 
-    options = PipelineOptions(args).view_as(DaskOptions)
-    address = dask_address or options.address
-    piece_dir = _join(temp_dir, PIECES_DIR)
-    FileSystems.mkdirs(piece_dir)
-    sizes = [m.size_in_bytes for result in FileSystems.match(input_files) for m in result.metadata_list]
-    with dask_cluster(address, num_workers, None if address else options.scheduler_file) as (scheduler, workers):
-        order, partition_size = _balanced_order(sizes, _partitions(workers))
-        pipeline = beam.Pipeline(runner=DaskRunner(), options=PipelineOptions(_dask_args(args, scheduler, partition_size)))
+    def build(pipeline, piece_dir, file_order):
         build_pipeline(
-            pipeline, input_files, _join(temp_dir, SHARD_PREFIX), config, vocab, piece_dir=piece_dir, file_order=order
+            pipeline, input_files, join(temp_dir, SHARD_PREFIX), config, vocab, piece_dir=piece_dir, file_order=file_order
         )
-        parts = _run_on_dask(pipeline)
+
+    parts = dask_runner.run_dask(input_files, temp_dir, build, args, num_workers, dask_address, config.num_shards)
     # Counted from what the tasks returned: DaskRunner has no metrics.
     stats = _Stats()
     for part in parts:
         stats.add(part)
-    _shards_from_pieces(piece_dir, temp_dir, config.num_shards)
-    FileSystems.delete([piece_dir])
     return stats
 
 
-def _move_into_place(temp_dir: str, output_dir: str, shards: List[str], existing: List[str]) -> None:
-    if existing:
-        FileSystems.delete(existing)
-    if not FileSystems.exists(output_dir) and not file_io.is_remote(output_dir):
-        # Locally a directory rename is atomic: the output appears complete or not at all.
-        others = [p for p in _list_dir(temp_dir) if p not in shards]
-        if others:
-            FileSystems.delete(others)
-        file_io.publish_directory(temp_dir, output_dir)
-        return
-    if not FileSystems.exists(output_dir):
-        FileSystems.mkdirs(output_dir)
-    FileSystems.rename(shards, [_join(output_dir, os.path.basename(p)) for p in shards])
+def _check_yield(counters: Dict[str, int], skipped: List[Tuple[str, str]]) -> None:
+    """Refuses a run that read no file or made no instance."""
+    if skipped and counters.get("files", 0) == 0:
+        raise PipelineError(f"no readable input file; {corpus_files.describe_skipped(skipped)}")
+    if counters.get("instances", 0) == 0:
+        raise PipelineError(
+            f"the input yielded no instance ({counters.get('documents', 0)} documents); "
+            "is it one sentence per line (or --input-format paragraphs)?"
+        )
 
 
-def read_metadata(output_dir: str) -> Dict:
-    """The ``metadata.json`` of an output directory (settings, vocabulary ids, counters)."""
-    path = _join(output_dir, METADATA_FILE)
-    if not FileSystems.exists(path):
-        raise FileNotFoundError(f"{path} does not exist; is {output_dir} an output of make-pretraining-data?")
-    with FileSystems.open(path) as f:
-        return json.loads(f.read().decode("utf-8"))
+def _metadata(config, vocab, input_files, counters, skipped, cleaned, shards) -> Dict:
+    """The run's ``metadata.json``: its settings, inputs, vocabulary ids, counts and shard names."""
+    return {
+        "format": FORMAT_NAME,
+        "features": [dataclasses.asdict(f) for f in feature_shapes(
+            config.instance.max_seq_length, config.instance.max_predictions_per_seq)],
+        "instance_config": dataclasses.asdict(config.instance),
+        "dupe_factor": config.dupe_factor,
+        "seed": config.seed,
+        "input_format": config.input_format,
+        "on_error": config.on_error,
+        "input_files": input_files,
+        "skipped_files": [{"file": path, "problem": problem} for path, problem in skipped],
+        "cleaned_files": cleaned,
+        # So that `pretrain --data` finds the tokenizer (and its output carries it) unasked.
+        "tokenizer": _tokenizer_record(config.tokenizer),
+        "vocab": {
+            "vocab_size": vocab.vocab_size,
+            "cls_id": vocab.cls_id,
+            "sep_id": vocab.sep_id,
+            "mask_id": vocab.mask_id,
+        },
+        "counters": counters,
+        "files": [os.path.basename(p) for p in shards],
+    }

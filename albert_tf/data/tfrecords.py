@@ -436,7 +436,7 @@ def list_files(file_pattern: Union[str, Sequence[str]]) -> List[str]:
 
 # --- checking the data before training ----------------------------------------------------------
 
-METADATA_FILE = "metadata.json"  # as `albert_tf.data.beam_pipeline` writes it (not imported: Beam is heavy)
+METADATA_FILE = "metadata.json"  # as `albert_tf.data.pipeline_output` names it (not imported: Beam is heavy)
 FORMAT_NAME = "albert-pretraining-tfrecord"
 
 

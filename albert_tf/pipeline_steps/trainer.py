@@ -71,7 +71,8 @@ def run_pretrainer(
     `deterministic`: the same inputs and seed give the same weights (`deterministic_op_kernels`).
     """
     from albert_tf.data.tfrecords import make_pretraining_dataset
-    from albert_tf.training.pretraining import PretrainingRunConfig, TokenizerFile, run_pretraining
+    from albert_tf.training.pretraining import PretrainingRunConfig, run_pretraining
+    from albert_tf.training.pretraining_config import TokenizerFile
 
     info = read_summary(transform_dir)
     vocab = read_summary(vocab_dir)

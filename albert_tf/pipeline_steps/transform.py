@@ -79,7 +79,7 @@ def canonical_record_order(records_dir: str, shard_bytes: int = CANONICAL_SHARD_
     """
     import tensorflow as tf
 
-    from albert_tf.data.beam_pipeline import METADATA_FILE, SHARD_SUFFIX
+    from albert_tf.data.pipeline_output import METADATA_FILE, SHARD_SUFFIX
 
     old = sorted(os.path.join(records_dir, n) for n in os.listdir(records_dir) if n.endswith(SHARD_SUFFIX))
     if not old:

@@ -5,7 +5,7 @@ check that a rerun has the same settings.
 local temporary directory, under a name derived from the path), not in a fresh staging folder, so
 that a run killed outright (SIGKILL, out of memory, a machine restart) leaves what it had done.
 After every evaluation interval it writes a `ResumeState`: every model and optimizer variable
-(dropout seeds included: `albert_tf.training.pretraining.training_state`), the evaluation history
+(dropout seeds included: `albert_tf.training.checkpointing.training_state`), the evaluation history
 and the best evaluation's weights, with ``resume.json`` written last, so a state is complete or
 absent. A rerun with the same settings restores it, skips the batches already trained on (the
 training data order is seeded) and continues: its final weights are those of an uninterrupted

@@ -398,7 +398,7 @@ def weights_of(model):
 
 
 def _training_state(model, optimizer):
-    from albert_tf.training.pretraining import training_state
+    from albert_tf.training.checkpointing import training_state
 
     return training_state(weights_of(model), optimizer)
 

@@ -32,29 +32,49 @@ Units: a *step* is one optimizer update. With `gradient_accumulation_steps=A` a 
 batches of `batch_size` examples (the global batch, split over replicas), so one update sees
 `A * batch_size` examples; `num_train_steps`, `num_warmup_steps` and the checkpoint interval
 count updates, as in the original `run_pretraining.py`.
+
+This module is the run's orchestration; its parts are their own modules: the settings
+(`albert_tf.training.pretraining_config`), checkpoints and resume (`albert_tf.training.checkpointing`),
+the metrics file and the Keras callbacks (`albert_tf.training.pretraining_progress`), the exported
+files (`albert_tf.training.pretraining_export`) and the tokenizer the run carries
+(`albert_tf.training.pretraining_tokenizer`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
-import re
-import tempfile
-import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from albert_tf import file_io
-from albert_tf.config import AlbertConfig, ConfigError, load_config
-from albert_tf.errors import ParameterError
-from albert_tf.training.strategies import PRECISIONS, STRATEGY_NAMES
+from albert_tf.config import AlbertConfig
+from albert_tf.training.checkpointing import (
+    CHECKPOINT_NAME,
+    CHECKPOINT_SUBDIR,
+    restore_newest_readable,
+    training_state,
+)
+from albert_tf.training.pretraining_config import (
+    PretrainingError,
+    PretrainingRunConfig,
+    check_resumed_config,
+    interval_groups,
+)
+from albert_tf.training.pretraining_export import (
+    ENCODER_FILE,
+    PRETRAINER_FILE,
+    TF1_SUBDIR,
+    export_tf1,
+    save_keras_atomically,
+)
+from albert_tf.training.pretraining_progress import LOG_SUBDIR, METRICS_FILE, MetricsLog, make_callbacks, scalar
+from albert_tf.training.pretraining_tokenizer import check_tokenizer_of_run, install_tokenizer, tokenizer_of_run
+from albert_tf.training.strategies import default_jit_compile, get_strategy, is_chief, strategy_device_kind, task_info
 
 logger = logging.getLogger(__name__)
 
-SENTENCE_TASKS = ("sop", "nsp")
-OPTIMIZERS = ("lamb", "adamw")
 INT_FEATURES = (
     "input_ids",
     "input_mask",
@@ -66,311 +86,7 @@ INT_FEATURES = (
 FLOAT_FEATURES = ("masked_lm_weights",)
 MODEL_FEATURES = INT_FEATURES + FLOAT_FEATURES
 
-CHECKPOINT_SUBDIR = "checkpoints"
-CHECKPOINT_NAME = "ckpt"
-METRICS_FILE = "metrics.jsonl"
 RUN_CONFIG_FILE = "run_config.json"
-PRETRAINER_FILE = "pretrainer.keras"
-ENCODER_FILE = "encoder.keras"
-TF1_SUBDIR = "tf1"
-TF1_CHECKPOINT = "model.ckpt"
-ALBERT_CONFIG_FILE = "albert_config.json"
-LOG_SUBDIR = "logs"
-TOKENIZER_FILE = "tokenizer.json"
-# The tokenizer copied into a run directory, under a fixed name per kind (the names
-# `albert-tf finetune` also looks for beside --init).
-TOKENIZER_KINDS = {"sentencepiece": "spm.model", "wordpiece": "vocab.txt"}
-
-# Fields whose change between a run and its restart makes the continuation differ from an
-# uninterrupted run (a warning names them); the others (logging, retention) are harmless.
-_TRAJECTORY_FIELDS = (
-    "model_config",
-    "batch_size",
-    "max_seq_length",
-    "max_predictions_per_seq",
-    "num_train_steps",
-    "num_warmup_steps",
-    "learning_rate",
-    "optimizer",
-    "weight_decay",
-    "clipnorm",
-    "precision",
-    "gradient_accumulation_steps",
-    "seed",
-    "sentence_task",
-    "masking",
-)
-
-
-class PretrainingError(ParameterError):
-    """A run that cannot go ahead as configured: bad settings, a dataset that does not match
-    them, a checkpoint of another model (a `ValueError`; settings marked with
-    `albert_tf.errors.param` read as Python arguments, or as flags on the command line)."""
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PretrainingError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise PretrainingError(f"{name} must be >= {minimum}, got {value}")
-
-
-@dataclasses.dataclass(frozen=True)
-class TokenizerFile:
-    """A tokenizer file: what `albert-tf finetune` needs besides the weights.
-
-    Attributes:
-        kind: "sentencepiece" (a SentencePiece ``.model``) or "wordpiece" (a ``vocab.txt``).
-        path: The file.
-        lower_case: Whether the text is lower-cased before tokenization (as the data was made).
-    """
-
-    kind: str
-    path: str
-    lower_case: bool = True
-
-    def validate(self) -> None:
-        """Raises `PretrainingError` for an unknown kind or a missing file."""
-        import tensorflow as tf
-
-        if self.kind not in TOKENIZER_KINDS:
-            raise PretrainingError(
-                f"unknown tokenizer kind {self.kind!r}; expected one of {', '.join(TOKENIZER_KINDS)}"
-            )
-        if not isinstance(self.lower_case, bool):
-            raise PretrainingError(f"tokenizer lower_case must be True or False, got {self.lower_case!r}")
-        if not tf.io.gfile.exists(self.path) or tf.io.gfile.isdir(self.path):
-            raise PretrainingError(f"tokenizer file not found: {self.path}")
-
-
-def _as_tokenizer_file(found) -> Optional[TokenizerFile]:
-    """The `TokenizerFile` of a `tokenization.resolve.StoredTokenizer` (lower-cased unless recorded)."""
-    if found is None:
-        return None
-    return TokenizerFile(found.kind, found.file, True if found.lower_case is None else found.lower_case)
-
-
-def _read_tokenizer_entry(directory: str) -> Optional[TokenizerFile]:
-    """The tokenizer that ``tokenizer.json`` in `directory` describes, or None."""
-    from albert_tf.tokenization.resolve import TOKENIZER_JSON, tokenizer_in
-
-    return _as_tokenizer_file(tokenizer_in(directory, TOKENIZER_JSON))
-
-
-def tokenizer_of_run(path: str) -> Optional[TokenizerFile]:
-    """The tokenizer a pretraining output carries (written by `run_pretraining`), or None.
-
-    Args:
-        path: The run directory, its ``tf1/`` or ``checkpoints/`` folder, or a file or checkpoint
-            prefix in one of them (anything `albert-tf finetune --init` accepts from a run).
-
-    Returns:
-        The `TokenizerFile` that ``tokenizer.json`` describes, or None where there is none
-        (`albert_tf.tokenization.resolve.find_tokenizer` with `RUN_SEARCH`).
-    """
-    from albert_tf.tokenization.resolve import RUN_SEARCH, find_tokenizer as find_stored
-
-    return _as_tokenizer_file(find_stored(path, RUN_SEARCH))
-
-
-def _file_bytes(path: str) -> bytes:
-    import tensorflow as tf
-
-    with tf.io.gfile.GFile(path, "rb") as f:
-        return f.read()
-
-
-def _check_tokenizer_of_run(directory: str, tokenizer: TokenizerFile) -> None:
-    """Refuses to continue a run that was pretrained with another vocabulary."""
-    previous = _read_tokenizer_entry(directory)
-    if previous is None:
-        return
-    if previous.kind != tokenizer.kind or _file_bytes(previous.path) != _file_bytes(tokenizer.path):
-        raise PretrainingError(
-            f"{directory} was pretrained with the tokenizer in {previous.path}; {tokenizer.path} is another "
-            "vocabulary (use a new --model-dir for new data)"
-        )
-
-
-def _install_tokenizer(directory: str, tokenizer: TokenizerFile) -> str:
-    """Copies the tokenizer file into `directory` and describes it in ``tokenizer.json``."""
-    import tensorflow as tf
-
-    name = TOKENIZER_KINDS[tokenizer.kind]
-    target = os.path.join(directory, name)
-    if os.path.abspath(target) != os.path.abspath(tokenizer.path):
-        with file_io.atomic_output(target) as tmp:
-            tf.io.gfile.copy(tokenizer.path, tmp, overwrite=True)
-    entry = {"type": tokenizer.kind, "file": name, "lower_case": tokenizer.lower_case}
-    file_io.atomic_write_json(os.path.join(directory, TOKENIZER_FILE), entry, ensure_ascii=True)
-    return target
-
-
-@dataclasses.dataclass
-class PretrainingRunConfig:
-    """Everything that defines a pretraining run; the same config resumes the same run.
-
-    Attributes:
-        model_dir: Where checkpoints, logs, metrics and the exported models go (local or any
-            `tf.io.gfile` filesystem, e.g. ``gs://``).
-        model_config: An `AlbertConfig`, a preset name ("base-v2") or an ``albert_config.json`` path.
-        batch_size: Global batch size per micro-batch (split over the replicas).
-        max_seq_length: Sequence length of the data.
-        max_predictions_per_seq: Masked positions per sequence in the data.
-        num_train_steps: Optimizer updates in the whole run.
-        num_warmup_steps: Linear-warmup updates of the learning rate.
-        learning_rate: Peak learning rate (the original's 0.00176 for LAMB at batch 4096).
-        optimizer: "lamb" (the original pretraining optimizer) or "adamw".
-        weight_decay: The optimizers' in-update weight-decay rate.
-        clipnorm: Global-norm clipping of the aggregated gradients (None: no clipping).
-        precision: "float32" or "mixed_bfloat16" (bfloat16 compute, float32 variables).
-        jit_compile: XLA for the train step; None picks `default_jit_compile` for the device.
-        steps_per_execution: Batches per `tf.function` call (fewer Python round trips). Must
-            divide the batches of every checkpoint interval.
-        gradient_accumulation_steps: Batches whose mean gradient makes one update.
-        strategy: One of `strategies.STRATEGY_NAMES`.
-        tpu: TPU name or address for strategy "tpu".
-        checkpoint_every_n_steps: Checkpoint (and metrics line) interval, in updates.
-        keep_checkpoints: Number of newest checkpoints kept.
-        seed: Seeds Python, NumPy, TensorFlow and Keras (weights init, dropout).
-        sentence_task: "sop" or "nsp".
-        log_every: Also write the running metrics to TensorBoard every this many updates
-            (0: only once per checkpoint interval).
-        verbose: Keras `fit` verbosity ("auto", 0, 1 or 2).
-        deterministic_ops: Call `tf.config.experimental.enable_op_determinism()` (needed for
-            bit-exact resume on GPU; CPU kernels are deterministic already). Process-wide.
-        tokenizer: The tokenizer the data was made with; copied into the outputs (None: none).
-        masking: How the records are masked, as recorded in ``run_config.json``: ``{"mode":
-            "offline"}`` (the records carry their masks), or ``{"mode": "on-the-fly", ...}`` with
-            the `MaskingConfig` fields (`masking_record`). The dataset function does the masking;
-            this field only records it, so that a run says how it was trained (None: not stated).
-        init_checkpoint: Start the encoder from this checkpoint (any layout
-            `albert_tf.checkpoints.any_format.init_encoder` reads: continued pretraining) rather
-            than from random weights; the heads start fresh. A resumed run restores its own
-            checkpoint instead. None: from scratch.
-    """
-
-    model_dir: str
-    model_config: Union[str, AlbertConfig] = "base-v2"
-    batch_size: int = 4096
-    max_seq_length: int = 512
-    max_predictions_per_seq: int = 20
-    num_train_steps: int = 125000
-    num_warmup_steps: int = 3125
-    learning_rate: float = 0.00176
-    optimizer: str = "lamb"
-    weight_decay: float = 0.01
-    clipnorm: Optional[float] = 1.0
-    precision: str = "float32"
-    jit_compile: Optional[bool] = None
-    steps_per_execution: int = 1
-    gradient_accumulation_steps: int = 1
-    strategy: str = "default"
-    tpu: Optional[str] = None
-    checkpoint_every_n_steps: int = 5000
-    keep_checkpoints: int = 5
-    seed: int = 12345
-    sentence_task: str = "sop"
-    log_every: int = 100
-    verbose: Union[str, int] = "auto"
-    deterministic_ops: bool = False
-    tokenizer: Optional[TokenizerFile] = None
-    masking: Optional[Dict[str, Any]] = None
-    init_checkpoint: Optional[str] = None
-
-    def __post_init__(self):
-        self.validate()
-
-    def validate(self) -> None:
-        """Raises `PretrainingError` (a `ValueError`) naming the first impossible setting."""
-        if not isinstance(self.model_dir, (str, os.PathLike)) or not os.fspath(self.model_dir):
-            raise PretrainingError(f"model_dir must be a non-empty path, got {self.model_dir!r}")
-        self.model_dir = os.fspath(self.model_dir)
-        if not isinstance(self.model_config, (str, os.PathLike, AlbertConfig)):
-            raise PretrainingError(
-                f"model_config must be an AlbertConfig, a preset name or a path, got {self.model_config!r}"
-            )
-        for name, minimum in (
-            ("batch_size", 1),
-            ("max_seq_length", 2),
-            ("max_predictions_per_seq", 1),
-            ("num_train_steps", 1),
-            ("num_warmup_steps", 0),
-            ("steps_per_execution", 1),
-            ("gradient_accumulation_steps", 1),
-            ("checkpoint_every_n_steps", 1),
-            ("keep_checkpoints", 1),
-            ("seed", 0),
-            ("log_every", 0),
-        ):
-            _check_int(name, getattr(self, name), minimum)
-        if self.num_warmup_steps > self.num_train_steps:
-            raise PretrainingError(
-                f"num_warmup_steps ({self.num_warmup_steps}) exceeds num_train_steps ({self.num_train_steps})"
-            )
-        if self.max_predictions_per_seq > self.max_seq_length:
-            raise PretrainingError(
-                f"max_predictions_per_seq ({self.max_predictions_per_seq}) exceeds "
-                f"max_seq_length ({self.max_seq_length})"
-            )
-        rate = self.learning_rate
-        if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
-            raise PretrainingError(f"learning_rate must be a positive number, got {self.learning_rate!r}")
-        if not isinstance(self.weight_decay, (int, float)) or self.weight_decay < 0:
-            raise PretrainingError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
-        if self.clipnorm is not None and (not isinstance(self.clipnorm, (int, float)) or self.clipnorm <= 0):
-            raise PretrainingError(f"clipnorm must be a positive number or None, got {self.clipnorm!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise PretrainingError(f"unknown optimizer {self.optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
-        if self.precision not in PRECISIONS:
-            raise PretrainingError(f"unknown precision {self.precision!r}; expected one of {', '.join(PRECISIONS)}")
-        if self.strategy not in STRATEGY_NAMES:
-            raise PretrainingError(f"unknown strategy {self.strategy!r}; expected one of {', '.join(STRATEGY_NAMES)}")
-        if self.sentence_task not in SENTENCE_TASKS:
-            raise PretrainingError(
-                f"unknown sentence_task {self.sentence_task!r}; expected one of {', '.join(SENTENCE_TASKS)}"
-            )
-        if self.tokenizer is not None and not isinstance(self.tokenizer, TokenizerFile):
-            raise PretrainingError(f"tokenizer must be a TokenizerFile or None, got {self.tokenizer!r}")
-        if self.jit_compile not in (None, True, False):
-            raise PretrainingError(f"jit_compile must be True, False or None (auto), got {self.jit_compile!r}")
-        if self.masking is not None and (
-            not isinstance(self.masking, dict) or self.masking.get("mode") not in ("offline", "on-the-fly")
-        ):
-            raise PretrainingError(
-                f'masking must be None or a dict with "mode" "offline" or "on-the-fly", got {self.masking!r}'
-            )
-        # Every fit call covers whole checkpoint intervals (or the last, shorter one), and
-        # Keras runs `steps_per_execution` batches per call without looking at epoch ends.
-        groups = interval_groups(0, self.num_train_steps, self.checkpoint_every_n_steps)
-        for length in sorted({n for _, _, n in groups}):
-            batches = length * self.gradient_accumulation_steps
-            if batches % self.steps_per_execution:
-                raise PretrainingError(
-                    f"steps_per_execution ({self.steps_per_execution}) must divide the batches of every "
-                    f"checkpoint interval: an interval of {length} step(s) x {self.gradient_accumulation_steps} "
-                    f"accumulation = {batches} batches (num_train_steps={self.num_train_steps}, "
-                    f"checkpoint_every_n_steps={self.checkpoint_every_n_steps})"
-                )
-
-    def albert_config(self) -> AlbertConfig:
-        """The model's `AlbertConfig`, checked against the data shapes."""
-        config = self.model_config
-        if not isinstance(config, AlbertConfig):
-            config = load_config(os.fspath(config))
-        if self.max_seq_length > config.max_position_embeddings:
-            raise ConfigError(
-                f"max_seq_length ({self.max_seq_length}) exceeds the model's max_position_embeddings "
-                f"({config.max_position_embeddings})"
-            )
-        return config
-
-    def to_dict(self) -> Dict[str, Any]:
-        """A JSON-serializable dict (the model config expanded if it is an `AlbertConfig`)."""
-        out = dataclasses.asdict(self)
-        if isinstance(self.model_config, AlbertConfig):
-            out["model_config"] = self.model_config.to_dict()
-        return out
 
 
 @dataclasses.dataclass
@@ -403,191 +119,6 @@ class PretrainingResult:
     @property
     def encoder(self):
         return self.model.encoder
-
-
-def interval_groups(start_step: int, num_train_steps: int, every: int) -> List[tuple]:
-    """The `fit` calls that take a run from `start_step` to `num_train_steps`.
-
-    Checkpoint interval `i` (a Keras epoch) ends at step `min((i + 1) * every, num_train_steps)`.
-    Consecutive intervals of equal length share one `fit` call.
-
-    Returns:
-        A list of `(first_epoch, end_epoch, steps_per_interval)`: `fit(initial_epoch=first_epoch,
-        epochs=end_epoch, steps_per_epoch=steps_per_interval * accumulation)`.
-    """
-    ends = list(range(every, num_train_steps, every)) + [num_train_steps]
-    groups: List[list] = []
-    previous = start_step
-    for index, end in enumerate(ends):
-        if end <= start_step:
-            continue
-        length = end - previous
-        if groups and groups[-1][1] == index and groups[-1][2] == length:
-            groups[-1][1] = index + 1
-        else:
-            groups.append([index, index + 1, length])
-        previous = end
-    return [tuple(g) for g in groups]
-
-
-# --- files ----------------------------------------------------------------------------------
-
-
-def _read_jsonl(path: str) -> List[Dict[str, Any]]:
-    """The records of a metrics file; an unparseable line (a write cut by a crash) is skipped."""
-    import tensorflow as tf
-
-    if not tf.io.gfile.exists(path):
-        return []
-    records = []
-    with tf.io.gfile.GFile(path, "r") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                logger.warning("%s:%d is not a JSON line (an interrupted write?); dropping it", path, number)
-                continue
-            if isinstance(record, dict) and isinstance(record.get("step"), int):
-                records.append(record)
-    return records
-
-
-class MetricsLog:
-    """``metrics.jsonl``: one JSON object per checkpoint interval.
-
-    Locally a record is appended with a single `write` on an ``O_APPEND`` descriptor and
-    fsync'ed, so a crash leaves whole lines only; filesystems without append (GCS) get the whole
-    file rewritten atomically instead.
-    """
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def records(self) -> List[Dict[str, Any]]:
-        return _read_jsonl(self.path)
-
-    def append(self, record: Dict[str, Any]) -> None:
-        file_io.append_line(self.path, json.dumps(record, sort_keys=True))
-
-    def truncate_after(self, step: int) -> None:
-        """Keeps the records of steps <= `step` (rewritten atomically if anything changes)."""
-        import tensorflow as tf
-
-        if not tf.io.gfile.exists(self.path):
-            return
-        with tf.io.gfile.GFile(self.path, "r") as f:
-            original = f.read()
-        kept = [r for r in self.records() if r["step"] <= step]
-        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept)
-        if text != original:
-            dropped = len(original.splitlines()) - len(kept)
-            if dropped:
-                logger.info("%s: dropping %d record(s) after step %d (not in a checkpoint)", self.path, dropped, step)
-            file_io.atomic_write_text(self.path, text)
-
-
-# --- checkpoints ------------------------------------------------------------------------------
-
-_CHECKPOINT_NUMBER = re.compile(r"-(\d+)$")
-
-
-def _checkpoint_candidates(directory: str) -> List[str]:
-    """Checkpoint prefixes in `directory`, newest (highest step) first.
-
-    Both the manager's state file and the ``.index`` files on disk are consulted: the state
-    file may name a checkpoint whose index is gone, and a crash between writing a checkpoint and
-    updating the state file leaves one only the disk knows.
-    """
-    import tensorflow as tf
-
-    prefixes = set()
-    state = tf.train.get_checkpoint_state(directory)
-    if state is not None:
-        # Relative entries come back joined to `directory` already; joining again named a
-        # checkpoint that does not exist (and warned it "unreadable") for a relative model_dir.
-        prefixes.update(state.all_model_checkpoint_paths)
-    for index in tf.io.gfile.glob(os.path.join(directory, f"{CHECKPOINT_NAME}-*.index")):
-        prefixes.add(index[: -len(".index")])
-    numbered = []
-    for prefix in prefixes:
-        match = _CHECKPOINT_NUMBER.search(prefix)
-        if match:
-            numbered.append((int(match.group(1)), prefix))
-    return [p for _, p in sorted(numbered, reverse=True)]
-
-
-def _read_fully(prefix: str) -> None:
-    """Reads every tensor of a checkpoint once (one at a time, so memory stays one tensor).
-
-    Raises whatever the reader raises for a missing index or shard, a truncated file
-    (`IndexError`: "Read less bytes than requested") or a checksum mismatch (`DataLossError`).
-    Checking before restoring keeps "unreadable" apart from "does not match the model" and
-    never assigns half a checkpoint; it costs one extra read of the checkpoint.
-    """
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(prefix)
-    for name in reader.get_variable_to_shape_map():
-        reader.get_tensor(name)
-
-
-def restore_newest_readable(checkpoint, directory: str):
-    """Restores the newest checkpoint of `directory` that reads back completely.
-
-    Unreadable checkpoints are skipped with a warning, not deleted: training overwrites them
-    when it reaches their step again.
-
-    Args:
-        checkpoint: The `tf.train.Checkpoint` to restore into.
-        directory: A `CheckpointManager` directory.
-
-    Returns:
-        `(restored_prefix or None, [unreadable prefixes skipped])`.
-
-    Raises:
-        PretrainingError: A readable checkpoint does not match the model (a different config).
-    """
-    import tensorflow as tf
-
-    skipped = []
-    for prefix in _checkpoint_candidates(directory):
-        try:
-            _read_fully(prefix)
-        except (tf.errors.OpError, IndexError) as e:
-            message = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            logger.warning(
-                "checkpoint %s is unreadable (%s: %s); falling back to the previous checkpoint",
-                prefix,
-                type(e).__name__,
-                message,
-            )
-            skipped.append(prefix)
-            continue
-        try:
-            checkpoint.restore(prefix).assert_existing_objects_matched()
-        except (AssertionError, ValueError, tf.errors.InvalidArgumentError) as e:
-            raise PretrainingError(
-                f"checkpoint {prefix} does not match this model and optimizer (was the run started with "
-                f"another config?): {e}"
-            ) from None
-        return prefix, skipped
-    return None, skipped
-
-
-def training_state(model, optimizer):
-    """The `tf.train.Checkpoint` of a run: every model and optimizer variable.
-
-    Lists rather than the Keras objects themselves: Keras 3 models expose only part of their
-    variables to TensorFlow's object graph (not the dropout seed generators, and the encoder's
-    weights only through the optimizer), so the variables are collected explicitly, in their
-    deterministic creation order.
-    """
-    import tensorflow as tf
-
-    return tf.train.Checkpoint(model=list(model.variables), optimizer=list(optimizer.variables))
 
 
 # --- data ---------------------------------------------------------------------------------------
@@ -674,126 +205,6 @@ def _dummy_batch(config: PretrainingRunConfig):
         next_sentence_labels=np.zeros((1, 1), "int32"),
     )
     return batch
-
-
-# --- callbacks ----------------------------------------------------------------------------------
-
-
-def _scalar(value) -> float:
-    import numpy as np
-
-    return float(np.asarray(value))
-
-
-def _make_callbacks(keras):
-    """Callback classes, defined once Keras is imported."""
-
-    class IntervalCheckpoint(keras.callbacks.Callback):
-        """At the end of every checkpoint interval: a metrics line, then a checkpoint.
-
-        The line is written first: a crash between the two leaves a line without a checkpoint,
-        which the restart drops (`MetricsLog.truncate_after`); the other order would lose it.
-        """
-
-        def __init__(
-            self,
-            manager,
-            metrics_log: Optional[MetricsLog],
-            history: list,
-            interval_starts: Sequence[int],
-            expected_ends: Sequence[int],
-            examples_per_step: int,
-        ):
-            super().__init__()
-            self.manager = manager
-            self.metrics_log = metrics_log
-            self.history = history
-            self.interval_starts = list(interval_starts)
-            self.expected_ends = list(expected_ends)
-            self.examples_per_step = examples_per_step
-            self.last_checkpoint = None
-            self._interval_start = None
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self._interval_start = time.time()
-
-        def on_epoch_end(self, epoch, logs=None):
-            optimizer = self.model.optimizer
-            step = int(_scalar(optimizer.iterations))
-            if step != self.expected_ends[epoch]:
-                raise RuntimeError(
-                    f"checkpoint interval {epoch} ended at step {step}, expected {self.expected_ends[epoch]} "
-                    "(did the dataset run out of batches?)"
-                )
-            record = {"step": step}
-            for name, value in (logs or {}).items():
-                record[name] = _scalar(value)
-            record["lr"] = _scalar(optimizer.learning_rate)
-            seconds = time.time() - self._interval_start
-            record["seconds"] = round(seconds, 3)
-            # Includes the first interval's tracing; later intervals show the steady rate.
-            steps = step - self.interval_starts[epoch]
-            record["examples_per_second"] = round(steps * self.examples_per_step / max(seconds, 1e-9), 2)
-            if self.metrics_log is not None:
-                self.metrics_log.append(record)
-            self.last_checkpoint = self.manager.save(checkpoint_number=step)
-            self.history.append(record)
-            logger.info(
-                "step %d: loss %.4f, checkpoint %s", step, record.get("loss", float("nan")), self.last_checkpoint
-            )
-
-    class StepTensorBoard(keras.callbacks.TensorBoard):
-        """Keras's TensorBoard with the optimizer step, not the interval number, as x-axis.
-
-        The step survives restarts, so the curves of a resumed run continue where they were.
-        """
-
-        def on_epoch_end(self, epoch, logs=None):
-            super().on_epoch_end(int(_scalar(self.model.optimizer.iterations)), logs)
-
-    class RunningScalars(keras.callbacks.Callback):
-        """The running interval metrics every `log_every` updates, as TensorBoard `batch_*` scalars.
-
-        Steps are counted in Python from the interval's first step (no device round trip).
-        """
-
-        def __init__(self, log_dir: str, log_every: int, accumulation: int, interval_starts: Sequence[int]):
-            super().__init__()
-            self.log_dir = log_dir
-            self.log_every = log_every
-            self.accumulation = accumulation
-            self.interval_starts = list(interval_starts)
-            self._writer = None
-            self._start = 0
-            self._last_step = 0
-
-        def on_train_begin(self, logs=None):
-            import tensorflow as tf
-
-            self._writer = tf.summary.create_file_writer(self.log_dir)
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self._start = self._last_step = self.interval_starts[epoch]
-
-        def on_train_batch_end(self, batch, logs=None):
-            import tensorflow as tf
-
-            # `batch` is the last batch of the execution: with several steps per execution
-            # a multiple of `log_every` may be passed over, so "crossed" rather than "equal".
-            step = self._start + (batch + 1) // self.accumulation
-            crossed = step // self.log_every > self._last_step // self.log_every
-            self._last_step = step
-            if not crossed or not isinstance(logs, dict):
-                return
-            with self._writer.as_default():
-                for name, value in logs.items():
-                    tf.summary.scalar(f"batch_{name}", value, step=step)
-
-        def on_train_end(self, logs=None):
-            if self._writer is not None:
-                self._writer.close()
-
-    return IntervalCheckpoint, StepTensorBoard, RunningScalars
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -906,8 +317,6 @@ def _multi_worker_safe_logs(model, strategy) -> bool:
     """
     import tensorflow as tf
 
-    from albert_tf.training.strategies import task_info
-
     if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or task_info(strategy)[0] is None:
         return False
     jobs = strategy.cluster_resolver.cluster_spec().as_dict()
@@ -921,62 +330,6 @@ def _multi_worker_safe_logs(model, strategy) -> bool:
 
     model.train_step = train_step_with_rank1_logs
     return True
-
-
-def _check_resumed_config(path: str, config: PretrainingRunConfig) -> None:
-    import tensorflow as tf
-
-    if not tf.io.gfile.exists(path):
-        return
-    try:
-        with tf.io.gfile.GFile(path, "r") as f:
-            previous = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        logger.warning("%s is unreadable (%s); cannot compare with the previous run's config", path, e)
-        return
-    current = json.loads(json.dumps(config.to_dict()))
-    changed = [k for k in _TRAJECTORY_FIELDS if previous.get(k) != current.get(k)]
-    if changed:
-        logger.warning(
-            "resuming %s with changed setting(s) %s: the continuation will differ from an uninterrupted run",
-            config.model_dir,
-            ", ".join(f"{k} ({previous.get(k)!r} -> {current.get(k)!r})" for k in changed),
-        )
-
-
-def _save_keras_atomically(model, path: str) -> None:
-    # Keras insists on the ".keras" ending, temporary name included.
-    with file_io.atomic_output(path, suffix=".keras") as tmp:
-        model.save(tmp)
-
-
-def _export_tf1(model, albert_config: AlbertConfig, directory: str) -> Dict[str, str]:
-    """The original-format checkpoint and `albert_config.json` in `directory`."""
-    import tensorflow as tf
-
-    from albert_tf.checkpoints.original import save_original_checkpoint
-
-    if not file_io.is_remote(directory):
-        os.makedirs(directory, exist_ok=True)
-        prefix = save_original_checkpoint(
-            os.path.join(directory, TF1_CHECKPOINT), model.encoder, model.mlm_head, model.sentence_head
-        )
-        config_path = os.path.join(directory, ALBERT_CONFIG_FILE)
-        albert_config.to_json_file(config_path)
-        return {"tf1_checkpoint": prefix, "albert_config": config_path}
-    # `save_original_checkpoint` writes local files: stage them, then copy, index last (a
-    # prefix without its index is no checkpoint) and the state file after it.
-    tf.io.gfile.makedirs(directory)
-    staging = tempfile.mkdtemp(prefix="albert_tf1_")
-    try:
-        save_original_checkpoint(
-            os.path.join(staging, TF1_CHECKPOINT), model.encoder, model.mlm_head, model.sentence_head
-        )
-        albert_config.to_json_file(os.path.join(staging, ALBERT_CONFIG_FILE))
-        file_io.copy_tree(staging, directory, order=lambda n: (n.endswith(".index"), n == "checkpoint"))
-    finally:
-        file_io.remove_tree(staging)
-    return {"tf1_checkpoint": f"{directory}/{TF1_CHECKPOINT}", "albert_config": f"{directory}/{ALBERT_CONFIG_FILE}"}
 
 
 def check_pretraining_memory(config: PretrainingRunConfig, albert_config: AlbertConfig):
@@ -1043,37 +396,10 @@ def run_pretraining(
         albert_tf.config.ConfigError: An unusable model config.
         albert_tf.training.strategies.StrategyError: A strategy that cannot be created.
     """
-    import keras
     import tensorflow as tf
 
-    from albert_tf.training.strategies import (
-        default_jit_compile,
-        get_strategy,
-        is_chief,
-        strategy_device_kind,
-        task_info,
-    )
-
-    config.validate()
-    albert_config = config.albert_config()
-    if config.tokenizer is not None:
-        config.tokenizer.validate()
-    if config.deterministic_ops:
-        tf.config.experimental.enable_op_determinism()
-    if strategy is None:
-        strategy = get_strategy(config.strategy, tpu=config.tpu)
-    if strategy_device_kind(strategy) == "CPU":
-        check_pretraining_memory(config, albert_config)
-    chief = is_chief(strategy)
-    task_type, task_id = task_info(strategy)
-    model_dir = config.model_dir
-    # Every worker saves (saving may involve collectives); non-chief workers into a private
-    # folder that is removed at the end, as TensorFlow's multi-worker guides do.
-    write_dir = model_dir if chief else os.path.join(model_dir, f".tmp-{task_type}-{task_id}")
-    chief_checkpoint_dir = os.path.join(model_dir, CHECKPOINT_SUBDIR)
-    jit_compile = config.jit_compile
-    if jit_compile is None:
-        jit_compile = default_jit_compile(strategy_device_kind(strategy), config.precision)
+    albert_config, strategy = _checked_run(config, strategy)
+    run = _RunPlaces.of(config, strategy)
 
     def make_dataset():
         # The same global seed before every call: op-level seeds of `shuffle` and friends are
@@ -1085,121 +411,26 @@ def run_pretraining(
     first_dataset = make_dataset()
     _check_dataset(first_dataset, config)
 
-    keras.utils.set_random_seed(config.seed)
-    model, optimizer = build_pretraining_model(config, albert_config, strategy, jit_compile)
-    checkpoint = training_state(model, optimizer)
-
-    restored_from, skipped = None, []
-    if tf.io.gfile.isdir(chief_checkpoint_dir):
-        restored_from, skipped = restore_newest_readable(checkpoint, chief_checkpoint_dir)
-    accumulation = config.gradient_accumulation_steps
-    initial_step = int(_scalar(optimizer.iterations))
-    if initial_step > config.num_train_steps:
-        raise PretrainingError(
-            f"{restored_from} is at step {initial_step}, beyond num_train_steps={config.num_train_steps}"
-        )
-    if restored_from:
-        logger.info("restored %s (step %d)", restored_from, initial_step)
-    elif config.init_checkpoint:
-        from albert_tf.checkpoints.any_format import init_encoder
-
-        init_encoder(model.encoder, config.init_checkpoint)
-        logger.info("encoder initialised from %s", config.init_checkpoint)
-
-    metrics_log = MetricsLog(os.path.join(model_dir, METRICS_FILE)) if chief else None
-    run_config_path = os.path.join(model_dir, RUN_CONFIG_FILE)
-    if chief and config.tokenizer is not None and tf.io.gfile.isdir(model_dir):
-        _check_tokenizer_of_run(model_dir, config.tokenizer)
-    # The first write: everything above can still fail without leaving anything behind.
-    tf.io.gfile.makedirs(write_dir)
-    if chief:
-        if restored_from:
-            _check_resumed_config(run_config_path, config)
-        metrics_log.truncate_after(initial_step)
-        if config.tokenizer is not None:
-            _install_tokenizer(model_dir, config.tokenizer)
-        file_io.atomic_write_json(run_config_path, config.to_dict(), ensure_ascii=True)
-
+    model, optimizer, checkpoint = _built_model(config, albert_config, strategy)
+    restored_from, skipped, initial_step = _restore_or_initialise(config, model, optimizer, checkpoint, run)
+    metrics_log = _prepare_model_dir(config, run, restored_from, initial_step)
     manager = tf.train.CheckpointManager(
         checkpoint,
-        directory=os.path.join(write_dir, CHECKPOINT_SUBDIR),
-        max_to_keep=config.keep_checkpoints if chief else 1,
+        directory=os.path.join(run.write_dir, CHECKPOINT_SUBDIR),
+        max_to_keep=config.keep_checkpoints if run.chief else 1,
         checkpoint_name=CHECKPOINT_NAME,
     )
-    IntervalCheckpoint, StepTensorBoard, RunningScalars = _make_callbacks(keras)
-    every = config.checkpoint_every_n_steps
-    ends = list(range(every, config.num_train_steps, every)) + [config.num_train_steps]
-    starts = [0] + ends[:-1]
     history: List[Dict[str, Any]] = []
-    log_dir = os.path.join(model_dir, LOG_SUBDIR)
-    groups = interval_groups(initial_step, config.num_train_steps, every)
-    if groups:
-        logger.info(
-            "training steps %d..%d: one Keras epoch is one checkpoint interval of %d step(s) x %d batch(es) of %d",
-            initial_step + 1,
-            config.num_train_steps,
-            every,
-            accumulation,
-            config.batch_size,
-        )
-    else:
-        logger.info("%s is already at step %d: nothing to train", model_dir, initial_step)
-    interval_callback = None
-    step = initial_step
-    for first_epoch, end_epoch, length in groups:
-        interval_starts = list(starts)
-        interval_starts[first_epoch] = step
-        interval_callback = IntervalCheckpoint(
-            manager, metrics_log, history, interval_starts, ends, config.batch_size * accumulation
-        )
-        fit_callbacks = [interval_callback]
-        if chief:
-            # A fresh TensorBoard per fit: Keras's closes its writers at the end of `fit`.
-            fit_callbacks.append(StepTensorBoard(log_dir=log_dir, write_graph=False, profile_batch=0))
-            if config.log_every:
-                fit_callbacks.append(
-                    RunningScalars(os.path.join(log_dir, "train"), config.log_every, accumulation, interval_starts)
-                )
-        fit_callbacks.extend(callbacks or ())
-        source, first_dataset = (first_dataset if first_dataset is not None else make_dataset()), None
-        dataset = prepare_pretraining_dataset(source, step * accumulation, config)
-        with pretraining_fit_scope(model, strategy):
-            model.fit(
-                dataset,
-                epochs=end_epoch,
-                initial_epoch=first_epoch,
-                steps_per_epoch=length * accumulation,
-                callbacks=fit_callbacks,
-                verbose=config.verbose,
-                shuffle=False,  # The dataset's own (seeded) shuffling is the only one.
-            )
-        step = ends[end_epoch - 1]
+    fits = _Fits(config, model, strategy, run, manager, metrics_log, history, callbacks)
+    interval_callback = fits.train(initial_step, make_dataset, first_dataset)
 
-    final_step = int(_scalar(optimizer.iterations))
+    final_step = int(scalar(optimizer.iterations))
     if final_step != config.num_train_steps:
         raise RuntimeError(f"training stopped at step {final_step} of {config.num_train_steps}")
     # A run restarted after it finished trains nothing: its final checkpoint is the restored one.
     final_checkpoint = interval_callback.last_checkpoint if interval_callback else restored_from
-
-    artifacts: Dict[str, str] = {}
-    _save_keras_atomically(model, os.path.join(write_dir, PRETRAINER_FILE))
-    _save_keras_atomically(model.encoder, os.path.join(write_dir, ENCODER_FILE))
-    tf1 = _export_tf1(model, albert_config, os.path.join(write_dir, TF1_SUBDIR))
-    if chief:
-        artifacts = {
-            "pretrainer": os.path.join(model_dir, PRETRAINER_FILE),
-            "encoder": os.path.join(model_dir, ENCODER_FILE),
-            **tf1,
-            "metrics": metrics_log.path,
-            "logs": log_dir,
-        }
-        if config.tokenizer is not None:
-            installed = tokenizer_of_run(model_dir)
-            # Beside the TF1 checkpoint too, as the original releases ship it: `tf1/` alone fine-tunes.
-            _install_tokenizer(os.path.join(model_dir, TF1_SUBDIR), installed)
-            artifacts["tokenizer"] = installed.path
-    else:
-        tf.io.gfile.rmtree(write_dir)
+    artifacts = _export_run(config, model, albert_config, run, metrics_log)
+    if not run.chief:
         final_checkpoint = None
     return PretrainingResult(
         model=model,
@@ -1212,3 +443,207 @@ def run_pretraining(
         restored_from=restored_from,
         skipped_checkpoints=skipped,
     )
+
+
+def _checked_run(config: PretrainingRunConfig, strategy):
+    """`(albert_config, strategy)` of a run whose settings, tokenizer and memory need are checked."""
+    import tensorflow as tf
+
+    config.validate()
+    albert_config = config.albert_config()
+    if config.tokenizer is not None:
+        config.tokenizer.validate()
+    if config.deterministic_ops:
+        tf.config.experimental.enable_op_determinism()
+    if strategy is None:
+        strategy = get_strategy(config.strategy, tpu=config.tpu)
+    if strategy_device_kind(strategy) == "CPU":
+        check_pretraining_memory(config, albert_config)
+    return albert_config, strategy
+
+
+@dataclasses.dataclass(frozen=True)
+class _RunPlaces:
+    """Where this worker of a run writes: the chief into `model_dir`, every other worker into a
+    private folder removed at the end (saving may involve collectives, so every worker saves, as
+    TensorFlow's multi-worker guides do)."""
+
+    model_dir: str
+    write_dir: str
+    log_dir: str
+    chief: bool
+
+    @classmethod
+    def of(cls, config: PretrainingRunConfig, strategy) -> "_RunPlaces":
+        chief = is_chief(strategy)
+        task_type, task_id = task_info(strategy)
+        model_dir = config.model_dir
+        write_dir = model_dir if chief else os.path.join(model_dir, f".tmp-{task_type}-{task_id}")
+        return cls(model_dir, write_dir, os.path.join(model_dir, LOG_SUBDIR), chief)
+
+
+def _built_model(config: PretrainingRunConfig, albert_config: AlbertConfig, strategy):
+    """`(model, optimizer, checkpoint)`: the seeded, compiled model and its `training_state`."""
+    import keras
+
+    jit_compile = config.jit_compile
+    if jit_compile is None:
+        jit_compile = default_jit_compile(strategy_device_kind(strategy), config.precision)
+    keras.utils.set_random_seed(config.seed)
+    model, optimizer = build_pretraining_model(config, albert_config, strategy, jit_compile)
+    return model, optimizer, training_state(model, optimizer)
+
+
+def _restore_or_initialise(config: PretrainingRunConfig, model, optimizer, checkpoint, run: _RunPlaces):
+    """Restores the run's newest readable checkpoint, else starts the encoder from
+    `config.init_checkpoint` (if any); returns `(restored_from, skipped, initial_step)`."""
+    import tensorflow as tf
+
+    restored_from, skipped = None, []
+    chief_checkpoint_dir = os.path.join(run.model_dir, CHECKPOINT_SUBDIR)
+    if tf.io.gfile.isdir(chief_checkpoint_dir):
+        restored_from, skipped = restore_newest_readable(checkpoint, chief_checkpoint_dir)
+    initial_step = int(scalar(optimizer.iterations))
+    if initial_step > config.num_train_steps:
+        raise PretrainingError(
+            f"{restored_from} is at step {initial_step}, beyond num_train_steps={config.num_train_steps}"
+        )
+    if restored_from:
+        logger.info("restored %s (step %d)", restored_from, initial_step)
+    elif config.init_checkpoint:
+        from albert_tf.checkpoints.any_format import init_encoder
+
+        init_encoder(model.encoder, config.init_checkpoint)
+        logger.info("encoder initialised from %s", config.init_checkpoint)
+    return restored_from, skipped, initial_step
+
+
+def _prepare_model_dir(
+    config: PretrainingRunConfig, run: _RunPlaces, restored_from: Optional[str], initial_step: int
+) -> Optional[MetricsLog]:
+    """The run's first writes: its folder, then (chief) the metrics up to `initial_step`, the
+    tokenizer and ``run_config.json``. Returns the chief's `MetricsLog` (None elsewhere)."""
+    import tensorflow as tf
+
+    model_dir = run.model_dir
+    metrics_log = MetricsLog(os.path.join(model_dir, METRICS_FILE)) if run.chief else None
+    run_config_path = os.path.join(model_dir, RUN_CONFIG_FILE)
+    if run.chief and config.tokenizer is not None and tf.io.gfile.isdir(model_dir):
+        check_tokenizer_of_run(model_dir, config.tokenizer)
+    # The first write: everything before can still fail without leaving anything behind.
+    tf.io.gfile.makedirs(run.write_dir)
+    if run.chief:
+        if restored_from:
+            check_resumed_config(run_config_path, config)
+        metrics_log.truncate_after(initial_step)
+        if config.tokenizer is not None:
+            install_tokenizer(model_dir, config.tokenizer)
+        file_io.atomic_write_json(run_config_path, config.to_dict(), ensure_ascii=True)
+    return metrics_log
+
+
+class _Fits:
+    """The `fit` calls of a run, one per group of equal checkpoint intervals (`interval_groups`),
+    with the interval checkpoint first among their callbacks, then (chief) TensorBoard's, then
+    the caller's."""
+
+    def __init__(self, config: PretrainingRunConfig, model, strategy, run: _RunPlaces, manager,
+                 metrics_log: Optional[MetricsLog], history: List[Dict[str, Any]], callbacks):
+        import keras
+
+        self.config, self.model, self.strategy, self.run = config, model, strategy, run
+        self.manager, self.metrics_log, self.history = manager, metrics_log, history
+        self.callbacks = callbacks
+        self.IntervalCheckpoint, self.StepTensorBoard, self.RunningScalars = make_callbacks(keras)
+
+    def train(self, initial_step: int, make_dataset: Callable[[], Any], first_dataset) -> Optional[Any]:
+        """Trains from `initial_step` to the end; returns the last fit's interval-checkpoint
+        callback (None where there was nothing to train)."""
+        config = self.config
+        every, accumulation = config.checkpoint_every_n_steps, config.gradient_accumulation_steps
+        ends = list(range(every, config.num_train_steps, every)) + [config.num_train_steps]
+        starts = [0] + ends[:-1]
+        groups = interval_groups(initial_step, config.num_train_steps, every)
+        if groups:
+            logger.info(
+                "training steps %d..%d: one Keras epoch is one checkpoint interval of %d step(s) x %d batch(es) of %d",
+                initial_step + 1,
+                config.num_train_steps,
+                every,
+                accumulation,
+                config.batch_size,
+            )
+        else:
+            logger.info("%s is already at step %d: nothing to train", self.run.model_dir, initial_step)
+        interval_callback = None
+        step = initial_step
+        for first_epoch, end_epoch, length in groups:
+            interval_starts = list(starts)
+            interval_starts[first_epoch] = step
+            interval_callback = self.IntervalCheckpoint(
+                self.manager, self.metrics_log, self.history, interval_starts, ends, config.batch_size * accumulation
+            )
+            fit_callbacks = self._fit_callbacks(interval_callback, interval_starts)
+            source, first_dataset = (first_dataset if first_dataset is not None else make_dataset()), None
+            dataset = prepare_pretraining_dataset(source, step * accumulation, config)
+            self._fit(dataset, first_epoch, end_epoch, length, fit_callbacks)
+            step = ends[end_epoch - 1]
+        return interval_callback
+
+    def _fit_callbacks(self, interval_callback, interval_starts: List[int]) -> List[Any]:
+        config, log_dir = self.config, self.run.log_dir
+        fit_callbacks = [interval_callback]
+        if self.run.chief:
+            # A fresh TensorBoard per fit: Keras's closes its writers at the end of `fit`.
+            fit_callbacks.append(self.StepTensorBoard(log_dir=log_dir, write_graph=False, profile_batch=0))
+            if config.log_every:
+                fit_callbacks.append(
+                    self.RunningScalars(
+                        os.path.join(log_dir, "train"), config.log_every, config.gradient_accumulation_steps,
+                        interval_starts,
+                    )
+                )
+        fit_callbacks.extend(self.callbacks or ())
+        return fit_callbacks
+
+    def _fit(self, dataset, first_epoch: int, end_epoch: int, length: int, fit_callbacks: List[Any]) -> None:
+        with pretraining_fit_scope(self.model, self.strategy):
+            self.model.fit(
+                dataset,
+                epochs=end_epoch,
+                initial_epoch=first_epoch,
+                steps_per_epoch=length * self.config.gradient_accumulation_steps,
+                callbacks=fit_callbacks,
+                verbose=self.config.verbose,
+                shuffle=False,  # The dataset's own (seeded) shuffling is the only one.
+            )
+
+
+def _export_run(
+    config: PretrainingRunConfig, model, albert_config: AlbertConfig, run: _RunPlaces, metrics_log: Optional[MetricsLog]
+) -> Dict[str, str]:
+    """Writes the trained model's files (every worker; the others' private folder is removed
+    again) and returns the chief's artifacts (empty elsewhere)."""
+    import tensorflow as tf
+
+    model_dir, write_dir = run.model_dir, run.write_dir
+    artifacts: Dict[str, str] = {}
+    save_keras_atomically(model, os.path.join(write_dir, PRETRAINER_FILE))
+    save_keras_atomically(model.encoder, os.path.join(write_dir, ENCODER_FILE))
+    tf1 = export_tf1(model, albert_config, os.path.join(write_dir, TF1_SUBDIR))
+    if not run.chief:
+        tf.io.gfile.rmtree(write_dir)
+        return artifacts
+    artifacts = {
+        "pretrainer": os.path.join(model_dir, PRETRAINER_FILE),
+        "encoder": os.path.join(model_dir, ENCODER_FILE),
+        **tf1,
+        "metrics": metrics_log.path,
+        "logs": run.log_dir,
+    }
+    if config.tokenizer is not None:
+        installed = tokenizer_of_run(model_dir)
+        # Beside the TF1 checkpoint too, as the original releases ship it: `tf1/` alone fine-tunes.
+        install_tokenizer(os.path.join(model_dir, TF1_SUBDIR), installed)
+        artifacts["tokenizer"] = installed.path
+    return artifacts

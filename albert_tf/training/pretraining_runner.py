@@ -43,15 +43,9 @@ from albert_tf.errors import as_python, param, raw_message, rename_params
 from albert_tf.tokenization.resolve import python_tokenizer
 from albert_tf.tokenization.sentencepiece_vocab import train_sentencepiece
 from albert_tf.training.memory import TrainingMemoryError
-from albert_tf.training.pretraining import (
-    CHECKPOINT_NAME,
-    CHECKPOINT_SUBDIR,
-    PretrainingError,
-    PretrainingResult,
-    PretrainingRunConfig,
-    TokenizerFile,
-    run_pretraining,
-)
+from albert_tf.training.checkpointing import CHECKPOINT_NAME, CHECKPOINT_SUBDIR
+from albert_tf.training.pretraining import PretrainingResult, run_pretraining
+from albert_tf.training.pretraining_config import PretrainingError, PretrainingRunConfig, TokenizerFile
 from albert_tf.training.strategies import StrategyError
 
 # Without `config`: the paper's model and run settings where a GPU or TPU is found, else the CPU
@@ -537,7 +531,8 @@ def _sample_run(settings: PretrainSettings, report) -> PretrainingResult:
     """
     # Apache Beam is imported for this job only: it is slow to import and gives the root logger
     # a handler of its own.
-    from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data, read_metadata
+    from albert_tf.data.beam_pipeline import PipelineConfig, TokenizerSpec, make_pretraining_data
+    from albert_tf.data.pipeline_output import read_metadata
 
     sample = dict(SAMPLE_SETTINGS)
     model_dir = settings.model_dir or sample["model_dir"]

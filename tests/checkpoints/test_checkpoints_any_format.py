@@ -108,7 +108,7 @@ def test_original_tf1_and_huggingface(tmp_path):
 
 def test_pretraining_tf2_checkpoint(tmp_path):
     from albert_tf.training.optimizers import create_optimizer
-    from albert_tf.training.pretraining import training_state
+    from albert_tf.training.checkpointing import training_state
 
     keras.utils.set_random_seed(3)
     pretrainer = AlbertPretrainer(AlbertEncoder.from_albert_config(CONFIG))

@@ -188,7 +188,7 @@ def test_epochs_and_progress_as_printed(assets, tmp_path, capsys, monkeypatch):
 @pytest.mark.slow
 def test_init_from_a_pretraining_run_finds_its_tokenizer(assets, tmp_path):
     """`--init RUN/tf1/model.ckpt` of a pretraining output: the tokenizer and its casing come from
-    the run's `tokenizer.json` (`albert_tf.training.pretraining.tokenizer_of_run`), no --vocab-file."""
+    the run's `tokenizer.json` (`albert_tf.training.pretraining_tokenizer.tokenizer_of_run`), no --vocab-file."""
     import numpy as np
 
     from albert_tf.checkpoints.original import save_original_checkpoint

@@ -111,7 +111,7 @@ def pretrained(sample_data, tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_data_directory_gives_lengths_vocabulary_and_tokenizer_to_a_tiny_run(pretrained, sample_data):
-    from albert_tf.training.pretraining import tokenizer_of_run
+    from albert_tf.training.pretraining_tokenizer import tokenizer_of_run
 
     proc, run = pretrained
     assert proc.returncode == 0, proc.stderr
@@ -406,23 +406,18 @@ def test_tensorflow_keeps_every_device_where_a_cuda_driver_loads(monkeypatch):
 
 
 def test_a_run_keeps_the_tokenizer_it_was_pretrained_with(tmp_path):
-    from albert_tf.training.pretraining import (
-        PretrainingError,
-        TokenizerFile,
-        _check_tokenizer_of_run,
-        _install_tokenizer,
-        tokenizer_of_run,
-    )
+    from albert_tf.training.pretraining_config import PretrainingError, TokenizerFile
+    from albert_tf.training.pretraining_tokenizer import check_tokenizer_of_run, install_tokenizer, tokenizer_of_run
 
     (tmp_path / "a.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n")
     (tmp_path / "b.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nb\n")
     run = tmp_path / "run"
     (run / "tf1").mkdir(parents=True)
     first = TokenizerFile("wordpiece", str(tmp_path / "a.txt"), lower_case=False)
-    assert _install_tokenizer(str(run), first) == str(run / "vocab.txt")
+    assert install_tokenizer(str(run), first) == str(run / "vocab.txt")
     found = tokenizer_of_run(str(run / "tf1" / "model.ckpt"))  # tf1/ has none of its own: the run's
     assert (found.kind, found.path, found.lower_case) == ("wordpiece", str(run / "vocab.txt"), False)
-    _check_tokenizer_of_run(str(run), first)  # the same vocabulary resumes
+    check_tokenizer_of_run(str(run), first)  # the same vocabulary resumes
     with pytest.raises(PretrainingError, match=r"was pretrained with the tokenizer in .*vocab.txt; .*b.txt is another"):
-        _check_tokenizer_of_run(str(run), TokenizerFile("wordpiece", str(tmp_path / "b.txt")))
+        check_tokenizer_of_run(str(run), TokenizerFile("wordpiece", str(tmp_path / "b.txt")))
     assert tokenizer_of_run(str(tmp_path)) is None

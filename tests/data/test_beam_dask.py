@@ -14,6 +14,8 @@ pytest.importorskip("dask.distributed")
 import tensorflow as tf  # noqa: E402
 
 from albert_tf.data import beam_pipeline as B  # noqa: E402
+from albert_tf.data import dask_runner as D  # noqa: E402
+from albert_tf.data import pipeline_output  # noqa: E402
 from albert_tf.data import pretraining_instances as P  # noqa: E402
 from albert_tf.data.documents import MalformedInputError, read_documents  # noqa: E402
 
@@ -29,7 +31,7 @@ def cluster():
     try:
         yield local
     finally:
-        B._stop_workers(local)
+        D._stop_workers(local)
         local.close()
 
 
@@ -78,7 +80,7 @@ def _records(paths):
 
 
 def _metadata(summary):
-    metadata = B.read_metadata(summary.output_dir)
+    metadata = pipeline_output.read_metadata(summary.output_dir)
     return {k: v for k, v in metadata.items() if k != "files"}
 
 
@@ -122,16 +124,16 @@ def test_the_scheduler_address_as_a_pipeline_option(corpus, cluster, direct):
 
 
 def test_dask_options_and_partitions():
-    args = B._dask_args(["--dask_client_address=tcp://old:1", "--foo=1"], "tcp://new:2", 117)
+    args = D._dask_args(["--dask_client_address=tcp://old:1", "--foo=1"], "tcp://new:2", 117)
     assert args == ["--foo=1", "--dask_client_address=tcp://new:2", "--dask_partition_size=117"]
-    assert B._dask_args(["--dask_npartitions=8"], "tcp://a:1", 4) == ["--dask_npartitions=8", "--dask_client_address=tcp://a:1"]
-    assert B.is_dask_runner("dask") and B.is_dask_runner("DaskRunner") and not B.is_dask_runner("DirectRunner")
+    assert D._dask_args(["--dask_npartitions=8"], "tcp://a:1", 4) == ["--dask_npartitions=8", "--dask_client_address=tcp://a:1"]
+    assert D.is_dask_runner("dask") and D.is_dask_runner("DaskRunner") and not D.is_dask_runner("DirectRunner")
     # DaskRunner cuts the file list by count; the files are dealt out so that the bytes balance.
     sizes = [900, 10, 10, 10, 500, 400, 10, 10]
-    order, size = B._balanced_order(sizes, 2)
+    order, size = D._balanced_order(sizes, 2)
     assert size == 4 and sorted(order) == list(range(8))
     assert [sum(sizes[i] for i in order[:4]), sum(sizes[i] for i in order[4:])] == [930, 920]
-    assert B._balanced_order([5, 1, 1], 4) == ([0, 1, 2], 1)
+    assert D._balanced_order([5, 1, 1], 4) == ([0, 1, 2], 1)
 
 
 class _BrokenTokenizer:
@@ -212,7 +214,7 @@ def test_a_cluster_that_does_not_start_is_one_line_naming_it(monkeypatch):
 
     monkeypatch.setattr(dask.distributed, "LocalCluster", no_cluster)
     with pytest.raises(B.PipelineError) as raised:
-        with B.dask_cluster(num_workers=2):
+        with D.dask_cluster(num_workers=2):
             pass
     assert str(raised.value) == "the local Dask cluster of 2 worker processes did not start: AssertionError"
     assert describe_error(ValueError("two\nlines")) == "two lines"

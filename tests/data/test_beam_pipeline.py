@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import beam_pipeline as B
+from albert_tf.data import pipeline_output
 from albert_tf.data import pretraining_instances as P
 from albert_tf.data.documents import MalformedInputError, read_documents
 from albert_tf.data.tfrecords import serialize_instance
@@ -97,7 +98,7 @@ def test_shards_metadata_and_no_leftovers(setup, first_run):
     assert metadata["tokenizer"] is None  # a tokenizer factory of the caller's: nothing to record
     assert [f["name"] for f in metadata["features"]][:2] == ["input_ids", "input_mask"]
     assert metadata["counters"]["instances"] == first_run.counters["instances"]
-    assert B.read_metadata(str(out)) == metadata
+    assert pipeline_output.read_metadata(str(out)) == metadata
 
 
 def test_sharding_and_input_order_do_not_change_the_records(setup, first_run):
@@ -226,7 +227,7 @@ def test_control_characters_are_cleaned_and_counted(setup, tmp_path):
     summary = B.make_pretraining_data([str(stray)], str(tmp_path / "out"), config)
     assert summary.counters["cleaned_characters"] == 3 and summary.counters["cleaned_files"] == 1
     assert summary.cleaned_files == {str(stray): 3}
-    metadata = B.read_metadata(summary.output_dir)
+    metadata = pipeline_output.read_metadata(summary.output_dir)
     assert metadata["cleaned_files"] == {str(stray): 3} and metadata["counters"]["cleaned_characters"] == 3
     clean = tmp_path / "clean.txt"
     clean.write_text(text, encoding="utf-8")
@@ -253,7 +254,7 @@ def test_on_error_skip_leaves_unreadable_files_out(setup, tmp_path):
         (str(corpus / "b_utf16.txt"), f"{corpus / 'b_utf16.txt'}:1: binary data, not UTF-8 text (a NUL at column 2)"),
         (str(corpus / "c_empty.txt"), f"{corpus / 'c_empty.txt'}: is empty"),
     ]
-    metadata = B.read_metadata(summary.output_dir)
+    metadata = pipeline_output.read_metadata(summary.output_dir)
     assert [e["file"] for e in metadata["skipped_files"]] == [p for p, _ in summary.skipped_files]
     # The same records as a run on the readable files alone.
     assert _records(summary.files) == _in_memory_records(sorted(corpus.glob("1*.txt")), config)
@@ -447,5 +448,5 @@ def test_metadata_names_the_tokenizer_spec(setup, tmp_path):
     files, model, config, _ = setup
     spec = dataclasses.replace(config, tokenizer=B.TokenizerSpec(spm_model=os.path.relpath(model)), dupe_factor=1)
     summary = B.make_pretraining_data(files[:1], str(tmp_path / "out"), spec)
-    tokenizer = B.read_metadata(summary.output_dir)["tokenizer"]
+    tokenizer = pipeline_output.read_metadata(summary.output_dir)["tokenizer"]
     assert tokenizer == {"spm_model": os.path.abspath(model), "vocab_file": None, "lower_case": True}

@@ -17,7 +17,7 @@ from albert_tf.data import beam_pipeline as B
 from albert_tf.data import on_the_fly as O
 from albert_tf.data import pretraining_instances as P
 from albert_tf.tokenization import SentencePieceTokenizer, train_sentencepiece
-from albert_tf.training.pretraining import TokenizerFile
+from albert_tf.training.pretraining_config import TokenizerFile
 
 SAMPLE = Path(__file__).resolve().parents[2] / "albert_tf" / "resources" / "sample" / "sotu"
 SEQ, PRED = 128, 20

@@ -4,7 +4,7 @@ tokenizer of each kind.
 Every layout keeps a (fake: the search reads no file) tokenizer where that layout keeps it; the
 one `find_tokenizer` finds each from every path a caller may give, and the three entry points
 kept for their callers (`tasks.pretrained.find_tokenizer_file`, `tasks.resources.resolve_tokenizer_file`,
-`training.pretraining.tokenizer_of_run`) answer what it answers with their search order.
+`training.pretraining_tokenizer.tokenizer_of_run`) answer what it answers with their search order.
 """
 
 import json
@@ -30,7 +30,7 @@ from albert_tf.tokenization.resolve import (
     TokenizerSearch,
     find_tokenizer,
 )
-from albert_tf.training import pretraining
+from albert_tf.training import pretraining_tokenizer
 
 VOCAB = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ngood\nbad\n"
 
@@ -120,7 +120,7 @@ def test_one_finder_reads_every_layout_and_the_old_entry_points_agree(layouts, l
     assert resources.resolve_tokenizer_file(None, None, target) == (kind, expected.file, lower_case)
 
     # The pretraining run's finder: its tokenizer.json only, lower-cased where it records no casing.
-    by_run = pretraining.tokenizer_of_run(target)
+    by_run = pretraining_tokenizer.tokenizer_of_run(target)
     if found_by == TOKENIZER_JSON:
         assert find_tokenizer(target, RUN_SEARCH) == expected
         assert (by_run.kind, by_run.path, by_run.lower_case) == (kind, expected.file, True if lower_case is None else lower_case)
@@ -144,7 +144,7 @@ def test_explicit_files_win_and_nothing_found_keeps_each_error(layouts, tmp_path
     assert f"in {bare} and {bare.parent}; pass tokenizer=" in message
     with pytest.raises(TaskError, match="no tokenizer: pass"):
         resources.resolve_tokenizer_file(None, None, str(bare / "model.ckpt"))
-    assert pretraining.tokenizer_of_run(str(bare / "model.ckpt")) is None
+    assert pretraining_tokenizer.tokenizer_of_run(str(bare / "model.ckpt")) is None
 
 
 def test_what_the_search_orders_differ_in(tmp_path, caplog):
@@ -166,7 +166,7 @@ def test_what_the_search_orders_differ_in(tmp_path, caplog):
     _touch(broken / "tokenizer.json", "{not json")
     _touch(broken / "spm.model")
     assert find_tokenizer(str(broken)).layout == NAMED_FILES
-    assert pretraining.tokenizer_of_run(str(broken)) is None
+    assert pretraining_tokenizer.tokenizer_of_run(str(broken)) is None
     assert str(broken / "tokenizer.json") in caplog.text and "unreadable" in caplog.text
     with pytest.raises(ValueError, match="unknown tokenizer layouts"):
         TokenizerSearch(steps=(("nowhere", False),), nested=())

@@ -238,7 +238,7 @@ def test_sigkilled_run_resumes_to_identical_weights_and_losses(reference, killed
 
 
 def test_checkpoints_of_a_relative_model_dir_are_found_once(tmp_path, monkeypatch, caplog):
-    from albert_tf.training.pretraining import _checkpoint_candidates, restore_newest_readable
+    from albert_tf.training.checkpointing import _checkpoint_candidates, restore_newest_readable
 
     monkeypatch.chdir(tmp_path)
     variable = tf.Variable(1.0)
