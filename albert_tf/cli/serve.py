@@ -5,6 +5,13 @@ tested without Docker; production serving is TF Serving itself (serving/README.m
 (either protocol) exits with status 2 and one line naming it. `--prefer-tflite-model` serves a
 version's `model.tflite` (`albert-tf export --tflite ...`; token ids in) as TF Serving's
 `--prefer_tflite_model` does.
+
+What it serves: `--export-base` (the newest version of each model there), or
+`--model_config_file` (TF Serving's `ModelServerConfig` text file: several models, version
+policies `latest`/`specific`/`all`, version labels; re-read every
+`--model_config_file_poll_wait_seconds`). The two are exclusive (TF Serving ignores
+`--model_base_path` beside `--model_config_file`; this command refuses the pair rather than ignore
+a flag); a field of the file it does not support is refused in one line naming it.
 """
 
 from __future__ import annotations
@@ -18,8 +25,28 @@ HELP = "Serve an export base locally over TF Serving's gRPC and REST protocols (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--export-base", required=True, help="directory of <model>/<version>/ SavedModels")
-    parser.add_argument("--model-name", action="append", help="model to serve (repeatable; default: all)")
+    parser.add_argument(
+        "--export-base", default=None,
+        help="directory of <model>/<version>/ SavedModels; the newest version of each is served "
+        "(or --model_config_file)",
+    )
+    parser.add_argument(
+        "--model_config_file", "--model-config-file", dest="model_config_file", default=None, metavar="FILE",
+        help="TF Serving ModelServerConfig text file (model_config_list: name, base_path, model_platform "
+        "\"tensorflow\", model_version_policy, version_labels) instead of --export-base",
+    )
+    parser.add_argument(
+        "--model_config_file_poll_wait_seconds", "--model-config-file-poll-wait-seconds",
+        dest="model_config_file_poll_wait_seconds", type=_non_negative, default=None, metavar="SECONDS",
+        help="re-read --model_config_file this often (0 or absent: read once), as TF Serving's flag",
+    )
+    parser.add_argument(
+        "--allow_version_labels_for_unavailable_models", "--allow-version-labels-for-unavailable-models",
+        dest="allow_version_labels_for_unavailable_models", action="store_true",
+        help="let a new version label of --model_config_file name a version not loaded yet (TF Serving's flag; "
+        "by default a label must name an AVAILABLE version, so labels cannot be given at startup)",
+    )
+    parser.add_argument("--model-name", action="append", help="model of --export-base to serve (repeatable; default: all)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     parser.add_argument("--port", type=int, default=8500, help="gRPC port (default 8500)")
     parser.add_argument("--rest-api-port", type=int, default=8501, help="REST port (default 8501)")
@@ -45,6 +72,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _check_sources(args) -> None:
+    """`--export-base` or `--model_config_file`, and only the flags that apply to the one given."""
+    if args.export_base is not None and args.model_config_file is not None:
+        raise CommandError(
+            "--model_config_file and --export-base are exclusive (TF Serving would ignore --model_base_path "
+            "beside --model_config_file): give one"
+        )
+    if args.export_base is None and args.model_config_file is None:
+        raise CommandError("give --export-base DIR or --model_config_file FILE")
+    if args.model_config_file is not None and args.model_name:
+        raise CommandError("--model-name selects models of --export-base; with --model_config_file the file lists the models")
+    if args.model_config_file is None:
+        for flag, given in (
+            ("--model_config_file_poll_wait_seconds", args.model_config_file_poll_wait_seconds is not None),
+            ("--allow_version_labels_for_unavailable_models", args.allow_version_labels_for_unavailable_models),
+        ):
+            if given:
+                raise CommandError(f"{flag} applies to --model_config_file only")
+
+
 def _positive(kind):
     def parse(text: str):
         try:
@@ -64,15 +121,24 @@ def run(args) -> int:
 
     from albert_tf.model_server.server import LocalModelServer
 
-    if not os.path.isdir(args.export_base):
+    _check_sources(args)
+    if args.export_base is not None and not os.path.isdir(args.export_base):
         raise CommandError(f"--export-base not found: {args.export_base}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if args.model_config_file is not None:
+        source = dict(
+            model_config_file=args.model_config_file,
+            model_config_file_poll_wait_s=args.model_config_file_poll_wait_seconds or 0.0,
+            allow_version_labels_for_unavailable_models=args.allow_version_labels_for_unavailable_models,
+        )
+    else:
+        source = dict(export_base=args.export_base, model_names=args.model_name)
     try:
         server = LocalModelServer(
-            args.export_base, model_names=args.model_name, grpc_port=args.port, rest_port=args.rest_api_port,
+            grpc_port=args.port, rest_port=args.rest_api_port,
             poll_interval_s=args.poll_seconds, host=args.host, max_request_bytes=args.max_request_bytes,
             rest_read_timeout_s=args.rest_read_timeout_seconds, prefer_tflite_model=args.prefer_tflite_model,
-            request_logging=args.request_logging_config,
+            request_logging=args.request_logging_config, **source,
         )
         if args.no_batching:
             server.manager.batching = None

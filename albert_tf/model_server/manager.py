@@ -1,16 +1,23 @@
 """`ModelManager`: the versions of the served models, their loading, polling and request batching.
 
-It mirrors what TF Serving's model manager does for a `model_config_list` with the default
-"latest 1" version policy:
+It mirrors what TF Serving's model manager does for a `model_config_list`:
 
 * the base directory of each model is polled (`poll_interval_s`, TF Serving's
-  `--file_system_poll_wait_seconds`); a new integer version directory is loaded
+  `--file_system_poll_wait_seconds`) and its version policy (`model_config.VersionPolicy`:
+  `latest N`, default 1; `specific`; `all`) names the versions to serve; a new one is loaded
   (`SessionServable`), its `assets.extra/tf_serving_warmup_requests` replayed, and only then
-  does it become AVAILABLE and replace the previous version, so a new version goes live
-  without a restart;
+  does it become AVAILABLE; versions the policy no longer names are unloaded once one it names
+  is AVAILABLE (TF Serving's availability-preserving policy), so a new version goes live
+  without a restart and without a gap;
 * a version that fails to load or to warm up ends in state END with its error, and the
   previous version keeps serving;
+* every load (or failed load) and every unload is logged once, with the model and version;
 * requests name the version as TF Serving does: latest, a specific version, or a label;
+* `apply_config` switches to a new model list (a re-read `--model_config_file`): its version
+  labels are checked first, as TF Serving's `ServerCore` does (a label must name a version
+  AVAILABLE now; with `allow_version_labels_for_unavailable_models`, a label not already on
+  another version may name any version), else the whole config is refused and the previous
+  one stays; then models it drops are unloaded and the others polled;
 * a request whose batch is empty (0 rows) is refused, over gRPC and REST alike, as TF
   Serving's REST API refuses an empty `instances` list;
 * with `prefer_tflite_model` (TF Serving's `--prefer_tflite_model`), a version directory holding
@@ -39,6 +46,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from albert_tf.export.serving_config import BatchingConfig, model_versions
+from albert_tf.model_server.model_config import LATEST, ModelConfigError, ModelEntry, VersionPolicy
 from albert_tf.model_server.servable import (
     FAILED_PRECONDITION,
     INVALID_ARGUMENT,
@@ -299,8 +307,10 @@ class ModelManager:
       models: `{model_name: base_path}` (the directory holding integer versions).
       batching: request batching settings (None: no batching).
       poll_interval_s: how often the base paths are polled for new versions (0: never).
-      version_labels: `{model_name: {label: version}}`.
+      version_labels: `{model_name: {label: version}}`, taken as given (a model config file's
+        labels go through `apply_config`, which checks them).
       prefer_tflite_model: serve a version's `model.tflite` when it has one (`TfliteServable`).
+      version_policies: `{model_name: VersionPolicy}` (default: the newest version only).
 
     `request_logger` (a `request_log.RequestLogger`, None: off) sees every answered request.
     """
@@ -314,16 +324,20 @@ class ModelManager:
         poll_interval_s: float = 1.0,
         version_labels: Optional[Dict[str, Dict[str, int]]] = None,
         prefer_tflite_model: bool = False,
+        version_policies: Optional[Dict[str, VersionPolicy]] = None,
     ):
         if not models:
             raise ValueError("no models to serve")
         self.models = dict(models)
+        self.version_policies = dict(version_policies or {})
         self.batching = batching
         self.poll_interval_s = poll_interval_s
         self.prefer_tflite_model = bool(prefer_tflite_model)
         self.version_labels = {k: dict(v) for k, v in (version_labels or {}).items()}
         self._versions: Dict[str, Dict[int, VersionState]] = {name: {} for name in models}
         self._lock = threading.RLock()
+        # Serializes polls and config changes (loads run under it; requests take `_lock` only).
+        self._config_lock = threading.RLock()
         self._stopped = threading.Event()
         self._poller: Optional[threading.Thread] = None
 
@@ -344,22 +358,43 @@ class ModelManager:
                 logger.exception("polling the model base paths failed")
 
     def poll_once(self) -> None:
-        """One poll: load each model's newest untried version; unload what it replaces."""
-        for name, base in self.models.items():
-            versions = model_versions(base)
-            with self._lock:
-                states = self._versions[name]
-                for version, state in list(states.items()):
-                    if state.state == AVAILABLE and version not in versions:
-                        self._unload(state)  # the directory is gone: TF Serving unloads it too
-            if not versions:
-                continue
-            newest = versions[-1]
-            with self._lock:
-                if newest in states:
-                    continue
-                states[newest] = VersionState(newest, LOADING)
-            self._load(name, base, states[newest])
+        """One poll: load the versions each model's policy names; unload those it no longer names."""
+        with self._config_lock:
+            for name, base in list(self.models.items()):
+                self._poll_model(name, base)
+
+    def _poll_model(self, name: str, base: str) -> None:
+        versions = model_versions(base)
+        aspired = self.version_policies.get(name, LATEST).aspired(versions)
+        with self._lock:
+            states = self._versions[name]
+            for version, state in list(states.items()):
+                if state.state == AVAILABLE and version not in versions:
+                    self._unload(name, state)  # the directory is gone: TF Serving unloads it too
+            # New versions, and ones unloaded earlier that the policy names again; a version that
+            # failed to load is not retried (as TF Serving, until it is a new version number).
+            to_load = [
+                v for v in sorted(aspired, reverse=True)
+                if v not in states or (states[v].state == END and states[v].error_code == "OK")
+            ]
+            for version in to_load:
+                states[version] = VersionState(version, LOADING)
+        for version in to_load:
+            self._load(name, base, states[version])
+            self._retire(name, aspired)
+        self._retire(name, aspired)
+
+    def _retire(self, name: str, aspired) -> None:
+        """Unloads the AVAILABLE versions outside `aspired` once one in it is AVAILABLE; until
+        then the newest of them keeps serving (TF Serving's availability-preserving policy)."""
+        with self._lock:
+            states = self._versions[name]
+            available = {v for v, s in states.items() if s.state == AVAILABLE}
+            stale = sorted(available - set(aspired))
+            if stale and not available & set(aspired):
+                stale = stale[:-1]
+            for version in stale:
+                self._unload(name, states[version])
 
     def _load(self, name: str, base: str, state: VersionState) -> None:
         from albert_tf.export.warmup import read_warmup_file
@@ -375,19 +410,16 @@ class ModelManager:
                 message = e.message if isinstance(e, ServingError) else str(e)
                 raise ServingError(FAILED_PRECONDITION, f"Failed to warm up {path}: {message}") from None
         except ServingError as e:
-            logger.error("version %d of %s failed to load: %s", state.version, name, e.message)
+            logger.error("model %s version %d failed to load: %s", name, state.version, e.message)
             with self._lock:
                 state.state, state.error_code, state.error_message = END, e.code, e.message
             return
-        logger.info("loaded %s version %d (%d warmup requests)", name, state.version, count)
+        logger.info("loaded model %s version %d from %s (%d warmup requests)", name, state.version, path, count)
         with self._lock:
             state.servable, state.batcher = servable, Batcher(servable, self.batching)
             state.state = AVAILABLE
-            for other in self._versions[name].values():
-                if other is not state and other.state == AVAILABLE:
-                    self._unload(other)
 
-    def _unload(self, state: VersionState) -> None:
+    def _unload(self, name: str, state: VersionState) -> None:
         state.state = UNLOADING
         if state.batcher is not None:
             state.batcher.stop()
@@ -395,16 +427,72 @@ class ModelManager:
             state.servable.close()
         state.servable = state.batcher = None
         state.state = END
+        logger.info("unloaded model %s version %d", name, state.version)
+
+    # --- a model config (`--model_config_file`) ---------------------------------------------------
+
+    def check_labels(self, entries: Sequence[ModelEntry], allow_unavailable: bool = False) -> Dict[str, Dict[str, int]]:
+        """The label map of `entries`, checked as TF Serving's `ServerCore` checks it.
+
+        A label must name a version that is AVAILABLE now, before the config's own versions
+        load. With `allow_unavailable` (`--allow_version_labels_for_unavailable_models`) a label
+        may name a version not available yet, unless the label is already on another version.
+
+        Raises:
+          ModelConfigError: one line naming the label, version and model.
+        """
+        labels: Dict[str, Dict[str, int]] = {}
+        with self._lock:
+            for entry in entries:
+                for label, version in entry.labels:
+                    current = self.version_labels.get(entry.name, {}).get(label)
+                    allowed = allow_unavailable and current in (None, version)
+                    state = self._versions.get(entry.name, {}).get(version)
+                    if not allowed and (state is None or state.state != AVAILABLE):
+                        hint = "" if allow_unavailable else (
+                            " (labels are checked before the config's versions load, as in TF Serving: add the "
+                            "label once the version is AVAILABLE, or pass --allow_version_labels_for_unavailable_models)"
+                        )
+                        raise ModelConfigError(
+                            f"Request to assign label {label} to version {version} of model {entry.name}, "
+                            f"which is not currently available for inference{hint}"
+                        )
+                    labels.setdefault(entry.name, {})[label] = version
+        return labels
+
+    def apply_config(self, entries: Sequence[ModelEntry], allow_unavailable_labels: bool = False) -> None:
+        """Serves the models of a (re-read) model config: its labels are checked first
+        (`check_labels`; refused: nothing changes), then the models it drops are unloaded and the
+        others polled (new versions loaded, versions their policy no longer names unloaded).
+
+        Raises:
+          ModelConfigError: a label `check_labels` refuses.
+        """
+        with self._config_lock:
+            labels = self.check_labels(entries, allow_unavailable_labels)
+            new_models = {e.name: e.base_path for e in entries}
+            with self._lock:
+                for name in [n for n in self.models if n not in new_models]:
+                    for state in self._versions.pop(name, {}).values():
+                        if state.state == AVAILABLE:
+                            self._unload(name, state)
+                    logger.info("model %s is no longer in the model config: removed", name)
+                for name in new_models:
+                    self._versions.setdefault(name, {})
+                self.models = new_models
+                self.version_policies = {e.name: e.policy for e in entries}
+                self.version_labels = labels
+            self.poll_once()
 
     def stop(self) -> None:
         self._stopped.set()
         if self._poller is not None:
             self._poller.join(timeout=10)
-        with self._lock:
-            for states in self._versions.values():
+        with self._config_lock, self._lock:
+            for name, states in self._versions.items():
                 for state in states.values():
                     if state.state == AVAILABLE:
-                        self._unload(state)
+                        self._unload(name, state)
 
     # --- resolving requests -------------------------------------------------------------------
 

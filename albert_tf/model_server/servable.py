@@ -14,7 +14,7 @@ would not.
 
 from __future__ import annotations
 
-import os
+import logging
 from typing import Dict, Iterable, Optional
 
 import numpy as np
@@ -35,6 +35,24 @@ class ServingError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class _RestoreLogFilter(logging.Filter):
+    """Drops the TF1 saver's "Restoring parameters from ..." record: the manager logs each load
+    once, with the model and version ("loaded model M version N"), and TensorFlow's logger both
+    prints the record itself and passes it on to the root logger's handlers (twice on screen)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Restoring parameters from")
+
+
+_RESTORE_LOG_FILTER = _RestoreLogFilter()
+
+
+def _quiet_restore_log() -> None:
+    tf_logger = logging.getLogger("tensorflow")
+    if _RESTORE_LOG_FILTER not in tf_logger.filters:
+        tf_logger.addFilter(_RESTORE_LOG_FILTER)
 
 
 def _import_custom_ops() -> None:
@@ -77,6 +95,7 @@ class SessionServable:
         import tensorflow as tf
 
         _import_custom_ops()
+        _quiet_restore_log()
         self.path = path
         self.graph = tf.Graph()
         config = tf.compat.v1.ConfigProto(allow_soft_placement=True)

@@ -13,7 +13,11 @@ Serving's messages and codes:
   `:classify`, `:regress`; errors are `{"error": "..."}` with HTTP 400/404/503/500.
 
 `LocalModelServer(export_base)` runs both on 127.0.0.1 (ports 0: free ones, read back from
-`grpc_port`/`rest_port`). Client mistakes are client errors (400/INVALID_ARGUMENT, 408, 411, 413),
+`grpc_port`/`rest_port`); `LocalModelServer(model_config_file=FILE)` serves the models of TF
+Serving's `ModelServerConfig` text file instead (`model_config`: several models, version
+policies, version labels), re-read every `model_config_file_poll_wait_s` as TF Serving's
+`--model_config_file_poll_wait_seconds` (a changed file that is refused is logged in one line and
+the previous config stays in force). Client mistakes are client errors (400/INVALID_ARGUMENT, 408, 411, 413),
 never a 500/UNKNOWN: a request larger than `max_request_bytes` is refused before it is read (413,
 RESOURCE_EXHAUSTED over gRPC), a REST body must arrive within `rest_read_timeout_s`, an empty
 batch is refused on every path, and a port another server holds is refused (no SO_REUSEPORT
@@ -41,6 +45,7 @@ import numpy as np
 from albert_tf.export.serving_config import BATCHING_FILE, BatchingConfig, model_versions, read_batching_parameters
 from albert_tf.export.signatures import CLASSIFY_METHOD, REGRESS_METHOD
 from albert_tf.model_server.manager import ModelManager, serialized_examples
+from albert_tf.model_server.model_config import ModelConfigError, read_model_config_file
 from albert_tf.model_server.servable import INVALID_ARGUMENT, NOT_FOUND, ServingError
 
 logger = logging.getLogger(__name__)
@@ -812,7 +817,8 @@ class LocalModelServer:
     """gRPC + REST front ends over a `ModelManager`, on `host` (127.0.0.1 by default).
 
     Args:
-      export_base: the directory of `<model_name>/<version>/` SavedModels.
+      export_base: the directory of `<model_name>/<version>/` SavedModels (the newest version
+        of each is served).
       model_names: the models to serve (default: every model directory with a version).
       grpc_port, rest_port: ports (0: a free port, see the attributes after `start`; None: off).
         A port another server listens on is refused (OSError naming the protocol and port).
@@ -830,11 +836,21 @@ class LocalModelServer:
         TF Serving's `--prefer_tflite_model` (`albert_tf.model_server.tflite_servable`).
       request_logging: a TF Serving `LoggingConfig` text file: log a sample of the requests as
         `PredictionLog` TFRecords (`request_log`).
+      model_config_file: instead of `export_base` (exactly one of the two), TF Serving's
+        `ModelServerConfig` text file (`albert_tf.model_server.model_config`); batching follows
+        a `batching_parameters.txt` beside it (as the export writes them), unless `batching`.
+      model_config_file_poll_wait_s: re-read the file this often (0: read once).
+      allow_version_labels_for_unavailable_models: TF Serving's flag of that name: a new label
+        may name a version that is not AVAILABLE yet.
+
+    Raises:
+      ValueError: bad options, or a model config file that cannot be served (`ModelConfigError`,
+        one line naming the file and the field).
     """
 
     def __init__(
         self,
-        export_base: str,
+        export_base: Optional[str] = None,
         model_names: Optional[List[str]] = None,
         grpc_port: Optional[int] = 0,
         rest_port: Optional[int] = 0,
@@ -847,24 +863,55 @@ class LocalModelServer:
         rest_read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         prefer_tflite_model: bool = False,
         request_logging: Optional[str] = None,
+        model_config_file: Optional[str] = None,
+        model_config_file_poll_wait_s: float = 0.0,
+        allow_version_labels_for_unavailable_models: bool = False,
     ):
         bad_limit = isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int) or max_request_bytes < 1
         if max_request_bytes is not None and bad_limit:
             raise ValueError(f"max_request_bytes must be a positive integer, got {max_request_bytes!r}")
         if not 0 < rest_read_timeout_s < float("inf"):
             raise ValueError(f"rest_read_timeout_s must be a positive number of seconds, got {rest_read_timeout_s!r}")
-        if model_names is None:
-            model_names = sorted(
-                n for n in os.listdir(export_base) if not n.startswith(".") and model_versions(os.path.join(export_base, n))
+        if (export_base is None) == (model_config_file is None):
+            raise ValueError("give export_base or model_config_file (exactly one)")
+        if not 0 <= model_config_file_poll_wait_s < float("inf"):
+            raise ValueError(f"model_config_file_poll_wait_s must be >= 0 seconds, got {model_config_file_poll_wait_s!r}")
+        self.model_config_file = model_config_file
+        self.model_config_file_poll_wait_s = float(model_config_file_poll_wait_s)
+        self.allow_version_labels_for_unavailable_models = bool(allow_version_labels_for_unavailable_models)
+        self._config_text: Optional[str] = None
+        self._config_error: Optional[str] = None
+        self._config_stopped = threading.Event()
+        self._config_thread: Optional[threading.Thread] = None
+        if model_config_file is not None:
+            if model_names is not None or version_labels is not None:
+                raise ValueError("model_names and version_labels come from the model config file: give neither with it")
+            self._config_text, entries = read_model_config_file(model_config_file)
+            if not entries:
+                raise ModelConfigError(f"{model_config_file}: lists no models (model_config_list has no config)")
+            beside = os.path.join(os.path.dirname(os.path.abspath(model_config_file)), BATCHING_FILE)
+            if batching is None and os.path.isfile(beside):
+                batching = read_batching_parameters(beside)
+            self.manager = ModelManager(
+                {e.name: e.base_path for e in entries}, batching, poll_interval_s,
+                prefer_tflite_model=prefer_tflite_model, version_policies={e.name: e.policy for e in entries},
             )
-        if not model_names:
-            raise ValueError(f"{export_base} holds no model with an integer version directory")
-        if batching is None and os.path.isfile(os.path.join(export_base, BATCHING_FILE)):
-            batching = read_batching_parameters(os.path.join(export_base, BATCHING_FILE))
-        self.manager = ModelManager(
-            {n: os.path.join(export_base, n) for n in model_names}, batching, poll_interval_s, version_labels,
-            prefer_tflite_model=prefer_tflite_model,
-        )
+            # As TF Serving, the labels are checked before anything loads: without the flag a
+            # label at startup is refused (no version is AVAILABLE yet).
+            self.manager.version_labels = self.manager.check_labels(entries, self.allow_version_labels_for_unavailable_models)
+        else:
+            if model_names is None:
+                model_names = sorted(
+                    n for n in os.listdir(export_base) if not n.startswith(".") and model_versions(os.path.join(export_base, n))
+                )
+            if not model_names:
+                raise ValueError(f"{export_base} holds no model with an integer version directory")
+            if batching is None and os.path.isfile(os.path.join(export_base, BATCHING_FILE)):
+                batching = read_batching_parameters(os.path.join(export_base, BATCHING_FILE))
+            self.manager = ModelManager(
+                {n: os.path.join(export_base, n) for n in model_names}, batching, poll_interval_s, version_labels,
+                prefer_tflite_model=prefer_tflite_model,
+            )
         if request_logging:
             from albert_tf.model_server.request_log import RequestLogger, load_logging_config
 
@@ -904,7 +951,50 @@ class LocalModelServer:
         if self._http_server is not None:
             self._http_thread = threading.Thread(target=self._http_server.serve_forever, name="rest", daemon=True)
             self._http_thread.start()
+        if self.model_config_file is not None and self.model_config_file_poll_wait_s > 0:
+            self._config_thread = threading.Thread(target=self._config_poll_loop, name="model-config-poller", daemon=True)
+            self._config_thread.start()
         return self
+
+    def _config_poll_loop(self) -> None:
+        while not self._config_stopped.wait(self.model_config_file_poll_wait_s):
+            try:
+                self.reload_model_config()
+            except Exception:  # a reload must never kill the poller: the next one retries
+                logger.exception("reloading the model config file %s failed", self.model_config_file)
+
+    def reload_model_config(self) -> bool:
+        """Re-reads the model config file and applies it if it differs from the one in force
+        (TF Serving's config poll); returns whether it applied a new config.
+
+        A file that cannot be read, parsed or served is logged in one line (once, while it stays
+        so) and the previous config stays in force; it is tried again at the next poll, as TF
+        Serving does (a label may name a version that has become AVAILABLE since). An empty
+        config (nothing set) is no action, as in TF Serving.
+        """
+        try:
+            text, entries = read_model_config_file(self.model_config_file)
+            if text == self._config_text:
+                self._config_error = None
+                return False
+            if entries is None:
+                self._report(f"model config {self.model_config_file} is empty: no action (as TF Serving)", logging.INFO)
+                return False
+            self.manager.apply_config(entries, self.allow_version_labels_for_unavailable_models)
+        except ModelConfigError as e:
+            self._report(f"model config {self.model_config_file} not applied, the previous one stays in force: {e}")
+            return False
+        self._config_text, self._config_error = text, None
+        logger.info(
+            "model config %s applied: %s", self.model_config_file,
+            "; ".join(f"{e.name} ({e.policy.describe()}" + "".join(f", label {k}: {v}" for k, v in e.labels) + ")" for e in entries),
+        )
+        return True
+
+    def _report(self, message: str, level: int = logging.ERROR) -> None:
+        if message != self._config_error:
+            logger.log(level, "%s", message)
+        self._config_error = message
 
     def _bind_grpc(self) -> None:
         import grpc
@@ -948,6 +1038,10 @@ class LocalModelServer:
 
     def stop(self) -> None:
         """Stops serving and unloads the models (also after a failed `start`)."""
+        self._config_stopped.set()
+        if self._config_thread is not None:
+            self._config_thread.join(timeout=30)
+            self._config_thread = None
         if self._grpc_server is not None:
             self._grpc_server.stop(grace=1).wait()
             self._grpc_server = None
