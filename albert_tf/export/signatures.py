@@ -19,7 +19,7 @@ when the folder is imported; the encoder's and the pretrainer's are here. It wra
   the same from token ids (the TF-Hub module's signature), and for a pretrainer also `sop`
   (`sop_logits`, `sop_probabilities`) and `mlm` (`mlm_logits` at `mlm_positions`, as the
   original hub module's `mlm` signature);
-* a `AlbertForSquadV1` / `AlbertForSquadV2` (extractive QA; `SquadV1Serving` / `SquadV2Serving` in
+* an `AlbertForSquadV1` / `AlbertForSquadV2` (extractive QA; `SquadV1Serving` / `SquadV2Serving` in
   `albert_tf.tasks.squad.serving`): `serving_default` takes `question` and `context` and returns
   `answer_text`, `start_char`, `end_char` (character offsets into the context, end exclusive),
   `score`, `has_answer`, `num_windows` (doc-stride windows used) and for v2 `null_score`;
@@ -33,7 +33,7 @@ when the folder is imported; the encoder's and the pretrainer's are here. It wra
   `entity_scores` (float), `num_entities` (int32 `[-1]`), and the tagged units `words`,
   `word_tags` (string `[-1, W]`), `num_words`; `tokens` returns per token `logits`,
   `probabilities` (`[-1, seq, tags]`), `tag_id` (int32) and `tag` (string);
-* a `AlbertForMultipleChoice` (RACE; `MultipleChoiceServing` in `albert_tf.tasks.multiple_choice.serving`):
+* an `AlbertForMultipleChoice` (RACE; `MultipleChoiceServing` in `albert_tf.tasks.multiple_choice.serving`):
   `serving_default` takes `text` (the article / context) and `question` string `[-1]` and
   `choices` string `[-1, -1]` (any number of choices) and returns `logits`, `scores` (softmax
   over the choices) float `[-1, choices]` and `predicted_choice` int32 `[-1]`; `tokens` the same

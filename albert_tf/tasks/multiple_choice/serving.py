@@ -1,6 +1,6 @@
 """Serving multiple choice (RACE models) from raw text: one score per choice, all in the graph.
 
-`MultipleChoiceServing` is the export of a `AlbertForMultipleChoice` (export kind `multiple_choice`,
+`MultipleChoiceServing` is the export of an `AlbertForMultipleChoice` (export kind `multiple_choice`,
 registered with `albert_tf.export.signatures.register_serving`): `serving_default` takes `text`,
 `question` and `choices` and answers through `MultipleChoiceGraph`; `tokens` takes token ids
 `[batch, choices, seq]`.
@@ -69,7 +69,7 @@ class MultipleChoiceGraph:
     """The in-graph multiple-choice pipeline for one `AlbertForMultipleChoice` and its tokenizer layer.
 
     Args:
-      model: a `AlbertForMultipleChoice`.
+      model: an `AlbertForMultipleChoice`.
       tokenizer: the `AlbertTokenizerLayer` of training (its `sequence_length` is the row length).
       settings: from `multiple_choice_settings`.
       length_bucket: None packs every choice to `sequence_length`; an int packs a batch to its
@@ -179,7 +179,7 @@ class MultipleChoiceGraph:
 
 @register_serving
 class MultipleChoiceServing(ServingModule):
-    """A `AlbertForMultipleChoice`: one score per choice (`MultipleChoiceGraph`)."""
+    """An `AlbertForMultipleChoice`: one score per choice (`MultipleChoiceGraph`)."""
 
     kind = MULTIPLE_CHOICE
 

@@ -1,6 +1,6 @@
 """Running a SQuAD head: its answers, the official dev scores and the data of a fine-tuning run.
 
-`predict_squad` runs a `AlbertForSquadV1` / `AlbertForSquadV2` (`albert_tf.tasks.squad.head`) over the
+`predict_squad` runs an `AlbertForSquadV1` / `AlbertForSquadV2` (`albert_tf.tasks.squad.head`) over the
 prediction dataset of `albert_tf.tasks.squad.data` and gives its raw results; `evaluate_squad`
 post-processes and scores them (`albert_tf.tasks.squad.postprocessing`) and `make_squad_eval_fn`
 turns that into the `eval_fn` of `albert_tf.training.finetuning.run_finetuning`;
@@ -42,7 +42,7 @@ def predict_squad(model: AlbertTaskModel, dataset, *, batch_size: int = 32, call
     """Runs a SQuAD model over a prediction dataset and returns one raw result per feature.
 
     Args:
-        model: A `AlbertForSquadV1` or `AlbertForSquadV2`.
+        model: An `AlbertForSquadV1` or `AlbertForSquadV2`.
         dataset: From `make_squad_dataset(features, is_training=False)` or
             `read_squad_tfrecord(..., is_training=False)`, batched or not.
         batch_size: Batch size when `dataset` is unbatched.

@@ -1,6 +1,6 @@
 """Serving extractive question answering (SQuAD v1 / v2 models) from raw text, all in the graph.
 
-`SquadV1Serving` and `SquadV2Serving` are the exports of a `AlbertForSquadV1` / `AlbertForSquadV2`
+`SquadV1Serving` and `SquadV2Serving` are the exports of an `AlbertForSquadV1` / `AlbertForSquadV2`
 (export kinds `squad_v1` / `squad_v2`, registered with
 `albert_tf.export.signatures.register_serving`): `serving_default` takes `question` and
 `context` and answers through `QaGraph`; `tokens` returns the head's outputs for token ids.
@@ -98,7 +98,7 @@ class QaGraph:
     """The in-graph QA pipeline for one SQuAD model and its `AlbertTokenizerLayer`.
 
     Args:
-      model: a `AlbertForSquadV1` or `AlbertForSquadV2`.
+      model: an `AlbertForSquadV1` or `AlbertForSquadV2`.
       tokenizer: the `AlbertTokenizerLayer` of training (SentencePiece; its `sequence_length` is
         the feature length).
       settings: from `qa_settings`.
@@ -427,7 +427,7 @@ class SquadServing(ServingModule):
 
 @register_serving
 class SquadV1Serving(SquadServing):
-    """A `AlbertForSquadV1`: `tokens` returns `start_logits` and `end_logits`."""
+    """An `AlbertForSquadV1`: `tokens` returns `start_logits` and `end_logits`."""
 
     kind = SQUAD_V1
     qa_version = "v1"
@@ -435,7 +435,7 @@ class SquadV1Serving(SquadServing):
 
 @register_serving
 class SquadV2Serving(SquadServing):
-    """A `AlbertForSquadV2`: `tokens` also takes `p_mask` and returns the beam and `cls_logits`."""
+    """An `AlbertForSquadV2`: `tokens` also takes `p_mask` and returns the beam and `cls_logits`."""
 
     kind = SQUAD_V2
     qa_version = "v2"
