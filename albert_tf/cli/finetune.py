@@ -20,7 +20,7 @@ Tasks (`--task`):
   `test/`, each with `middle/` and `high/`), scored by accuracy.
 
 SQuAD and RACE take the original hyper-parameters of Table 14 of the paper as defaults
-(`albert_tf.tasks.presets.READING_PRESETS`).
+(`albert_tf.tasks.presets.TASK_PRESETS`).
 
 The encoder starts from `--init` (any checkpoint kind `albert_tf.checkpoints.any_format.init_encoder`
 reads) or from random weights; its architecture is `--config` or the one stored with the

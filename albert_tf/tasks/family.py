@@ -185,8 +185,10 @@ class TaskFamily(abc.ABC):
     # --- a fine-tuning run ----------------------------------------------------------------------
 
     def preset(self):
-        """The task's `TaskPreset` (`albert_tf.tasks.presets`), or None (the recipe's run)."""
-        return None
+        """The task's `TaskPreset` (`albert_tf.tasks.presets.TASK_PRESETS`), or None (the recipe's run)."""
+        from albert_tf.tasks.presets import task_preset
+
+        return task_preset(self.task)
 
     @abc.abstractmethod
     def plan(self, settings, config, tokenizer_type: str, tokenizer_file: str, tokenizer) -> TrainingPlan:
@@ -412,11 +414,6 @@ class ReadingFamily(TaskFamily):
     """Families that read whole files: no example limits, a malformed question stops the run."""
 
     reading = True
-
-    def preset(self):
-        from albert_tf.tasks.presets import reading_preset
-
-        return reading_preset(self.task)
 
     def check_eval_options(self, spec: TaskSpec, max_examples: Optional[int], on_error: str) -> None:
         if on_error != "raise":

@@ -7,11 +7,12 @@ which also gives WNLI (not in `run_glue.sh`). `metrics` are what GLUE reports fo
 `best_metric` selects the checkpoint kept, as `run_classifier.py` picks its best checkpoint by dev
 accuracy (by Pearson correlation for STS-B and Matthews correlation for CoLA).
 
-`finetune_preset(name)` returns the `TaskPreset` (`albert_tf.training.finetuning_config`) of a GLUE
-task; `PRESETS` holds them all.
+`TASK_PRESETS` is the one registry of task presets (`TaskPreset`,
+`albert_tf.training.finetuning_config`), GLUE's and the reading-comprehension tasks';
+`task_preset(name)` finds one (None for a task without a preset: its run takes the recipe's
+values). They are the first layer of `resolve_finetuning_config` (a family's `preset()`).
 
-The reading-comprehension tasks (`READING_PRESETS`, `reading_preset(name)`: "squad-v1",
-"squad-v2", "race") take learning rate, batch size, steps, warmup, sequence length and the
+The reading-comprehension tasks ("squad-v1", "squad-v2", "race") take learning rate, batch size, steps, warmup, sequence length and the
 encoder dropout from Table 14 of the paper. Their head dropout follows the original code rather
 than the table: `create_v1_model` has no dropout before its span layer (0.0), the v2 head's
 answerability branch and the RACE head use 0.1. SQuAD is scored by the official scripts' EM/F1 (v1.1
@@ -21,14 +22,15 @@ answerability branch and the RACE head use 0.1. SQuAD is scored by the official 
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 from albert_tf.training.finetuning_config import TaskPreset
 
 
-PRESETS: Dict[str, TaskPreset] = {
+TASK_PRESETS: Dict[str, TaskPreset] = {
     preset.name: preset
     for preset in (
+        # GLUE: google-research/albert's run_glue.sh.
         TaskPreset("cola", 1e-5, 16, 5336, 320, metrics=("mcc", "accuracy"), best_metric="mcc"),
         TaskPreset("sst-2", 1e-5, 32, 20935, 1256),
         TaskPreset("mrpc", 2e-5, 32, 800, 200, metrics=("accuracy", "f1")),
@@ -38,28 +40,7 @@ PRESETS: Dict[str, TaskPreset] = {
         TaskPreset("qnli", 1e-5, 32, 33112, 1986, save_checkpoints_steps=200),
         TaskPreset("rte", 3e-5, 32, 800, 200, encoder_dropout=0.1),
         TaskPreset("wnli", 2e-5, 16, 2000, 250, encoder_dropout=0.1),
-    )
-}
-
-_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b"}
-
-
-def finetune_preset(name: str) -> TaskPreset:
-    """The `TaskPreset` of a GLUE task (case-insensitive; "sst2", "stsb" accepted).
-
-    Raises:
-        ValueError: For a task without a preset.
-    """
-    key = name.lower()
-    key = _ALIASES.get(key, key)
-    if key not in PRESETS:
-        raise ValueError(f"no fine-tuning preset for {name!r}; presets: {', '.join(PRESETS)}")
-    return PRESETS[key]
-
-
-READING_PRESETS: Dict[str, TaskPreset] = {
-    preset.name: preset
-    for preset in (
+        # Reading comprehension: Table 14 of the paper.
         TaskPreset(
             "squad-v1", 5e-5, 48, 3649, 365, max_seq_length=384, classifier_dropout=0.0,
             save_checkpoints_steps=1000, metrics=("exact_match", "f1"), best_metric="f1",
@@ -75,14 +56,12 @@ READING_PRESETS: Dict[str, TaskPreset] = {
     )
 }
 
+# Other spellings of the GLUE task names.
+_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b"}
 
-def reading_preset(name: str) -> TaskPreset:
-    """The `TaskPreset` of "squad-v1", "squad-v2" or "race" (case-insensitive).
 
-    Raises:
-        ValueError: For a task without a reading-comprehension preset.
-    """
+def task_preset(name: str) -> Optional[TaskPreset]:
+    """The `TaskPreset` of a task (case-insensitive; "sst2", "stsb" accepted), None for a task
+    without one."""
     key = name.lower()
-    if key not in READING_PRESETS:
-        raise ValueError(f"no reading-comprehension preset for {name!r}; presets: {', '.join(READING_PRESETS)}")
-    return READING_PRESETS[key]
+    return TASK_PRESETS.get(_ALIASES.get(key, key))

@@ -1,10 +1,9 @@
-"""Tests of `albert_tf.tasks.presets`: the original ALBERT GLUE fine-tuning defaults."""
+"""Tests of `albert_tf.tasks.presets`: the original ALBERT fine-tuning defaults, in one registry."""
 
-import pytest
 
 from albert_tf.tasks.classification.data import GLUE_LAYOUTS
 from albert_tf.metrics import METRICS
-from albert_tf.tasks.presets import PRESETS, finetune_preset
+from albert_tf.tasks.presets import TASK_PRESETS, task_preset
 
 
 def test_values_of_the_original_run_glue_script():
@@ -20,18 +19,22 @@ def test_values_of_the_original_run_glue_script():
         "mrpc": (2e-5, 32, 800, 200),
     }
     for name, values in expected.items():
-        preset = finetune_preset(name)
+        preset = task_preset(name)
         assert (preset.learning_rate, preset.batch_size, preset.num_train_steps, preset.warmup_steps) == values
         assert preset.max_seq_length == 512 and preset.classifier_dropout == 0.1
 
 
-def test_every_glue_task_has_a_preset_with_known_metrics():
-    assert set(PRESETS) == set(GLUE_LAYOUTS)
-    for preset in PRESETS.values():
+def test_one_registry_holds_every_task_preset_with_known_metrics():
+    assert set(TASK_PRESETS) == set(GLUE_LAYOUTS) | {"squad-v1", "squad-v2", "race"}
+    for preset in TASK_PRESETS.values():
         assert preset.best_metric in preset.metrics
-        assert set(preset.metrics) <= set(METRICS)
-    assert finetune_preset("CoLA").best_metric == "mcc"
-    assert finetune_preset("stsb").metrics == ("pearson", "spearman")
-    assert finetune_preset("mrpc").metrics == ("accuracy", "f1")
-    with pytest.raises(ValueError, match="no fine-tuning preset"):
-        finetune_preset("squad")
+        assert set(preset.metrics) <= set(METRICS) | {"exact_match", "exact", "f1"}
+    assert task_preset("CoLA").best_metric == "mcc"
+    assert task_preset("stsb").metrics == ("pearson", "spearman")
+    assert task_preset("mrpc").metrics == ("accuracy", "f1")
+    # A task without a preset (its run takes the recipe's values), the families agree.
+    from albert_tf.tasks.family import task_family, task_names
+
+    assert task_preset("squad") is None and task_preset("classification") is None
+    for name in task_names():
+        assert task_family(name).preset() is task_preset(name)

@@ -39,11 +39,6 @@ class ClassificationFamily(TableFamily):
     def reads_columns(self) -> bool:
         return self.task in TABLE_TASKS
 
-    def preset(self):
-        from albert_tf.tasks.presets import finetune_preset
-
-        return finetune_preset(self.task) if self.task in GLUE_TASKS else None
-
     def build_spec(self, settings, config, tokenizer_entry, train_examples) -> TaskSpec:
         s = settings
         if s.task in GLUE_TASKS:
