@@ -1,6 +1,5 @@
 """Tests of `albert_tf.tasks.presets`: the original ALBERT fine-tuning defaults, in one registry."""
 
-
 from albert_tf.tasks.classification.data import GLUE_LAYOUTS
 from albert_tf.metrics import METRICS
 from albert_tf.tasks.presets import TASK_PRESETS, task_preset
