@@ -34,9 +34,8 @@ MODEL_FILE = "model.keras"
 DEFAULT_HEAD_SEED = 0
 
 
-def text_model_class(kind: str) -> type:
-    """The raw-text model class of a task kind (`TaskSpec.kind`): its family's
-    (`albert_tf.tasks.family.text_model_class`)."""
+def _text_model_class(kind: str) -> type:
+    """`albert_tf.tasks.family.text_model_class`, an unknown kind a `TaskSpecError` of the file."""
     from albert_tf.tasks.errors import TaskError
     from albert_tf.tasks.family import text_model_class as family_text_model
 
@@ -75,7 +74,7 @@ def copy_head_weights(source, target) -> None:
 def text_model_around(head, preprocessor, spec: TaskSpec):
     """The raw-text model of `spec` on `head`'s encoder and the tokenizer layer `preprocessor`,
     holding `head`'s weights: how a directory or a Distiller student kept as a head is made whole."""
-    cls = text_model_class(spec.kind)
+    cls = _text_model_class(spec.kind)
     model = cls(head.encoder, preprocessor, compile=False, **cls.arguments_from_spec(spec, head.get_config()))
     copy_head_weights(head, model.task_model)
     return model
@@ -146,7 +145,7 @@ def _is_text_model(obj) -> bool:
 def _from_spec(source: str, spec: TaskSpec, head_config: Dict[str, Any], **parts) -> StoredTask:
     if spec.model is not None:
         return StoredTask(source, spec.model["class"], dict(spec.model["config"]), spec, **parts)
-    cls = text_model_class(spec.kind)
+    cls = _text_model_class(spec.kind)
     return StoredTask(source, cls.__name__, cls.arguments_from_spec(spec, head_config), spec, **parts)
 
 
