@@ -12,10 +12,30 @@ import os
 import re
 import sys
 import tempfile
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 # Device factories other than the GPU's: every one TensorFlow or its TPU runtime registers.
 NON_GPU_DEVICE_TYPES = "CPU,TPU,TPU_SYSTEM,XLA_CPU"
+
+# What TensorFlow and absl write on stderr as TensorFlow starts, whatever TF_CPP_MIN_LOG_LEVEL
+# says (absl logs them before or beside TensorFlow's own logging): nothing a user can act on, so
+# a command's summary leaves them out (`native_notices_dropped`) and a log file keeps them.
+TENSORFLOW_STARTUP_NOTICES = tuple(re.compile(p) for p in (
+    r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+    r"MLIR V1 optimization pass is not enabled",
+    r"oneDNN custom operations are on",
+    r"This TensorFlow binary is optimized to use available CPU instructions",
+    r"rebuild TensorFlow with the appropriate compiler flags",
+    r"Unable to register (cuDNN|cuFFT|cuBLAS) factory",
+    r"computation placer already registered",
+    r"TF-TRT Warning: Could not find TensorRT",
+    r"Could not find cuda drivers on your machine",
+))
+
+
+def is_startup_notice(line: str) -> bool:
+    """Whether `line` is one of TensorFlow's start-up notices (`TENSORFLOW_STARTUP_NOTICES`)."""
+    return any(p.search(line) for p in TENSORFLOW_STARTUP_NOTICES)
 
 
 def cuda_driver_present() -> bool:
@@ -64,13 +84,14 @@ def quiet_tensorflow_startup(
 
 
 @contextlib.contextmanager
-def native_notices_dropped(notices: Sequence[re.Pattern]) -> Iterator[None]:
+def native_notices_dropped(notices: Sequence[re.Pattern], kept_in: Optional[str] = None) -> Iterator[None]:
     """Runs the block with the process's stderr (file descriptor 2, where C++ code logs) captured,
     then writes back every captured line that matches none of `notices`.
 
     For runtime notices that say nothing the user can act on and that no setting turns off (the
-    TFLite converter's "Ignored output_format" warnings); anything else, errors included, still
-    reaches stderr, after the block.
+    TFLite converter's "Ignored output_format" warnings, `TENSORFLOW_STARTUP_NOTICES`); anything
+    else, errors included, still reaches stderr, after the block. `kept_in`: a log file the
+    dropped lines are appended to.
     """
     sys.stderr.flush()
     saved = os.dup(2)
@@ -84,6 +105,10 @@ def native_notices_dropped(notices: Sequence[re.Pattern]) -> Iterator[None]:
             os.close(saved)
             capture.seek(0)
             lines = capture.read().decode("utf-8", "replace").splitlines(keepends=True)
+            dropped = [line for line in lines if any(p.search(line) for p in notices)]
             kept = "".join(line for line in lines if not any(p.search(line) for p in notices))
+            if kept_in and dropped:
+                with open(kept_in, "a", encoding="utf-8") as log:
+                    log.write("".join(dropped))
             if kept:
                 os.write(2, kept.encode("utf-8"))

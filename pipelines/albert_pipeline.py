@@ -18,8 +18,9 @@ that model, so a new push re-runs the cached steps.
   training steps are cached (a re-run on unchanged inputs reuses them; the Evaluator,
   InfraValidator and Pusher always run, since they depend on what is being served). kfp.local's
   output (every task's executor input as JSON, its streamed log, its outputs) goes to a log file
-  under `pipeline_root/logs`; the terminal gets one line per step and, when a step fails, that
-  step's log (`verbose=True`: all of it, as kfp.local prints it).
+  under `pipeline_root/logs`; the terminal gets one line per step and, when a step fails, nothing
+  of its log: `run_local` raises `StepFailed`, whose message is one line naming the step, the cause
+  and the log file (`verbose=True`: all of kfp.local's output on the terminal too).
 * `compile_pipeline(settings, path, image)` writes the pipeline YAML that Kubeflow Pipelines and
   Vertex AI Pipelines run, each step on `image` (see `pipelines/README.md`); the settings become
   the pipeline parameters' defaults.
@@ -42,7 +43,9 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Sequence, TextIO
 from kfp import dsl
 
 from albert_tf.config import AlbertConfig
+from albert_tf.pipeline_steps import failures
 from albert_tf.pipeline_steps.settings import PipelineSettings, finetuning_config
+from albert_tf.runtime_env import is_startup_notice
 from pipelines.components import make_components
 
 PIPELINE_NAME = "albert-tf-pipeline"
@@ -90,9 +93,11 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
     """The pipeline parameters of `settings` (names as in `build_pipeline`)."""
     s = settings
     arguments = dict(
-        corpus=s.corpus, task_data=os.path.abspath(s.task_data), text_column=s.text_column,
+        corpus=s.corpus, task_data=os.path.abspath(s.task_data) if "://" not in s.task_data else s.task_data,
+        text_column=s.text_column,
         text_b_column=s.text_b_column or "", label_column=s.label_column, eval_fraction=s.eval_fraction,
         input_fingerprint=fingerprint, vocab_type=s.vocab_type, vocab_size=s.vocab_size, lower_case=s.lower_case,
+        character_coverage=s.character_coverage, hard_vocab_limit=s.hard_vocab_limit,
         max_seq_length=s.max_seq_length, max_predictions_per_seq=s.max_predictions_per_seq, dupe_factor=s.dupe_factor,
         model_config_json=json.dumps(s.model), pretrain_steps=s.pretrain_steps, pretrain_batch_size=s.pretrain_batch_size,
         pretrain_learning_rate=s.pretrain_learning_rate, pretrain_warmup_steps=s.pretrain_warmup_steps,
@@ -113,7 +118,7 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
         # Only a distilling pipeline has the parameter: one without is unchanged.
         arguments["distill_json"] = distill.to_json()
     # KFP types parameters strictly: a float setting written as `8` in YAML must still be a float.
-    for name in ("eval_fraction", "pretrain_learning_rate", "finetune_epochs", "finetune_learning_rate", "finetune_warmup_fraction",
+    for name in ("eval_fraction", "character_coverage", "pretrain_learning_rate", "finetune_epochs", "finetune_learning_rate", "finetune_warmup_fraction",
                  "eval_threshold", "eval_tolerance", "eval_baseline_margin", "eval_min_mcc", "eval_confidence"):
         arguments[name] = float(arguments[name])
     return arguments
@@ -159,6 +164,8 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         vocab_type: str = "sentencepiece",
         vocab_size: int = 30000,
         lower_case: bool = True,
+        character_coverage: float = 0.99995,
+        hard_vocab_limit: bool = True,
         max_seq_length: int = 128,
         max_predictions_per_seq: int = 20,
         dupe_factor: int = 10,
@@ -200,7 +207,8 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         ).set_display_name("ExampleGen")
         vocab = c["vocab_gen"](
             corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],
-            vocab_type=vocab_type, vocab_size=vocab_size, lower_case=lower_case, seed=seed, warm_start=warm_start,
+            vocab_type=vocab_type, vocab_size=vocab_size, character_coverage=character_coverage,
+            hard_vocab_limit=hard_vocab_limit, lower_case=lower_case, seed=seed, warm_start=warm_start,
             serving_base=serving_base, model_name=model_name,
         ).set_display_name("VocabGen")
         stats = c["statistics_gen"](
@@ -320,14 +328,30 @@ _FINISHED = re.compile(r"Task '(?P<task>[^']+)' finished with status (?P<status>
 # and TensorFlow's start otherwise ("WARNING: All log ...", "WARNING:tensorflow:...").
 # The ExampleValidator's anomalies of error severity ("ERROR: data validation: ...") reach it too.
 _STEP_WARNING = re.compile(r"(WARNING|ERROR): [a-z]")
+_INNER_TASK = re.compile(r"Inner task failed: '(?P<task>[^']+)'")
+
+
+class StepFailed(RuntimeError):
+    """A step of a local run failed: `failure` (`failures.StepFailure`: the step, the kind, the
+    cause) and `log_file`; the message is the one line the command prints."""
+
+    def __init__(self, failure: "failures.StepFailure", log_file: str):
+        super().__init__(failure.line(log_file))
+        self.failure, self.log_file = failure, log_file
+
+    @property
+    def exit_code(self) -> int:
+        return self.failure.exit_code
 
 
 class KfpOutput(io.TextIOBase):
     """Stands in for `sys.stdout` while kfp.local runs (which prints everything there).
 
     Everything goes to `log`. In verbose mode everything also goes to `terminal`, unchanged;
-    otherwise the terminal gets one line per step (its status and time, or "cached"), the steps'
-    own warnings, and the last `tail` lines of a step that fails. `cacheable`: the tasks that may
+    otherwise the terminal gets one line per step (its status and time, or "cached") and the
+    steps' own warnings (not TensorFlow's start-up notices). A step that fails shows its status
+    line only: `failure` then holds its cause (`failures.StepFailure`), from the marker line its
+    component printed or else the last `tail` lines of its log. `cacheable`: the tasks that may
     come from the cache, in run order, all before the others.
     """
 
@@ -341,6 +365,8 @@ class KfpOutput(io.TextIOBase):
         self._started = 0.0
         self._lines: collections.deque = collections.deque(maxlen=tail)
         self._seen: List[str] = []
+        self.failure = None
+        self._marked = None
 
     def writable(self) -> bool:
         return True
@@ -379,6 +405,7 @@ class KfpOutput(io.TextIOBase):
             self._seen.append(task)
             self._task, self._started = task, time.monotonic()
             self._lines.clear()
+            self._marked = None
             return
         finished = _FINISHED.search(plain)
         if finished:
@@ -389,17 +416,23 @@ class KfpOutput(io.TextIOBase):
                 self.failed(finished.group("status"))
             return
         if self._task is not None:
+            marked = failures.parse_marker(plain)
+            if marked:
+                self._marked = marked
+                return
             self._lines.append(plain)
-            if _STEP_WARNING.match(plain.strip()):
+            if _STEP_WARNING.match(plain.strip()) and not is_startup_notice(plain):
                 self._say(f"  {self._task}: {plain.strip()}")
 
     def failed(self, status: str = "FAILURE") -> None:
-        """Shows the end of the running step's log (also to call when kfp.local raised)."""
-        if self._verbose or self._task is None:
+        """Records the running step's failure and shows its status line (also to call when
+        kfp.local raised)."""
+        if self._task is None:
             return
-        self._say(f"  {self._task:<16s} {status} ({time.monotonic() - self._started:.0f} s); the end of its log:")
-        for line in self._lines:
-            self._say(line)
+        marked = self._marked or {"kind": failures.INTERNAL, "message": failures.cause_from_log(self._lines)}
+        self.failure = failures.StepFailure(self._task, marked["kind"], marked["message"])
+        if not self._verbose:
+            self._say(f"  {self._task:<16s} {status} ({time.monotonic() - self._started:.0f} s)")
         self._task = None
 
 
@@ -433,7 +466,8 @@ def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True
     Raises:
         albert_tf.pipeline_steps.preflight.PreflightError: a place it writes cannot be written, or
             an input is missing (checked before any step starts).
-        RuntimeError: a step failed (the message names it and the log file).
+        StepFailed: a step failed; its message is one line naming the step, the cause and the
+            log file, its `exit_code` says whether the step refused its input or failed inside.
     """
     import tempfile
     import warnings
@@ -463,10 +497,15 @@ def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True
     distill = settings.distill_settings().enabled
     cacheable = CACHED_TASKS + (("distiller",) if distill else ())
     try:
-        with kfp_output(log_path, verbose, cacheable=cacheable if cache else ()):
+        with kfp_output(log_path, verbose, cacheable=cacheable if cache else ()) as output:
             task = build_pipeline(distill=distill)(**arguments)
     except RuntimeError as e:
-        raise RuntimeError(f"{_ANSI.sub('', str(e))} (full log: {log_path})") from e
+        message = _ANSI.sub("", str(e))
+        failure = output.failure
+        if failure is None:
+            inner = _INNER_TASK.search(message)
+            failure = failures.StepFailure(inner.group("task") if inner else PIPELINE_NAME, failures.INTERNAL, message)
+        raise StepFailed(failure, log_path) from e
     paths = {name: artifact.path for name, artifact in task.outputs.items()}
     return LocalRun(paths, read_summary(paths["blessing"]), read_summary(paths["pushed_model"]), log_path,
                     read_summary(paths["anomalies"]))

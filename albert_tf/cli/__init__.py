@@ -54,7 +54,10 @@ def library_errors():
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from albert_tf import __version__
+
     parser = argparse.ArgumentParser(prog="albert-tf", description="ALBERT for TensorFlow 2 / Keras 3.")
+    parser.add_argument("--version", action="version", version=f"albert-tf {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for module_name in SUBCOMMAND_MODULES:

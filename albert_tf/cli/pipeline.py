@@ -8,15 +8,20 @@
 steps cached under `--pipeline-root`), prints one line per step, where each artifact is and the
 pushed model's eval metrics, then answers a sample request through the local TF-Serving-protocol
 server. kfp.local's own output (executor inputs and outputs as JSON, every step's log) goes to a
-log file under `--pipeline-root`; `--verbose` prints it as well.
+log file under `--pipeline-root`; `--verbose` prints it as well. A failed step is one line naming
+the step, its cause and that log file; the exit status says what kind of failure it was
+(`albert_tf.pipeline_steps.failures.EXIT_CODES`, listed by `albert-tf pipeline run --help`).
+`compile` refuses settings that are paths on this machine (`--allow-local-paths` to write them anyway).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import textwrap
 
 from albert_tf.cli import CommandError
+from albert_tf.pipeline_steps import failures
 
 NAME = "pipeline"
 HELP = "Run the whole chain (vocab -> data -> pretrain -> fine-tune -> evaluate -> validate -> push) locally, or compile it for Kubeflow/Vertex."
@@ -27,15 +32,31 @@ _ARTIFACT_ORDER = [
     "trained_model", "distilled_model",
     "evaluation", "blessing", "infra_blessing", "pushed_model",
 ]
-SAMPLE_REQUEST = "A gripping, beautifully acted film that stays with you."
 # The sample job's labels (Rotten Tomatoes: 1 is a positive review); a configured task's labels are its own.
 SAMPLE_LABEL_NAMES = {"0": "rotten", "1": "fresh"}
+
+
+EXIT_STATUS_EPILOG = "exit status:\n" + "\n".join(
+    textwrap.fill(text, 79, initial_indent=f"  {code}  ", subsequent_indent="     ") for code, text in failures.EXIT_CODES)
+RUN_DESCRIPTION = (
+    "Run the whole pipeline locally with kfp.local (ExampleGen, VocabGen, StatisticsGen, SchemaGen, ExampleValidator, "
+    "Transform, Pretrainer, Trainer, Evaluator, InfraValidator, Pusher): one line per step, the artifacts, the eval "
+    "metrics and the pushed version, then a request of the task's eval split through the local server. Without "
+    "--config: the embedded sample job. A failed step is one line naming the step and its cause; its full log is in "
+    "the run's log file, whose path the line gives."
+)
+COMPILE_DESCRIPTION = (
+    "Write the pipeline as Kubeflow Pipelines v2 YAML (Kubeflow Pipelines, Vertex AI Pipelines), every step on "
+    "--image, the settings of --config as the parameters' defaults. Settings that are paths on this machine are "
+    "refused (a cluster's steps cannot read them): give gs:// (or /gcs/, s3://) paths, or --allow-local-paths."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
-    run = sub.add_parser("run", help="run the pipeline locally (kfp.local)")
+    run = sub.add_parser("run", help="run the pipeline locally (kfp.local)", description=textwrap.fill(RUN_DESCRIPTION, 79),
+                         epilog=EXIT_STATUS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--config", help="pipeline settings, .yaml or .json (default: the embedded sample job)")
     run.add_argument("--pipeline-root", default=os.path.join(DEFAULT_ROOT, "runs"), help="where artifacts go")
     run.add_argument("--serving-base", help="TF Serving model base to push into (overrides the config's serving_base)")
@@ -46,16 +67,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--verbose", action="store_true",
                      help="print all of kfp.local's output (executor inputs/outputs as JSON, every step's log); "
                           "otherwise it only goes to the run's log file")
-    compile_ = sub.add_parser("compile", help="write the pipeline YAML for Kubeflow Pipelines / Vertex AI")
+    compile_ = sub.add_parser("compile", help="write the pipeline YAML for Kubeflow Pipelines / Vertex AI",
+                              description=COMPILE_DESCRIPTION)
     compile_.add_argument("--config", help="pipeline settings whose values become the parameter defaults")
-    compile_.add_argument("--image", default=None, help="container image with albert-tf installed (pipelines/Dockerfile)")
+    compile_.add_argument("--image", default=None,
+                          help="the container image every step runs on, with albert-tf installed: built from "
+                               "pipelines/Dockerfile and pushed to a registry the cluster pulls from (default: the "
+                               "local name of pipelines/README.md's build, without a registry)")
     compile_.add_argument("--output", default="albert_tf_pipeline.yaml", help="the YAML file to write")
+    compile_.add_argument("--allow-local-paths", action="store_true",
+                          help="write settings that are paths on this machine into the YAML anyway "
+                               "(e.g. a cluster that mounts the same paths)")
 
 
 class ModelRefused(CommandError):
     """The run finished but its model is not good enough to push (exit status 3)."""
 
-    exit_code = 3
+    exit_code = failures.EXIT_MODEL_REFUSED
+
+
+class PipelineFailed(CommandError):
+    """A step failed or refused its input: one line, and the exit status of its kind (`failures.EXIT_CODES`)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def _metrics_line(metrics) -> str:
@@ -75,18 +111,18 @@ def _named(label: str, names) -> str:
     return f"{names[label]!r} ({label!r})" if names and label in names else repr(label)
 
 
-def _sample_request(serving_base: str, model_name: str, names=None) -> None:
-    from albert_tf.model_server.client import predict_text
-    from albert_tf.model_server.server import LocalModelServer
+def _shown(text: str, limit: int = 120) -> str:
+    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
 
-    with LocalModelServer(serving_base, model_names=[model_name], poll_interval_s=0) as server:
-        address = f"127.0.0.1:{server.rest_port}"
-        outputs = predict_text(address, model_name, [SAMPLE_REQUEST], protocol="rest")
-    label = outputs["label"].reshape(-1)[0]
-    label = label.decode("utf-8") if isinstance(label, bytes) else str(label)
-    probabilities = [round(float(p), 4) for p in outputs["probabilities"].reshape(-1)]
-    print(f"sample request via the local server (REST :predict on {model_name}): {SAMPLE_REQUEST!r}")
-    print(f"  -> label {_named(label, names)}, probabilities {probabilities}")
+
+def _sample_request(serving_base: str, model_name: str, examples_dir: str, names=None, log_file=None) -> None:
+    from albert_tf.pipeline_steps.sample_request import sample_request
+
+    answer = sample_request(serving_base, model_name, examples_dir, log_file=log_file)
+    pair = f" / {_shown(answer['text_b'])}" if answer["text_b"] else ""
+    print(f"sample request of the eval split via the local server (REST :predict on {model_name}): "
+          f"{_shown(answer['text'])}{pair}")
+    print(f"  -> label {_named(answer['label'], names)}, probabilities {answer['probabilities']}")
 
 
 def _run(args) -> int:
@@ -102,18 +138,22 @@ def _run(args) -> int:
     except ImportError as e:
         raise CommandError(f"the pipeline needs the `pipelines` package of albert-tf and kfp: {e}") from None
     print(f"running {('the sample job' if not args.config else args.config)}: artifacts under {os.path.abspath(args.pipeline_root)}")
-    from albert_tf.pipeline_steps.preflight import PreflightError
+    from albert_tf.pipeline_steps.preflight import MissingInputError, PreflightError
+    from pipelines.albert_pipeline import StepFailed
 
     try:
         result = run_local(settings, args.pipeline_root, cache=not args.no_cache, verbose=args.verbose)
+    except MissingInputError as e:
+        raise PipelineFailed(e.cli_message, failures.EXIT_DATA_REFUSED) from None
     except PreflightError as e:
         raise CommandError(e.cli_message) from None
     except FileNotFoundError as e:
-        raise CommandError(str(e)) from None
+        raise PipelineFailed(str(e), failures.EXIT_DATA_REFUSED) from None
+    except StepFailed as e:
+        # The step's cause in one line, with the log file that holds all of it.
+        raise PipelineFailed(str(e), e.exit_code) from None
     except RuntimeError as e:
-        # kfp.local raises RuntimeError naming the failed task; the end of its log is above, all
-        # of it in the log file the message names.
-        raise CommandError(f"the pipeline failed: {e}") from None
+        raise PipelineFailed(f"the pipeline failed: {failures.one_line(str(e))}", failures.EXIT_INTERNAL) from None
     print(f"full log: {result.log_file}")
     if result.data_validation:
         print(f"data validation: {result.data_validation['line']}; report: {result.data_validation['report']}")
@@ -151,14 +191,19 @@ def _run(args) -> int:
         print(f"not pushed: {push['reason']}")
     served = os.path.join(push["serving_base"], push["model_name"])
     if not args.no_sample_request and os.path.isdir(served):
-        _sample_request(push["serving_base"], push["model_name"], names)
+        _sample_request(push["serving_base"], push["model_name"], result.artifacts["example_splits"], names,
+                        result.log_file)
     return 0
 
 
 def _compile(args) -> int:
     settings = _settings(args.config)
-    from pipelines.albert_pipeline import DEFAULT_IMAGE, compile_pipeline
+    from albert_tf.pipeline_steps.cluster_paths import describe_local_paths, local_paths
+    from pipelines.albert_pipeline import DEFAULT_IMAGE, compile_pipeline, pipeline_arguments
 
+    found = local_paths(pipeline_arguments(settings))
+    if found and not args.allow_local_paths:
+        raise CommandError(describe_local_paths(found))
     path = compile_pipeline(settings, args.output, image=args.image or DEFAULT_IMAGE)
     print(f"wrote {path} (image {args.image or DEFAULT_IMAGE})")
     return 0

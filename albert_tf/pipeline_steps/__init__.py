@@ -20,4 +20,7 @@ Modules:
   infra_validator  the candidate served by the local TF-Serving-protocol server, warmup replayed.
   pusher           a blessed candidate copied into the serving base as the next version.
   tfx_module       `run_fn(fn_args)` for a TFX `Trainer(module_file=...)`.
+  failures         a failed step as one line (the marker its component prints) and the run's exit statuses.
+  cluster_paths    the settings that are this machine's paths, which `pipeline compile` refuses.
+  sample_request   the closing request of a local run: a text of the task's eval split, served locally.
 """

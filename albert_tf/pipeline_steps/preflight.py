@@ -21,6 +21,11 @@ class PreflightError(ParameterError):
     """A place the pipeline cannot write, or an input that is not there."""
 
 
+class MissingInputError(PreflightError):
+    """An input the settings name is not there (a corpus pattern matching nothing, a missing
+    task folder or split file): the data refused, not the command line."""
+
+
 def _nearest_existing(path: str) -> str:
     current = os.path.abspath(path)
     while not os.path.exists(current):
@@ -59,7 +64,7 @@ def check_pipeline(settings, pipeline_root: str) -> None:
 
     Raises:
         PreflightError: The pipeline root, its log folder or the serving base cannot be written,
-            or the corpus or the task data is not there (naming the setting).
+            or (`MissingInputError`) the corpus or the task data is not there (naming the setting).
     """
     from albert_tf.data.tables import find_split_file
     from albert_tf.pipeline_steps.example_gen import expand_corpus
@@ -71,21 +76,21 @@ def check_pipeline(settings, pipeline_root: str) -> None:
         try:
             expand_corpus(settings.corpus)
         except FileNotFoundError as e:
-            raise PreflightError(f"the settings' corpus: {e}") from None
+            raise MissingInputError(f"the settings' corpus: {e}") from None
     if not is_remote(settings.task_data):
         try:
             # A `{SPAN}` pattern: every span the run reads must be there, like a plain folder.
             inputs = [s.path for s in resolve_spans(settings.task_data, settings.span, settings.num_spans)]
         except SpanError as e:
-            raise PreflightError(f"the settings' task_data: {e}") from None
+            raise MissingInputError(f"the settings' task_data: {e}") from None
         for task_data in inputs:
             if not os.path.isdir(task_data):
-                raise PreflightError(f"the settings' task_data {task_data} is not a folder")
+                raise MissingInputError(f"the settings' task_data {task_data} is not a folder")
             for name in ("train", "dev"):
                 try:
                     find_split_file(task_data, name)
                 except (FileNotFoundError, ValueError) as e:
-                    raise PreflightError(f"the settings' task_data: {e}") from None
+                    raise MissingInputError(f"the settings' task_data: {e}") from None
     if settings.warm_start and not is_remote(settings.serving_base):
         check_warm_start(settings)
 

@@ -128,6 +128,11 @@ class PipelineSettings:
             file name, so a document never moves between splits when others are added).
         vocab_type: "sentencepiece" (ALBERT's) or "wordpiece" (the Chinese models').
         vocab_size: Pieces in the vocabulary.
+        character_coverage: SentencePiece: the share of the text's characters the vocabulary
+            covers, in [0.98, 1] (the rest map to `<unk>`); lower it for a text of many rare characters
+            (Chinese).
+        hard_vocab_limit: SentencePiece: fail when the text cannot fill `vocab_size` (false: accept
+            a smaller vocabulary).
         lower_case: Lower-case the text (vocabulary, pretraining and fine-tuning alike).
         max_seq_length: Sequence length of pretraining and fine-tuning inputs.
         max_predictions_per_seq: Masked positions per pretraining sequence.
@@ -187,6 +192,8 @@ class PipelineSettings:
     eval_fraction: float = 0.1
     vocab_type: str = "sentencepiece"
     vocab_size: int = 2000
+    character_coverage: float = 0.99995
+    hard_vocab_limit: bool = True
     lower_case: bool = True
     max_seq_length: int = 64
     max_predictions_per_seq: int = 10
@@ -245,6 +252,8 @@ class PipelineSettings:
                      "pretrain_batch_size", "finetune_batch_size"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise SettingsError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.98 <= self.character_coverage <= 1:  # SentencePiece's own bounds
+            raise SettingsError(f"character_coverage must be in [0.98, 1], got {self.character_coverage}")
         if not 0 < self.eval_fraction < 1:
             raise SettingsError(f"eval_fraction must be in (0, 1), got {self.eval_fraction}")
         if not 0 <= self.pretrain_warmup_steps <= self.pretrain_steps:

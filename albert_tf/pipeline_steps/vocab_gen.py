@@ -30,6 +30,8 @@ def run_vocab_gen(
     *,
     vocab_type: str = "sentencepiece",
     vocab_size: int = 30000,
+    character_coverage: float = 0.99995,
+    hard_vocab_limit: bool = True,
     lower_case: bool = True,
     seed: int = 12345,
     warm_start: bool = False,
@@ -41,7 +43,7 @@ def run_vocab_gen(
     With `warm_start` and a model pushed under `<serving_base>/<model_name>`, its vocabulary is
     taken instead (`vocab_type`, `vocab_size` and `lower_case` are then the base's) and the summary's
     `warm_start` names the base; with nothing pushed yet, `warm_start` is None and the run starts
-    from scratch.
+    from scratch. `character_coverage` and `hard_vocab_limit` are SentencePiece's (`train_sentencepiece`).
     """
     from albert_tf.tokenization import build_wordpiece_vocab, train_sentencepiece
 
@@ -64,7 +66,8 @@ def run_vocab_gen(
                 for line in lines:
                     f.write(line.replace("\n", " ") + "\n")
             if vocab_type == "sentencepiece":
-                vocab = train_sentencepiece([text_file], os.path.join(staging, SPM_PREFIX), vocab_size, lower_case=lower_case, seed=seed)
+                vocab = train_sentencepiece([text_file], os.path.join(staging, SPM_PREFIX), vocab_size, lower_case=lower_case, seed=seed,
+                                            character_coverage=character_coverage, hard_vocab_limit=hard_vocab_limit)
                 file_name, size = SPM_PREFIX + ".model", vocab.vocab_size
             elif vocab_type == "wordpiece":
                 vocab = build_wordpiece_vocab([text_file], os.path.join(staging, WORDPIECE_FILE), vocab_size, lower_case=lower_case)

@@ -110,6 +110,8 @@ def build_wordpiece_vocab(
         raise ValueError(
             f"vocab_size must be an int larger than the {len(reserved)} reserved tokens, got {vocab_size!r}"
         )
+    # Only a limit the caller set can be suggested smaller: a caller may have no such setting.
+    hint = "." if max_unique_chars is None else " or a smaller max_unique_chars."
     if max_unique_chars is None:
         max_unique_chars = max(1, vocab_size // 4)
     if max_unique_chars < 1:
@@ -143,8 +145,7 @@ def build_wordpiece_vocab(
         raise ValueError(
             f"vocab_size={vocab_size} is too small: the reserved tokens and the "
             f"{min(max_unique_chars, len({c for w in counts for c in w}))} characters kept (each alone and "
-            f"as a ## continuation) already make {len(vocab)} tokens. Use a larger vocab_size or a "
-            "smaller max_unique_chars."
+            f"as a ## continuation) already make {len(vocab)} tokens. Use a larger vocab_size{hint}"
         )
     corpus_files.atomic_write_bytes(output_file, ("\n".join(vocab) + "\n").encode("utf-8"))
     return WordPieceVocab(

@@ -273,8 +273,8 @@ def test_validator_step_stores_spans_and_stops_on_errors(tmp_path, spans, capsys
 
 @pytest.mark.slow
 def test_an_anomalous_span_stops_the_pipeline_before_the_transform(tmp_path, capsys):
-    """The latest span has a new label: the ExampleValidator fails the run (exit 2) with the
-    anomaly's line; nothing is transformed, trained or pushed."""
+    """The latest span has a new label: the ExampleValidator fails the run (exit 4: the data
+    refused) with the anomaly's line; nothing is transformed, trained or pushed."""
     import json
 
     from _pipeline_helpers import tiny_inputs, tiny_settings
@@ -299,9 +299,9 @@ def test_an_anomalous_span_stops_the_pipeline_before_the_transform(tmp_path, cap
     code = main(["pipeline", "run", "--config", str(config), "--pipeline-root", str(tmp_path / "runs"),
                  "--no-sample-request"])
     out, err = capsys.readouterr()
-    assert code == 2
+    assert code == 4
     assert "ERROR: data validation: train: label: expected values in {'0', '1'}, found '2' (20.0 %)." in out
-    assert "example-validator" in err and "the pipeline failed" in err
+    assert err.startswith("albert-tf pipeline: error: ExampleValidator: ") and len(err.strip().splitlines()) == 1
     assert "transform        SUCCESS" not in out and "trainer          SUCCESS" not in out
     assert not glob_any(tmp_path / "runs", "transform") and not os.path.exists(settings.serving_base)
 
