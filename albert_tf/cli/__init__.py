@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import os
 import sys
 from typing import List, Optional
 
