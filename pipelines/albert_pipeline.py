@@ -117,6 +117,9 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
     if distill.enabled:
         # Only a distilling pipeline has the parameter: one without is unchanged.
         arguments["distill_json"] = distill.to_json()
+    if s.bulk_infer_input:
+        # Likewise only a pipeline with the BulkInferrer has its parameter.
+        arguments["bulk_infer_input"] = ",".join(p if "://" in p else os.path.abspath(p) for p in s.bulk_infer_input.split(","))
     # KFP types parameters strictly: a float setting written as `8` in YAML must still be a float.
     for name in ("eval_fraction", "character_coverage", "pretrain_learning_rate", "finetune_epochs", "finetune_learning_rate", "finetune_warmup_fraction",
                  "eval_threshold", "eval_tolerance", "eval_baseline_margin", "eval_min_mcc", "eval_confidence"):
@@ -124,9 +127,10 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
     return arguments
 
 
-def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
+def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False, bulk_infer: bool = False):
     """The `@dsl.pipeline` function, its steps on the container `image`; with `distill`, the
-    Distiller after the Trainer and its student as the candidate (parameter `distill_json`)."""
+    Distiller after the Trainer and its student as the candidate (parameter `distill_json`); with
+    `bulk_infer`, the BulkInferrer after the Pusher (parameter `bulk_infer_input`)."""
     c = make_components(image)
 
     class Outputs(NamedTuple):
@@ -199,6 +203,7 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         pinned_schema: str = "",
         statistics_store: str = "",
         distill_json: str = "",
+        bulk_infer_input: str = "",
     ):
         gen = c["example_gen"](
             corpus=corpus, task_data=task_data, text_column=text_column, text_b_column=text_b_column,
@@ -268,7 +273,12 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
             trained_model=candidate, blessing=evaluate.outputs["blessing"],
             infra_blessing=validate.outputs["infra_blessing"], serving_base=serving_base, model_name=model_name,
         ).set_display_name("Pusher")
-        for task in (schema, check, evaluate, validate, push):
+        uncached = [schema, check, evaluate, validate, push]
+        if bulk_infer:
+            uncached.append(c["bulk_inferrer"](
+                pushed_model=push.outputs["pushed_model"], bulk_infer_input=bulk_infer_input, beam_runner=beam_runner,
+            ).set_display_name("BulkInferrer"))
+        for task in uncached:
             # They depend on what is served (or stored) now, not only on their inputs: never reuse a result.
             task.set_caching_options(False)
         outputs = (
@@ -281,14 +291,16 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False):
         return DistilledOutputs(*outputs, candidate) if distill else Outputs(*outputs)
 
     # KFP reads the parameters from the signature and passes them by position: a pipeline without
-    # the Distiller has no `distill_json` parameter at all (the last one, left at its default).
+    # the Distiller (BulkInferrer) has no `distill_json` (`bulk_infer_input`) parameter at all (the
+    # last ones, left at their defaults).
     signature = inspect.signature(albert_pipeline)
-    parameters = list(signature.parameters.values())
-    if not distill:
-        parameters = parameters[:-1]
+    parameters = [p for p in signature.parameters.values()
+                  if (p.name != "distill_json" or distill) and (p.name != "bulk_infer_input" or bulk_infer)]
 
-    def pipeline_function(*args):
-        return albert_pipeline(*args)
+    names = [p.name for p in parameters]
+
+    def pipeline_function(*args, **kwargs):
+        return albert_pipeline(**dict(zip(names, args)), **kwargs)
 
     pipeline_function.__name__ = pipeline_function.__qualname__ = "albert_pipeline"
     pipeline_function.__signature__ = signature.replace(
@@ -305,7 +317,7 @@ def compile_pipeline(settings: PipelineSettings, package_path: str, image: str =
 
     arguments = pipeline_arguments(settings)
     arguments.pop("input_fingerprint")
-    pipeline = build_pipeline(image, distill=settings.distill_settings().enabled)
+    pipeline = build_pipeline(image, distill=settings.distill_settings().enabled, bulk_infer=bool(settings.bulk_infer_input))
     compiler.Compiler().compile(pipeline, package_path, pipeline_parameters=arguments)
     return package_path
 
@@ -498,7 +510,7 @@ def run_local(settings: PipelineSettings, pipeline_root: str, cache: bool = True
     cacheable = CACHED_TASKS + (("distiller",) if distill else ())
     try:
         with kfp_output(log_path, verbose, cacheable=cacheable if cache else ()) as output:
-            task = build_pipeline(distill=distill)(**arguments)
+            task = build_pipeline(distill=distill, bulk_infer=bool(settings.bulk_infer_input))(**arguments)
     except RuntimeError as e:
         message = _ANSI.sub("", str(e))
         failure = output.failure

@@ -358,8 +358,20 @@ def pusher(
         pushed_model.metadata.update({k: result[k] for k in ("pushed", "reason", "version", "path") if k in result})
 
 
+def bulk_inferrer(pushed_model: Input[Model], bulk_infer_input: str, beam_runner: str, inference_result: Output[Artifact]):
+    """The pushed model scores the unlabelled `bulk_infer_input` files: PredictionLogs (optional step)."""
+    from albert_tf.pipeline_steps.failures import reported_failure
+
+    with reported_failure():
+        from albert_tf.pipeline_steps.bulk_inferrer import input_paths, run_bulk_inferrer
+
+        result = run_bulk_inferrer(pushed_model.path, input_paths(bulk_infer_input), inference_result.path,
+                                   beam_runner=beam_runner)
+        inference_result.metadata.update({k: result[k] for k in ("inferred", "reason", "num_texts", "version") if k in result})
+
+
 STEPS = (example_gen, vocab_gen, statistics_gen, schema_gen, example_validator, transform, pretrainer, trainer, evaluator,
-         infra_validator, pusher, distiller, distilled_evaluator)
+         infra_validator, pusher, distiller, distilled_evaluator, bulk_inferrer)
 
 
 def make_components(image: str) -> Dict[str, object]:

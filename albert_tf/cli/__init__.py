@@ -25,6 +25,7 @@ SUBCOMMAND_MODULES = [
     "albert_tf.cli.distill",
     "albert_tf.cli.evaluate",
     "albert_tf.cli.predict",
+    "albert_tf.cli.bulk_infer",
     "albert_tf.cli.export",
     "albert_tf.cli.serve",
     "albert_tf.cli.data_skew",

@@ -147,7 +147,7 @@ def _stop_workers(cluster) -> None:
         cluster.sync(stop)
 
 
-def _run_on_dask(pipeline: beam.Pipeline) -> list:
+def run_on_dask(pipeline: beam.Pipeline) -> list:
     """Runs a pipeline built for Dask and returns the elements its last step computed."""
     import dask
 
@@ -276,7 +276,7 @@ def run_dask(
         order, partition_size = _balanced_order(sizes, _partitions(workers))
         pipeline = beam.Pipeline(runner=DaskRunner(), options=PipelineOptions(_dask_args(args, scheduler, partition_size)))
         build(pipeline, piece_dir, order)
-        parts = _run_on_dask(pipeline)
+        parts = run_on_dask(pipeline)
     _shards_from_pieces(piece_dir, temp_dir, num_shards)
     FileSystems.delete([piece_dir])
     return parts

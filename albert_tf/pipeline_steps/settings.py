@@ -177,6 +177,10 @@ class PipelineSettings:
         distill: The optional Distiller after the Trainer (`DistillStepSettings` fields, e.g.
             `{enabled: true, student: "shared:1", teacher_margin: 0.02}`); off by default, and
             then the pipeline is exactly the one without it.
+        bulk_infer_input: The optional BulkInferrer after the Pusher: input files (comma-separated;
+            `.txt`, tables, `.tfrecord[.gz]` of tf.Examples) scored by the pushed model into
+            `PredictionLog`s (`albert_tf.pipeline_steps.bulk_inferrer`); unset (the default), the
+            pipeline is exactly the one without it.
         deterministic: Make a run reproducible: the same inputs, settings and seed give the same
             model on the same machine. The Transform rewrites the Beam output in a canonical
             order (one more pass over the pretraining records; Beam's order is the runner's) and,
@@ -229,6 +233,7 @@ class PipelineSettings:
     deterministic: bool = True
     warm_start: bool = False
     distill: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    bulk_infer_input: Optional[str] = None
 
     def __post_init__(self):
         self.validate()
@@ -357,7 +362,7 @@ class PipelineSettings:
             values = {}
         base = os.path.dirname(os.path.abspath(path))
         if isinstance(values, dict):
-            for key in ("corpus", "task_data", "serving_base", "schema", "statistics_store"):
+            for key in ("corpus", "task_data", "serving_base", "schema", "statistics_store", "bulk_infer_input"):
                 if isinstance(values.get(key), str):
                     values[key] = ",".join(_relative_to(base, p) for p in values[key].split(","))
         return cls.from_dict(values, source=path)

@@ -169,13 +169,20 @@ class ClassificationFamily(TableFamily):
 
     def predict_examples(self, model, spec, tokenizer, examples, batch_size, label="predicting"):
         """Classification: `label` and `probabilities`; regression: `prediction`."""
-        import numpy as np
-
-
         features = encode_examples(examples, tokenizer, seq_length=spec.max_seq_length, with_labels=False)
         scores = predict_scores(model, features, batch_size, callbacks=progress_callbacks_for(label))
+        return self.records_from_scores(spec, scores)
+
+    @staticmethod
+    def records_from_scores(spec, scores) -> list:
+        """The prediction records of logits `[n, classes]` (classification: `label` and
+        `probabilities`) or predictions `[n]` (regression: `prediction`): what `albert-tf predict`
+        prints, and what `albert_tf.inference.bulk` writes as answers."""
+        import numpy as np
+
+        scores = np.asarray(scores)
         if spec.kind == REGRESSION:
-            return [{"prediction": float(v)} for v in scores]
+            return [{"prediction": float(v)} for v in scores.reshape(-1)]
         shifted = scores - scores.max(axis=-1, keepdims=True)
         probabilities = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
         return [
