@@ -113,6 +113,8 @@ def pipeline_arguments(settings: PipelineSettings, fingerprint: str = "") -> Dic
         pinned_schema=os.path.abspath(s.schema) if s.schema and "://" not in s.schema else (s.schema or ""),
         statistics_store=s.statistics_store_path(),
     )
+    # Bad rows and encodings: ExampleGen's reader, the ExampleValidator's judgement.
+    arguments.update(encoding=s.encoding, on_error=s.on_error, max_truncated_fraction=float(s.max_truncated_fraction))
     distill = s.distill_settings()
     if distill.enabled:
         # Only a distilling pipeline has the parameter: one without is unchanged.
@@ -202,13 +204,16 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False, bulk_infer
         warm_start: bool = False,
         pinned_schema: str = "",
         statistics_store: str = "",
+        encoding: str = "utf-8",
+        on_error: str = "skip",
+        max_truncated_fraction: float = 0.05,
         distill_json: str = "",
         bulk_infer_input: str = "",
     ):
         gen = c["example_gen"](
             corpus=corpus, task_data=task_data, text_column=text_column, text_b_column=text_b_column,
             label_column=label_column, eval_fraction=eval_fraction, input_fingerprint=input_fingerprint, span=span,
-            num_spans=num_spans,
+            num_spans=num_spans, encoding=encoding,
         ).set_display_name("ExampleGen")
         vocab = c["vocab_gen"](
             corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],
@@ -219,12 +224,14 @@ def build_pipeline(image: str = DEFAULT_IMAGE, distill: bool = False, bulk_infer
         stats = c["statistics_gen"](
             corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],
             vocabulary=vocab.outputs["vocabulary"], beam_runner=beam_runner, beam_args=beam_args,
+            max_seq_length=max_seq_length,
         ).set_display_name("StatisticsGen")
         schema = c["schema_gen"](
             statistics=stats.outputs["statistics"], pinned_schema=pinned_schema, statistics_store=statistics_store,
         ).set_display_name("SchemaGen")
         check = c["example_validator"](
             statistics=stats.outputs["statistics"], schema=schema.outputs["schema"], statistics_store=statistics_store,
+            on_error=on_error, max_truncated_fraction=max_truncated_fraction,
         ).set_display_name("ExampleValidator")
         data = c["transform"](
             corpus_splits=gen.outputs["corpus_splits"], example_splits=gen.outputs["example_splits"],

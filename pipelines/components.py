@@ -29,11 +29,13 @@ def example_gen(
     input_fingerprint: str,
     span: int,
     num_spans: int,
+    encoding: str,
     corpus_splits: Output[Dataset],
     example_splits: Output[Dataset],
 ):
     """Raw corpus and labelled files -> train/eval TFRecords (`input_fingerprint` keys the cache;
-    `span`: the `{SPAN}` of `task_data` to read, -1 for the latest; `num_spans`: how many up to it)."""
+    `span`: the `{SPAN}` of `task_data` to read, -1 for the latest; `num_spans`: how many up to it;
+    `encoding`: the files' encoding). Bad rows are left out and counted for the ExampleValidator."""
     from albert_tf.pipeline_steps.failures import reported_failure
 
     with reported_failure():
@@ -42,10 +44,11 @@ def example_gen(
         counts = run_example_gen(
             corpus, task_data, corpus_splits.path, example_splits.path, text_column=text_column,
             text_b_column=text_b_column or None, label_column=label_column, eval_fraction=eval_fraction, span=span,
-            num_spans=num_spans,
+            num_spans=num_spans, encoding=encoding,
         )
         corpus_splits.metadata.update({"documents": counts["corpus"], "fingerprint": input_fingerprint})
-        example_splits.metadata.update({"examples": counts["examples"], **counts["span"]})
+        example_splits.metadata.update({"examples": counts["examples"], **counts["span"],
+                                        "bad_rows": {s: b["bad"] for s, b in counts["bad_rows"].items()}})
 
 
 def vocab_gen(
@@ -83,16 +86,18 @@ def statistics_gen(
     vocabulary: Input[Artifact],
     beam_runner: str,
     beam_args: List[str],
+    max_seq_length: int,
     statistics: Output[Artifact],
 ):
-    """TFDV statistics (DatasetFeatureStatisticsList) of every split, with Beam on the data step's runner."""
+    """TFDV statistics (DatasetFeatureStatisticsList) of every split, with Beam on the data step's runner
+    (texts measured against `max_seq_length`; ExampleGen's bad rows counted as missing values)."""
     from albert_tf.pipeline_steps.failures import reported_failure
 
     with reported_failure():
         from albert_tf.pipeline_steps.statistics_gen import run_statistics_gen
 
         summary = run_statistics_gen(corpus_splits.path, example_splits.path, vocabulary.path, statistics.path,
-                                     beam_runner=beam_runner, beam_args=beam_args)
+                                     beam_runner=beam_runner, beam_args=beam_args, max_seq_length=max_seq_length)
         statistics.metadata.update({"span": summary["span"], "examples": summary["examples"]})
 
 
@@ -108,14 +113,16 @@ def schema_gen(statistics: Input[Artifact], pinned_schema: str, statistics_store
 
 
 def example_validator(statistics: Input[Artifact], schema: Input[Artifact], statistics_store: str,
-                      anomalies: Output[Artifact]):
-    """TFDV Anomalies of every split against the schema and the previous span; errors stop the run here."""
+                      on_error: str, max_truncated_fraction: float, anomalies: Output[Artifact]):
+    """TFDV Anomalies of every split against the schema and the previous span; errors stop the run here
+    (`on_error`: "raise" makes any bad row one; above `max_truncated_fraction` long texts warn)."""
     from albert_tf.pipeline_steps.failures import reported_failure
 
     with reported_failure():
         from albert_tf.pipeline_steps.example_validator import run_example_validator
 
-        summary = run_example_validator(statistics.path, schema.path, anomalies.path, store=statistics_store)
+        summary = run_example_validator(statistics.path, schema.path, anomalies.path, store=statistics_store,
+                                        on_error=on_error, max_truncated_fraction=max_truncated_fraction)
         anomalies.metadata.update({"span": summary["span"], "passed": summary["passed"], "report": summary["report"]})
 
 

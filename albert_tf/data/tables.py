@@ -13,10 +13,19 @@ Every reader reports bad input as `DataFormatError` naming the file and line: in
 with too few columns, a header without a needed column, an empty text, an empty line in the middle
 of a file, a JSON line that is not an object. Classification, regression, tagging, distillation
 and the pipeline's steps all read their tables here.
+
+Files in another encoding are read with `encoding=` (any Python codec: "gbk", "cp1252", ...). A
+file that is not in its encoding is `EncodingError`, one line naming the file, the line, the byte
+offset and an encoding that reads the whole file where one of the common ones does. With
+`on_error="skip"`, a file whose lines outside ASCII are mostly valid in its encoding keeps its
+rows, and a row whose used fields hold invalid bytes is a bad row like any other; each bad row's
+error carries its `reason` (`BAD_ROW_REASONS`) and `column`, and `read_table(..., rejected=[])`
+collects them (the pipeline's ExampleGen counts them per reason).
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import dataclasses
 import io
@@ -33,16 +42,49 @@ TSV_QUOTING = ("csv", "none")
 _EXTENSIONS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 SPLIT_ALIASES = {"train": ("train",), "dev": ("dev", "validation", "valid", "val"), "test": ("test",)}
 ON_ERROR = ("raise", "skip")
+# Why a row cannot be used (`DataFormatError.reason`), and how messages name each reason.
+BAD_ROW_REASONS = {
+    "empty_text": "empty or missing text",
+    "bad_label": "missing or unparsable label",
+    "undecodable": "undecodable bytes",
+    "malformed_row": "unparsable row",
+}
+# Tried in order when a file is not in the encoding it is read with: the first that decodes it
+# all is named in the error (UTF-16 is told by its byte-order mark).
+_CANDIDATE_ENCODINGS = ("utf-8", "gbk", "big5", "shift_jis", "euc-kr", "cp1252")
 
 
 class DataFormatError(ValueError):
     """Malformed task data; the message starts with `file:line:`."""
 
-    def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None):
+    def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None,
+                 reason: str = "malformed_row", column: Optional[ColumnRef] = None):
         where = f"{path}:{line}: " if path is not None and line is not None else (f"{path}: " if path else "")
         super().__init__(where + message)
         self.path = path
         self.line = line
+        self.reason = reason  # a key of BAD_ROW_REASONS when the error is one row's
+        self.column = column  # the column at fault, None for the whole row
+
+
+class EncodingError(DataFormatError):
+    """A file that is not in the encoding it is read with.
+
+    Attributes:
+        offset: The byte offset (from 0) of the first byte that does not decode.
+        encoding: The encoding it was read with.
+        readable_as: An encoding that decodes the whole file, or None when none of the common
+            ones does.
+    """
+
+    def __init__(self, path: str, line: int, offset: int, encoding: str, bad: bytes, readable_as: Optional[str]):
+        hint = (f"it reads as {readable_as}: set encoding: {readable_as}" if readable_as
+                else "set encoding: to the file's encoding (e.g. encoding: cp1252)")
+        super().__init__(f"not valid {_encoding_name(encoding)} at byte {offset} ({bad!r}); {hint}", path, line,
+                         reason="undecodable")
+        self.offset = offset
+        self.encoding = encoding
+        self.readable_as = readable_as
 
 
 class MissingColumnError(DataFormatError):
@@ -88,9 +130,72 @@ class TextExample:
         return f"{self.source}:{self.line}"
 
 
-def read_text(path: str) -> str:
-    """The file as strict UTF-8 (a BOM is dropped); invalid bytes raise naming the line."""
+def _encoding_name(encoding: str) -> str:
+    return "UTF-8" if codecs.lookup(encoding).name == "utf-8" else encoding
+
+
+def check_encoding(encoding: str) -> str:
+    """`encoding` if Python has a codec of that name; else `ValueError` naming it."""
+    try:
+        codecs.lookup(encoding)
+    except (LookupError, TypeError):
+        raise ValueError(f"unknown encoding {encoding!r} (a Python codec name: utf-8, gbk, cp1252, ...)") from None
+    return encoding
+
+
+def readable_as(data: bytes, exclude: str = "") -> Optional[str]:
+    """The first common encoding that decodes all of `data` (other than `exclude`), or None."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    skip = codecs.lookup(exclude).name if exclude else ""
+    for candidate in _CANDIDATE_ENCODINGS:
+        if codecs.lookup(candidate).name == skip:
+            continue
+        try:
+            data.decode(candidate)
+        except UnicodeDecodeError:
+            continue
+        return candidate
+    return None
+
+
+def _mostly_other_encoding(data: bytes, encoding: str) -> bool:
+    """True when most of the lines holding non-ASCII bytes do not decode in `encoding`: the file
+    is in another encoding, rather than in this one with a few damaged rows."""
+    valid = invalid = 0
+    for line in data.split(b"\n"):
+        if not any(b > 0x7F for b in line):
+            continue
+        try:
+            line.decode(encoding)
+            valid += 1
+        except UnicodeDecodeError:
+            invalid += 1
+    return invalid >= valid
+
+
+def _undecodable(value: str) -> bool:
+    """True when `value` holds bytes kept undecoded (`surrogateescape`)."""
+    return any("\udc80" <= ch <= "\udcff" for ch in value)
+
+
+def read_text(path: str, encoding: str = "utf-8", undecodable: str = "raise") -> str:
+    """The file decoded strictly as `encoding` (UTF-8 by default; a BOM is dropped).
+
+    Args:
+        path: The file.
+        encoding: A Python codec name.
+        undecodable: "raise" (default): bytes that do not decode raise `EncodingError`. "keep":
+            a file whose non-ASCII lines are mostly valid keeps its invalid bytes as lone
+            surrogates (`surrogateescape`) for the row readers to find; a file mostly in another
+            encoding still raises.
+
+    Raises:
+        EncodingError: naming the file, the line, the byte offset and an encoding that reads it.
+        DataFormatError: a missing file or a directory.
+    """
     path = os.fspath(path)
+    check_encoding(encoding)
     if "://" in path:
         import tensorflow as tf
 
@@ -105,36 +210,41 @@ def read_text(path: str) -> str:
         except IsADirectoryError:
             raise DataFormatError("is a directory, not a data file", path) from None
     try:
-        text = data.decode("utf-8")
+        text = data.decode(encoding)
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise DataFormatError(f"not valid UTF-8 (byte {data[e.start:e.end]!r})", path, line) from None
+        if undecodable == "raise" or _mostly_other_encoding(data, encoding):
+            line = data[: e.start].count(b"\n") + 1
+            raise EncodingError(path, line, e.start, encoding, data[e.start:e.end], readable_as(data, encoding)) from None
+        text = data.decode(encoding, errors="surrogateescape")
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def tsv_rows(path: str) -> Iterator[Tuple[int, List[str]]]:
+def tsv_rows(path: str, encoding: str = "utf-8", skip: bool = False) -> Iterator[Tuple[int, List[str]]]:
     """`(line_number, fields)` of a tab-separated file without quote processing.
 
-    A last empty line (a final newline) is fine; an empty line elsewhere is an error.
+    A last empty line (a final newline) is fine; an empty line elsewhere is an error (with
+    `skip`: yielded, for the row reader to count; undecodable bytes are then kept too).
     """
-    lines = read_text(path).split("\n")
+    lines = read_text(path, encoding, "keep" if skip else "raise").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     for number, line in enumerate(lines, 1):
         line = line.rstrip("\r")
-        if not line.strip():
+        if not line.strip() and not skip:
             raise DataFormatError("empty line", path, number)
         yield number, line.split("\t")
 
 
-def _csv_rows(path: str, delimiter: str = ",") -> Iterator[Tuple[int, List[str]]]:
+def _csv_rows(path: str, delimiter: str = ",", encoding: str = "utf-8", skip: bool = False) -> Iterator[Tuple[int, List[str]]]:
     """`(line_number, fields)` of a delimited file with standard CSV quoting (a quoted field may
-    hold delimiters, doubled quotes and newlines), as Python's `csv` and pandas write it."""
-    reader = csv.reader(io.StringIO(read_text(path), newline=""), delimiter=delimiter, strict=True)
+    hold delimiters, doubled quotes and newlines), as Python's `csv` and pandas write it. With
+    `skip`, empty rows are yielded (for the row reader to count) and undecodable bytes kept."""
+    text = read_text(path, encoding, "keep" if skip else "raise")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     start = 1
     try:
         for row in reader:
-            if not row or not any(field.strip() for field in row):
+            if (not row or not any(field.strip() for field in row)) and not skip:
                 raise DataFormatError("empty row", path, start)
             yield start, row
             start = reader.line_num + 1
@@ -219,17 +329,25 @@ def _column_index(column: ColumnRef, header: Optional[List[str]], path: str) -> 
     return header.index(column)
 
 
-def _field(row: List[str], index: int, column: ColumnRef, path: str, line: int) -> str:
+def _field(row: List[str], index: int, column: ColumnRef, path: str, line: int, reason: str = "malformed_row") -> str:
     if index >= len(row):
         raise DataFormatError(
-            f"expected at least {index + 1} columns (for column {column!r}), found {len(row)}", path, line
+            f"expected at least {index + 1} columns (for column {column!r}), found {len(row)}", path, line,
+            reason=reason, column=column,
         )
     return row[index]
 
 
+def _check_decoded(value: str, column: ColumnRef, path: str, line: int) -> str:
+    if _undecodable(value):
+        raise DataFormatError(f"undecodable bytes in column {column!r}", path, line, reason="undecodable", column=column)
+    return value
+
+
 def _check_text(text: str, column: ColumnRef, path: str, line: int) -> str:
+    _check_decoded(text, column, path, line)
     if not text.strip():
-        raise DataFormatError(f"empty text in column {column!r}", path, line)
+        raise DataFormatError(f"empty text in column {column!r}", path, line, reason="empty_text", column=column)
     return text
 
 
@@ -239,14 +357,17 @@ def _check_on_error(on_error: str) -> None:
 
 
 class _Collector:
-    """Collects examples; with on_error="skip" a bad row is logged and left out instead."""
+    """Collects examples; with on_error="skip" a bad row is logged and left out instead (and its
+    error appended to `rejected` when given)."""
 
-    def __init__(self, path: str, on_error: str):
+    def __init__(self, path: str, on_error: str, rejected: Optional[List[DataFormatError]] = None):
         _check_on_error(on_error)
         self.path = path
         self.on_error = on_error
         self.examples: List[TextExample] = []
         self.skipped = 0
+        self.first: Optional[DataFormatError] = None
+        self.rejected = rejected
 
     def add(self, make) -> None:
         try:
@@ -255,6 +376,9 @@ class _Collector:
             if self.on_error == "raise":
                 raise
             self.skipped += 1
+            self.first = self.first or e
+            if self.rejected is not None:
+                self.rejected.append(e)
             if self.skipped <= 5:
                 logger.warning("skipping: %s", e)
 
@@ -262,7 +386,8 @@ class _Collector:
         if self.skipped:
             logger.warning("%s: skipped %d malformed row(s)", self.path, self.skipped)
         if not self.examples:
-            raise DataFormatError("no examples", self.path)
+            skipped = f" ({self.skipped} malformed row(s) skipped, the first: {self.first})" if self.skipped else ""
+            raise DataFormatError("no examples" + skipped, self.path)
         return self.examples
 
 
@@ -276,8 +401,9 @@ def read_delimited(
     guid: Optional[ColumnRef],
     has_header: bool,
     on_error: str,
+    rejected: Optional[List[DataFormatError]] = None,
 ) -> List[TextExample]:
-    collector = _Collector(path, on_error)
+    collector = _Collector(path, on_error, rejected)
     header = None
     if has_header:
         first = next(rows, None)
@@ -291,15 +417,17 @@ def read_delimited(
 
     for number, row in rows:
         def make(number=number, row=row):
-            a = _check_text(_field(row, index_a, text_a, path, number), text_a, path, number)
+            if not any(field.strip() for field in row):  # only yielded when skipping
+                raise DataFormatError("empty row", path, number)
+            a = _check_text(_field(row, index_a, text_a, path, number, "empty_text"), text_a, path, number)
             b = None
             if index_b is not None:
-                b = _check_text(_field(row, index_b, text_b, path, number), text_b, path, number)
+                b = _check_text(_field(row, index_b, text_b, path, number, "empty_text"), text_b, path, number)
             value = None
             if index_label is not None:
-                value = _field(row, index_label, label, path, number).strip()
+                value = _check_decoded(_field(row, index_label, label, path, number, "bad_label"), label, path, number).strip()
                 if not value:
-                    raise DataFormatError(f"empty label in column {label!r}", path, number)
+                    raise DataFormatError(f"empty label in column {label!r}", path, number, reason="bad_label", column=label)
             example_id = _field(row, index_guid, guid, path, number) if index_guid is not None else f"{path}:{number}"
             return TextExample(a, b, value, path, number, example_id)
 
@@ -308,19 +436,23 @@ def read_delimited(
 
 
 def _read_jsonl(
-    path: str, *, text_a: str, text_b: Optional[str], label: Optional[str], guid: Optional[str], on_error: str
+    path: str, *, text_a: str, text_b: Optional[str], label: Optional[str], guid: Optional[str], on_error: str,
+    encoding: str = "utf-8", rejected: Optional[List[DataFormatError]] = None,
 ) -> List[TextExample]:
-    collector = _Collector(path, on_error)
-    lines = read_text(path).split("\n")
+    collector = _Collector(path, on_error, rejected)
+    lines = read_text(path, encoding, "keep" if on_error == "skip" else "raise").split("\n")
     if lines and lines[-1].strip() == "":
         lines.pop()
 
     def text_of(record, column, number):
         if column not in record:
-            raise MissingColumnError(column, list(record), path, number, what="key")
+            error = MissingColumnError(column, list(record), path, number, what="key")
+            error.reason, error.column = "empty_text", column
+            raise error
         value = record[column]
         if not isinstance(value, str):
-            raise DataFormatError(f"{column!r} must be a string, got {type(value).__name__}", path, number)
+            raise DataFormatError(f"{column!r} must be a string, got {type(value).__name__}", path, number,
+                                  reason="empty_text", column=column)
         return _check_text(value, column, path, number)
 
     for number, line in enumerate(lines, 1):
@@ -338,15 +470,18 @@ def _read_jsonl(
             value = None
             if label is not None:
                 if label not in record:
-                    raise MissingColumnError(label, list(record), path, number, what="key")
+                    error = MissingColumnError(label, list(record), path, number, what="key")
+                    error.reason, error.column = "bad_label", label
+                    raise error
                 raw = record[label]
                 if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
                     raise DataFormatError(
-                        f"label {label!r} must be a string or a number, got {json.dumps(raw)}", path, number
+                        f"label {label!r} must be a string or a number, got {json.dumps(raw)}", path, number,
+                        reason="bad_label", column=label,
                     )
-                value = str(raw).strip()
+                value = _check_decoded(str(raw), label, path, number).strip()
                 if not value:
-                    raise DataFormatError(f"empty label in {label!r}", path, number)
+                    raise DataFormatError(f"empty label in {label!r}", path, number, reason="bad_label", column=label)
             example_id = str(record.get(guid, f"{path}:{number}")) if guid else f"{path}:{number}"
             return TextExample(a, b, value, path, number, example_id)
 
@@ -367,6 +502,8 @@ def read_table(
     table_format: Optional[str] = None,
     tsv_quoting: str = "csv",
     on_error: str = "raise",
+    encoding: str = "utf-8",
+    rejected: Optional[List[DataFormatError]] = None,
 ) -> List[TextExample]:
     """Examples from a TSV / CSV file with a header, or a JSONL file of objects.
 
@@ -380,27 +517,34 @@ def read_table(
         tsv_quoting: "csv" (default): a TSV field may be quoted as Python's `csv` / pandas write
             it (so it can hold tabs and newlines); "none": quotes are literal text and every line
             is one row (the GLUE files).
-        on_error: "raise" (default) or "skip" malformed rows (logged with their line).
+        on_error: "raise" (default) or "skip" malformed rows (logged with their line). Skipping
+            also keeps the rows of a file with a few undecodable rows (see `read_text`).
+        encoding: The file's encoding (a Python codec name; default UTF-8).
+        rejected: With on_error="skip", receives each skipped row's `DataFormatError` (its
+            `reason`, `column`, `path` and `line`).
 
     Returns:
         The examples, in file order.
 
     Raises:
+        EncodingError: A file not in `encoding`, naming the byte offset and an encoding that reads it.
         DataFormatError: For malformed input, naming the file and line.
     """
     path = os.fspath(path)
     kind = detect_format(path, table_format)
+    skip = on_error == "skip"
     if kind == "jsonl":
-        return _read_jsonl(path, text_a=text_column, text_b=text_b_column, label=label_column, guid=id_column, on_error=on_error)
+        return _read_jsonl(path, text_a=text_column, text_b=text_b_column, label=label_column, guid=id_column,
+                           on_error=on_error, encoding=encoding, rejected=rejected)
     if tsv_quoting not in TSV_QUOTING:
         raise ValueError(f"tsv_quoting must be 'csv' or 'none', got {tsv_quoting!r}")
     if kind == "csv":
-        rows = _csv_rows(path)
+        rows = _csv_rows(path, ",", encoding, skip)
     else:
-        rows = _csv_rows(path, "\t") if tsv_quoting == "csv" else tsv_rows(path)
+        rows = _csv_rows(path, "\t", encoding, skip) if tsv_quoting == "csv" else tsv_rows(path, encoding, skip)
     return read_delimited(
         path, rows, text_a=text_column, text_b=text_b_column, label=label_column, guid=id_column,
-        has_header=True, on_error=on_error,
+        has_header=True, on_error=on_error, rejected=rejected,
     )
 
 

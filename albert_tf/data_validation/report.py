@@ -10,7 +10,8 @@ import html
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from albert_tf.data_validation import drift
-from albert_tf.data_validation.statistics import custom_stat
+from albert_tf.data.tables import BAD_ROW_REASONS
+from albert_tf.data_validation.statistics import bad_row_counts, custom_stat
 
 _STYLE = """body{font:14px sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:1.5em}
 td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}th{background:#f3f3f3}
@@ -51,6 +52,12 @@ def _cell(feature, num_examples: int) -> str:
             custom = custom_stat(feature, name)
             if custom is not None:
                 rows.append(f"{name.replace('_', ' ')}: {custom.num:g}")
+        too_long = custom_stat(feature, "too_long_fraction")
+        if too_long is not None:
+            rows.append(f"longer than max_seq_length {custom_stat(feature, 'max_seq_length').num:g} pieces: "
+                        f"{100 * too_long.num:.1f} % ({custom_stat(feature, 'too_long_count').num:g})")
+        for reason, count, first in bad_row_counts(feature):
+            rows.append(html.escape(f"bad rows ({BAD_ROW_REASONS.get(reason, reason)}): {count}, the first at {first}"))
         top = custom_stat(feature, "top_pieces")
         if top is not None:
             rows.append("top pieces: " + html.escape(", ".join(f"{b.label} ({b.sample_count:g})" for b in top.rank_histogram.buckets[:10])))

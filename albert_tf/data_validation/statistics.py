@@ -12,6 +12,16 @@ Beyond that, by role:
   `<name>_script` (the Unicode script most of the text's letters are in: Latin, Han, ...);
 * categorical features (`label`): every value's count (`top_values`, `rank_histogram`).
 
+With `StatsOptions.max_seq_length`, the first text feature also gets `too_long_count` and
+`too_long_fraction`: the examples whose pieces (the text's, and for a pair both texts', with
+`[CLS]` and the `[SEP]`s) do not fit in `max_seq_length`, which the Transform truncates.
+
+ExampleGen's bad rows (rows it could not use, not among the records) are added by
+`account_bad_rows`, TFDV-style: each is an example (`num_examples`) in which the feature it lacks
+is missing (`num_missing`, so the presence fraction counts it) and the others present, and the
+feature carries `bad_rows:<reason>` (count) and `bad_rows:<reason>:first` (`file:line`) custom
+statistics (an unparsable row lacks every feature and is recorded on the first text feature).
+
 On Beam each bundle folds its records into one accumulator (`SplitAccumulator`), which
 `CombineGlobally` merges: memory is the per-length and per-piece counts, not the data. The same
 accumulator also runs without Beam (`statistics_from_records`) for small inputs and tests.
@@ -55,6 +65,7 @@ class StatsOptions:
     num_quantiles_histogram_buckets: int = 10
     top_k: int = 20
     max_categorical_values: int = 1000
+    max_seq_length: Optional[int] = None  # counts the examples longer than this many pieces
 
 
 def derived_name(feature: str, kind: str) -> str:
@@ -103,9 +114,12 @@ class FeatureAccumulator:
         self.piece_chars = 0
         self.tokens = collections.Counter()
         self.scripts = collections.Counter()
+        self.too_long: Optional[int] = None  # counted on the first text feature with max_seq_length
 
-    def add(self, values: List[bytes], tokenizer, unknown_piece: Optional[str], max_categorical: int) -> None:
+    def add(self, values: List[bytes], tokenizer, unknown_piece: Optional[str], max_categorical: int) -> int:
+        """Counts one example's values; returns the pieces of its text (0 for other roles)."""
         self.present += 1
+        num_pieces = 0
         self.values += len(values)
         self.min_values = len(values) if self.min_values is None else min(self.min_values, len(values))
         self.max_values = max(self.max_values, len(values))
@@ -130,6 +144,7 @@ class FeatureAccumulator:
             self.control_texts += controls > 0
             self.char_lengths[len(text)] += 1
             pieces = tokenizer.tokenize(text) if tokenizer is not None else text.split()
+            num_pieces += len(pieces)
             self.piece_lengths[len(pieces)] += 1
             self.pieces += len(pieces)
             self.piece_chars += sum(map(len, pieces))
@@ -138,6 +153,7 @@ class FeatureAccumulator:
             self.tokens.update(pieces)
             if text.strip():  # an empty text has no script; presence counts it
                 self.scripts[dominant_script(text)] += 1
+        return num_pieces
 
     def merge(self, other: "FeatureAccumulator") -> None:
         for name in ("present", "values", "max_values", "total_chars", "invalid", "empty", "control_chars",
@@ -149,6 +165,8 @@ class FeatureAccumulator:
         self.hashes |= other.hashes
         for name in ("counts", "char_lengths", "piece_lengths", "tokens", "scripts"):
             getattr(self, name).update(getattr(other, name))
+        if other.too_long is not None:
+            self.too_long = (self.too_long or 0) + other.too_long
 
 
 class SplitAccumulator:
@@ -161,13 +179,22 @@ class SplitAccumulator:
     def add_record(self, record: bytes, options: StatsOptions, tokenizer=None) -> None:
         self.num_examples += 1
         unknown = getattr(tokenizer, "unk_token", None)
+        pieces = {}
         for name, values in bytes_features(record).items():
             acc = self.features.get(name)
             if acc is None:
                 role = ("text" if name in options.text_features
                         else "categorical" if name in options.categorical_features else "string")
                 acc = self.features[name] = FeatureAccumulator(role)
-            acc.add(values, tokenizer, unknown, options.max_categorical_values)
+            counted = acc.add(values, tokenizer, unknown, options.max_categorical_values)
+            if acc.role == "text":
+                pieces[name] = counted
+        if options.max_seq_length and pieces:
+            texts = [pieces[n] for n in options.text_features if n in pieces]
+            # As the packing does: [CLS] a [SEP], and b [SEP] when b has pieces.
+            needed = 2 + texts[0] + sum(n + 1 for n in texts[1:] if n)
+            first = self.features[next(n for n in options.text_features if n in pieces)]
+            first.too_long = (first.too_long or 0) + (needed > options.max_seq_length)
 
     def merge(self, other: "SplitAccumulator") -> "SplitAccumulator":
         self.num_examples += other.num_examples
@@ -309,6 +336,10 @@ def to_proto(name: str, acc: SplitAccumulator, options: StatsOptions = StatsOpti
                                    ("unknown_piece_rate", f.unknown / f.pieces if f.pieces else 0.0),
                                    ("top_pieces", _rank_histogram(f.tokens, options.top_k))):
             _custom(feature, custom_name, value)
+        if f.too_long is not None:
+            _custom(feature, "max_seq_length", options.max_seq_length)
+            _custom(feature, "too_long_count", f.too_long)
+            _custom(feature, "too_long_fraction", f.too_long / f.present if f.present else 0.0)
         for kind, counts in ((CHAR_LENGTH, f.char_lengths), (PIECE_LENGTH, f.piece_lengths)):
             _numeric_feature(dataset, derived_name(feature_name, kind), feature_name, counts, acc.num_examples, options)
         script = dataset.features.add(path=_path(derived_name(feature_name, SCRIPT)), type=statistics_pb2.FeatureNameStatistics.STRING)
@@ -320,12 +351,59 @@ def to_proto(name: str, acc: SplitAccumulator, options: StatsOptions = StatsOpti
     return dataset
 
 
-def statistics_from_records(name: str, records: Iterable[bytes], options: StatsOptions = StatsOptions(), tokenizer=None):
-    """The statistics of serialized tf.Examples, without Beam (small inputs, tests)."""
+def statistics_from_records(name: str, records: Iterable[bytes], options: StatsOptions = StatsOptions(), tokenizer=None,
+                            bad_rows: Optional[Dict] = None):
+    """The statistics of serialized tf.Examples, without Beam (small inputs, tests); `bad_rows`:
+    as for `account_bad_rows`."""
     acc = SplitAccumulator()
     for record in records:
         acc.add_record(record, options, tokenizer)
-    return to_proto(name, acc, options)
+    return account_bad_rows(to_proto(name, acc, options), bad_rows, options)
+
+
+BAD_ROWS = "bad_rows"
+
+
+def account_bad_rows(dataset, bad_rows: Optional[Dict], options: StatsOptions = StatsOptions()):
+    """Adds ExampleGen's bad rows of one split (its summary's `bad_rows[split]`: `{"bad": n,
+    "reasons": [{"reason", "feature", "count", "first"}]}`) to `dataset`, in place; returns it.
+
+    Each bad row becomes an example in which the feature it lacks (`feature`; None: every
+    feature) is missing and the others present, so the presence fraction counts it; the feature
+    gets `bad_rows:<reason>` (count) and `bad_rows:<reason>:first` (`file:line`) custom stats.
+    """
+    bad = int((bad_rows or {}).get("bad", 0))
+    if not bad:
+        return dataset
+    reasons = bad_rows["reasons"]
+    dataset.num_examples += bad
+    names = [_feature_name(f) for f in dataset.features]
+    holder = next((n for n in options.text_features if n in names), names[0] if names else None)
+    for feature in dataset.features:
+        name = _feature_name(feature)
+        common = (feature.num_stats if feature.HasField("num_stats") else feature.string_stats).common_stats
+        if not feature.HasField("validation_derived_source"):
+            lacking = sum(int(r["count"]) for r in reasons if r["feature"] in (name, None))
+            common.num_non_missing += bad - lacking
+            common.tot_num_values += bad - lacking
+        common.num_missing = dataset.num_examples - common.num_non_missing
+        for r in reasons:
+            if r["feature"] == name or (r["feature"] is None and name == holder):
+                _custom(feature, f"{BAD_ROWS}:{r['reason']}", int(r["count"]))
+                feature.custom_stats.add(name=f"{BAD_ROWS}:{r['reason']}:first", str=str(r["first"]))
+    return dataset
+
+
+def bad_row_counts(feature) -> List[tuple]:
+    """(reason, count, first `file:line`) of the bad rows recorded on a feature's statistics."""
+    first = {c.name: c.str for c in feature.custom_stats if c.name.startswith(BAD_ROWS + ":") and c.name.endswith(":first")}
+    return [(c.name.split(":")[1], int(c.num), first.get(c.name + ":first", ""))
+            for c in feature.custom_stats
+            if c.name.startswith(BAD_ROWS + ":") and not c.name.endswith(":first")]
+
+
+def _feature_name(feature) -> str:
+    return feature.path.step[0] if feature.path.step else feature.name
 
 
 # --- Beam --------------------------------------------------------------------------------------
@@ -381,10 +459,11 @@ def _merge_fn():
     return Merge()
 
 
-def _write_split(acc: SplitAccumulator, name: str, directory: str, options: StatsOptions) -> str:
+def _write_split(acc: SplitAccumulator, name: str, directory: str, options: StatsOptions, bad_rows=None) -> str:
     from apache_beam.io.filesystems import FileSystems
 
-    stats_list = statistics_pb2.DatasetFeatureStatisticsList(datasets=[to_proto(name, acc, options)])
+    dataset = account_bad_rows(to_proto(name, acc, options), bad_rows, options)
+    stats_list = statistics_pb2.DatasetFeatureStatisticsList(datasets=[dataset])
     if not FileSystems.exists(directory):
         FileSystems.mkdirs(directory)
     for file_name, data in ((STATS_FILE, stats_list.SerializeToString()), (STATS_TEXT_FILE, str(stats_list).encode("utf-8"))):
@@ -401,6 +480,8 @@ def generate_statistics(
     options: StatsOptions = StatsOptions(),
     runner: str = "DirectRunner",
     pipeline_args: Sequence[str] = (),
+    bad_rows: Optional[Dict[str, Dict]] = None,
+    split_options: Optional[Dict[str, StatsOptions]] = None,
 ) -> None:
     """Writes `FeatureStats.pb` (+ `.pbtxt`) for every split, in one Beam pipeline.
 
@@ -409,6 +490,9 @@ def generate_statistics(
         output_dirs: `{name: directory}` to write each split's statistics into (TFX's `Split-<name>`).
         tokenizer_factory: Builds the run's tokenizer (once per worker); None counts whitespace words.
         runner, pipeline_args: As for the pretraining-data step (`beam_pipeline.make_pretraining_data`).
+        bad_rows: `{name: ExampleGen's bad_rows entry}` of splits with rows it could not use
+            (`account_bad_rows`).
+        split_options: `{name: StatsOptions}` for splits measured otherwise than `options`.
     """
     beam_pipeline = _beam()
     import apache_beam as beam
@@ -416,11 +500,12 @@ def generate_statistics(
     pipeline = beam.Pipeline(runner=beam_pipeline.make_runner(runner),
                              options=beam_pipeline.PipelineOptions(list(pipeline_args)))
     for name, pattern in sorted(splits.items()):
+        split = (split_options or {}).get(name, options)
         (pipeline
          | f"Read[{name}]" >> beam.io.ReadFromTFRecord(pattern)
-         | f"Accumulate[{name}]" >> beam.ParDo(_accumulate_fn(tokenizer_factory, options))
+         | f"Accumulate[{name}]" >> beam.ParDo(_accumulate_fn(tokenizer_factory, split))
          | f"Merge[{name}]" >> beam.CombineGlobally(_merge_fn())
-         | f"Write[{name}]" >> beam.Map(_write_split, name, output_dirs[name], options))
+         | f"Write[{name}]" >> beam.Map(_write_split, name, output_dirs[name], split, (bad_rows or {}).get(name)))
     pipeline.run().wait_until_finish()
 
 

@@ -15,7 +15,14 @@ INT_TYPE_SMALL_INT / INT_TYPE_BIG_INT  warning    lengths outside the schema's b
 COMPARATOR_L_INFTY_HIGH                error      a categorical distribution drifted (L-infinity)
 COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH  error  a numeric distribution drifted (JS divergence)
 NO_DATA_IN_SPAN                        error      the split is empty
+UNKNOWN_TYPE ("Texts longer than       warning    more texts longer than `max_seq_length`
+max_seq_length")                                  pieces than `max_truncated_fraction`
 =====================================  =========  ============================================
+
+The presence of a feature counts ExampleGen's bad rows (rows it could not use: missing in the
+statistics), and its message names them. `bad_row_lines` judges the bad rows by the pipeline's
+`on_error`: with "raise", any bad row is an error (one line per split and reason, with the count
+and the first `file:line`); with "skip", a warning, the schema's presence deciding.
 
 `anomaly_lines` gives one line per anomaly: the feature, what was expected and what was found.
 """
@@ -27,7 +34,14 @@ from typing import List, Optional, Tuple
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
 
 from albert_tf.data_validation import drift
-from albert_tf.data_validation.statistics import NL_STATISTICS, custom_stat, feature_stats
+from albert_tf.data_validation.statistics import (
+    NL_STATISTICS,
+    PIECE_LENGTH,
+    bad_row_counts,
+    custom_stat,
+    derived_name,
+    feature_stats,
+)
 
 ERROR = anomalies_pb2.AnomalyInfo.ERROR
 WARNING = anomalies_pb2.AnomalyInfo.WARNING
@@ -90,7 +104,7 @@ def check_schema(anomalies, dataset, schema, name: str, feature, stats) -> None:
             _add(anomalies, name, _T.FEATURE_TYPE_LOW_FRACTION_PRESENT, ERROR, "Column dropped",
                  f"{name}: expected at most {_percent(1 - feature.presence.min_fraction)} of the examples {what} "
                  f"(presence.min_fraction {feature.presence.min_fraction:g}), found {_percent(1 - fraction)} "
-                 f"({total - present} of {total}).")
+                 f"({total - present} of {total}{_bad_rows_note(dataset, name)}).")
     domain = _domain(schema, feature)
     if domain is not None:
         shares = drift.value_shares(stats)
@@ -111,6 +125,54 @@ def check_schema(anomalies, dataset, schema, name: str, feature, stats) -> None:
             _add(anomalies, name, _T.FEATURE_COVERAGE_TOO_LOW, WARNING, "Low coverage",
                  f"{name}: expected at least {_percent(minimum)} of the pieces known to the tokenizer, "
                  f"found {_percent(nl_stats.feature_coverage)}.")
+
+
+def _bad_rows_note(dataset, name: str) -> str:
+    """"; 10 rows ExampleGen could not use: empty or missing text 10 (the first at f:200)" for `name`."""
+    from albert_tf.data.tables import BAD_ROW_REASONS
+
+    found = []
+    for stats in dataset.features:
+        for reason, count, first in bad_row_counts(stats):
+            if (stats.path.step[0] if stats.path.step else stats.name) == name or reason == "malformed_row":
+                found.append(f"{BAD_ROW_REASONS.get(reason, reason)} {count} (the first at {first})")
+    if not found:
+        return ""
+    return "; rows ExampleGen could not use: " + ", ".join(found)
+
+
+def bad_row_lines(dataset, on_error: str = "skip") -> List[Tuple[int, str]]:
+    """(severity, line) for each reason of ExampleGen's bad rows recorded in `dataset`: an error
+    with `on_error` "raise" (any bad row stops the run), else a warning (the presence decides)."""
+    from albert_tf.data.tables import BAD_ROW_REASONS
+
+    lines = []
+    total = dataset.num_examples
+    for stats in dataset.features:
+        name = stats.path.step[0] if stats.path.step else stats.name
+        for reason, count, first in bad_row_counts(stats):
+            what = f"{count} of {total} rows with {BAD_ROW_REASONS.get(reason, reason)}"
+            where = f" in {name!r}" if reason != "malformed_row" else ""
+            if on_error == "raise":
+                lines.append((ERROR, f"{what}{where}, the first at {first}: on_error is raise "
+                                     f"(skip leaves them out within the schema's presence.min_fraction)."))
+            else:
+                lines.append((WARNING, f"{what}{where} left out by ExampleGen, the first at {first}."))
+    return lines
+
+
+def _check_length(anomalies, dataset, name: str, stats, max_truncated_fraction: Optional[float]) -> None:
+    fraction = custom_stat(stats, "too_long_fraction")
+    if max_truncated_fraction is None or fraction is None or fraction.num <= max_truncated_fraction:
+        return
+    length = int(custom_stat(stats, "max_seq_length").num)
+    count = int(custom_stat(stats, "too_long_count").num)
+    pieces = feature_stats(dataset, derived_name(name, PIECE_LENGTH))
+    mean = f", {pieces.num_stats.mean:.0f} pieces on average" if pieces is not None else ""
+    _add(anomalies, name, _T.UNKNOWN_TYPE, WARNING, "Texts longer than max_seq_length",
+         f"{name}: {_percent(fraction.num)} of the texts ({count}) are longer than max_seq_length {length} "
+         f"pieces{mean}, and are truncated; expected at most {_percent(max_truncated_fraction)} "
+         f"(max_truncated_fraction).")
 
 
 def _check_drift(anomalies, name: str, feature, stats, previous, baseline: str) -> None:
@@ -147,7 +209,8 @@ def compare(anomalies, name: str, comparator, old, stats, what: str, skew: bool)
         (record.skew_measurements if skew else record.drift_measurements).add(type=info[0], value=info[1], threshold=info[2])
 
 
-def validate_statistics(dataset, schema: schema_pb2.Schema, previous=None, baseline: str = "the previous span"):
+def validate_statistics(dataset, schema: schema_pb2.Schema, previous=None, baseline: str = "the previous span",
+                        max_truncated_fraction: Optional[float] = None):
     """The `Anomalies` of one split's `DatasetFeatureStatistics` against `schema` and, for drift, `previous`.
 
     Args:
@@ -155,6 +218,8 @@ def validate_statistics(dataset, schema: schema_pb2.Schema, previous=None, basel
         schema: The schema to check against (inferred or pinned).
         previous: The same split's statistics of the previous span, or None (no drift check).
         baseline: How the messages name `previous`.
+        max_truncated_fraction: Warn when a larger share of the texts is longer than the
+            statistics' `max_seq_length`; None: no check.
     """
     anomalies = anomalies_pb2.Anomalies(anomaly_name_format=anomalies_pb2.Anomalies.SERIALIZED_PATH)
     anomalies.baseline.CopyFrom(schema)
@@ -175,6 +240,7 @@ def validate_statistics(dataset, schema: schema_pb2.Schema, previous=None, basel
                      f"{feature.name}: expected in every example, found in none.")
             continue
         check_schema(anomalies, dataset, schema, feature.name, feature, stats)
+        _check_length(anomalies, dataset, feature.name, stats, max_truncated_fraction)
         _check_drift(anomalies, feature.name, feature, stats, previous, baseline)
     for stats in dataset.features:
         name = stats.path.step[0] if stats.path.step else stats.name

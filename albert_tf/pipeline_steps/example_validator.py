@@ -14,6 +14,13 @@ A span is stored only once it passed, so an anomalous span never becomes a basel
 An anomaly of error severity raises `DataValidationError` (after the output is written, so the
 report can be read), with one line per anomaly: the pipeline stops before the Transform and
 nothing is trained or pushed. Warnings are printed (`WARNING: ...`) and the run goes on.
+
+ExampleGen's bad rows (rows it could not use, counted in the statistics as missing values) are
+judged by `on_error`: "skip" (the default) lets the schema's presence decide (a feature missing
+in more than `1 - presence.min_fraction` of the rows is an error) and warns of any bad row;
+"raise" makes any bad row an error, one line per split and reason naming the count and the
+first `file:line`. A share of texts longer than `max_seq_length` pieces (which the Transform
+truncates) above `max_truncated_fraction` is a warning. The report shows both.
 """
 
 from __future__ import annotations
@@ -54,33 +61,53 @@ def _store_span(store: str, span: int, statistics_dir: str) -> str:
     return final
 
 
-def run_example_validator(statistics_dir: str, schema_dir: str, output_dir: str, *, store: str = "") -> Dict[str, Any]:
+ON_ERROR = ("skip", "raise")
+
+
+def run_example_validator(statistics_dir: str, schema_dir: str, output_dir: str, *, store: str = "",
+                          on_error: str = "skip", max_truncated_fraction: float = 0.05) -> Dict[str, Any]:
     """Validates every split; writes the anomalies and the report; returns the summary.
+
+    Args:
+        on_error: "skip": bad rows pass within the schema's presence; "raise": any bad row is an error.
+        max_truncated_fraction: Warn above this share of texts longer than `max_seq_length`.
 
     Raises:
         DataValidationError: an anomaly of error severity (one line each in the message).
     """
+    if on_error not in ON_ERROR:
+        raise ValueError(f"on_error must be 'skip' or 'raise', got {on_error!r}")
     from google.protobuf import text_format
 
     from albert_tf.data_validation.report import render_html
     from albert_tf.data_validation.schema import load_schema
     from albert_tf.data_validation.statistics import load_statistics
-    from albert_tf.data_validation.validation import ERROR, DataValidationError, anomaly_lines, severity_name, validate_statistics
+    from albert_tf.data_validation.validation import (
+        ERROR,
+        DataValidationError,
+        anomaly_lines,
+        bad_row_lines,
+        severity_name,
+        validate_statistics,
+    )
     from albert_tf.pipeline_steps.statistics_gen import load_split_statistics
 
     info = read_summary(statistics_dir)
     span = int(info.get("span", 0))
     schema = load_schema(schema_dir)
     previous = previous_span(store, span)
-    datasets, results, lines = {}, {}, []
+    datasets, results, lines, row_lines = {}, {}, [], []
     for split in example_gen.SPLITS:
         dataset = load_split_statistics(statistics_dir, split)
         old = None
         if previous is not None:
             old = load_statistics(example_gen.split_dir(os.path.join(store, SPANS_SUBDIR, str(previous)), split)).datasets[0]
-        results[split] = validate_statistics(dataset, schema, old, baseline=f"span {previous}")
+        results[split] = validate_statistics(dataset, schema, old, baseline=f"span {previous}",
+                                             max_truncated_fraction=max_truncated_fraction)
         datasets[split] = dataset
+        row_lines += [(severity, f"{split}: {line}") for severity, line in bad_row_lines(dataset, on_error)]
         lines += [(severity, f"{split}: {line}") for severity, line in anomaly_lines(results[split])]
+    lines = sorted(row_lines, key=lambda sl: -sl[0]) + lines
     for split in example_gen.SPLITS:
         datasets[f"corpus {split}"] = load_split_statistics(statistics_dir, split, "corpus")
     errors = [line for severity, line in lines if severity == ERROR]
@@ -94,11 +121,13 @@ def run_example_validator(statistics_dir: str, schema_dir: str, output_dir: str,
             with open(os.path.join(directory, ANOMALIES_TEXT_FILE), "w", encoding="utf-8") as f:
                 f.write(text_format.MessageToString(anomalies))
         baseline = f"drift against span {previous}" if previous is not None else "no earlier span stored: no drift check"
+        rows = [f"{severity_name(s)}: bad rows: {line}" for s, line in row_lines]
         with open(os.path.join(staging, REPORT_FILE), "w", encoding="utf-8") as f:
-            f.write(render_html(f"Data validation, span {span}", datasets, results, notes=[baseline]))
+            f.write(render_html(f"Data validation, span {span}", datasets, results, notes=[baseline, *rows]))
         summary = {
             "span": span, "previous_span": previous, "passed": not errors,
             "anomalies": [{"severity": severity_name(s), "line": line} for s, line in lines],
+            "on_error": on_error, "max_truncated_fraction": max_truncated_fraction,
             "report": os.path.join(os.path.abspath(output_dir), REPORT_FILE),
             "line": _line(span, previous, info.get("examples", {}), errors, warnings),
         }

@@ -22,6 +22,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Union
 
+from albert_tf.data.tables import check_encoding
 from albert_tf.tasks.family import task_family
 from albert_tf.training.finetuning_config import FinetuningConfig, resolve_finetuning_config
 
@@ -169,6 +170,15 @@ class PipelineSettings:
         statistics_store: Where the schema inferred on the first run and each validated span's
             statistics (the next span's drift baseline) are kept; unset: `data_validation`
             beside `serving_base`.
+        encoding: The encoding ExampleGen reads the task tables and the corpus in (a Python
+            codec name: "utf-8", "gbk", "cp1252", ...); a file not in it stops ExampleGen in one
+            line naming the byte offset and an encoding that reads it.
+        on_error: What a bad row (an empty text, a missing or unparsable label, undecodable
+            bytes) does: "skip" leaves it out at ExampleGen and counts it, and the
+            ExampleValidator accepts the split within the schema's `presence.min_fraction`;
+            "raise" stops the run at the ExampleValidator at any bad row, naming the first.
+        max_truncated_fraction: The ExampleValidator warns when a larger share of the texts is
+            longer than `max_seq_length` pieces (the Transform truncates them).
         seed: Seeds every random choice of the run.
         warm_start: Continue from the latest pushed (blessed) model under
             `serving_base/model_name`: its vocabulary, its encoder (continued pretraining) and its
@@ -229,6 +239,10 @@ class PipelineSettings:
     num_spans: int = 1
     schema: Optional[str] = None
     statistics_store: Optional[str] = None
+    # Bad rows and encodings (ExampleGen, StatisticsGen, ExampleValidator).
+    encoding: str = "utf-8"
+    on_error: str = "skip"
+    max_truncated_fraction: float = 0.05
     seed: int = 12345
     deterministic: bool = True
     warm_start: bool = False
@@ -286,6 +300,14 @@ class PipelineSettings:
             raise SettingsError("max_predictions_per_seq must be smaller than max_seq_length")
         if not self.model_name or "/" in self.model_name or self.model_name.startswith("."):
             raise SettingsError(f"model_name must be a plain directory name, got {self.model_name!r}")
+        if self.on_error not in ("skip", "raise"):
+            raise SettingsError(f"on_error must be skip or raise, got {self.on_error!r}")
+        if not 0 <= self.max_truncated_fraction <= 1:
+            raise SettingsError(f"max_truncated_fraction must be in [0, 1], got {self.max_truncated_fraction}")
+        try:
+            check_encoding(self.encoding)
+        except ValueError as e:
+            raise SettingsError(f"encoding: {e}") from None
         self.albert_config(self.vocab_size)
         try:
             self.distill_settings()

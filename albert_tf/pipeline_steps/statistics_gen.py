@@ -9,7 +9,10 @@ Output layout (TFX's StatisticsGen layout, one folder per split)::
 
 The labelled splits are what the ExampleValidator checks; the corpus's statistics are recorded
 and shown. Pieces are counted with the run's tokenizer (VocabGen's output), which also gives the
-unknown-piece rate.
+unknown-piece rate and, with `max_seq_length`, the share of examples longer than the model's
+sequence (`too_long_fraction` of the text). The rows ExampleGen could not use (its summary's
+`bad_rows`) are counted in the labelled splits' statistics as examples missing the feature they
+lack (`data_validation.statistics.account_bad_rows`).
 """
 
 from __future__ import annotations
@@ -37,8 +40,12 @@ def run_statistics_gen(
     *,
     beam_runner: str = "DirectRunner",
     beam_args: Optional[Sequence[str]] = None,
+    max_seq_length: Optional[int] = None,
 ) -> Dict[str, Any]:
-    """Writes every split's statistics into `output_dir`; returns the summary."""
+    """Writes every split's statistics into `output_dir`; returns the summary.
+
+    `max_seq_length`: the Transform's sequence length, against which texts are measured (None: not measured).
+    """
     from albert_tf.data_validation.statistics import StatsOptions, generate_statistics
 
     info = read_summary(examples_dir)
@@ -49,12 +56,17 @@ def run_statistics_gen(
             outputs[f"examples/{split}"] = stats_dir(staging, split)
             splits[f"corpus/{split}"] = os.path.join(example_gen.split_dir(corpus_dir, split), example_gen.CORPUS_FILE)
             outputs[f"corpus/{split}"] = stats_dir(staging, split, CORPUS_SUBDIR)
+        bad_rows = info.get("bad_rows") or {}
         generate_statistics(
             splits, outputs, tokenizer_factory=functools.partial(vocab_gen.load_tokenizer, vocab_dir),
             options=StatsOptions(), runner=beam_runner, pipeline_args=list(beam_args or []),
+            bad_rows={f"examples/{s}": rows for s, rows in bad_rows.items()},
+            # Examples are measured against the sequence; corpus documents are split before it.
+            split_options={f"examples/{s}": StatsOptions(max_seq_length=max_seq_length or None) for s in example_gen.SPLITS},
         )
         summary = {"span": info.get("span", 0), "version": info.get("version"), "examples": info["counts"],
-                   "splits": list(example_gen.SPLITS)}
+                   "splits": list(example_gen.SPLITS),
+                   "bad_rows": {s: rows.get("bad", 0) for s, rows in bad_rows.items()}}
         write_summary(staging, summary)
     return summary
 
