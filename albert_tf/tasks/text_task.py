@@ -19,6 +19,12 @@ tokenizer over the data in `tf.data`, as keras-hub's tasks do with their preproc
   batched by `batch_size`), or yielding `(texts, labels)` itself, batched or not;
 * a dict of token features (`input_ids`, `input_mask`, `segment_ids`) bypasses the tokenizer.
 
+`fit` checks its inputs before training, each problem in one line: labels in arrays or lists are
+read in the caller's terms (a classifier maps its label names to class ids; ids outside the task's
+range, strings where numbers are due and missing labels are refused), a dataset's labels by their
+type only (it is not read ahead); and it warns when the training texts are mostly pieces unknown to
+the vocabulary (`unknown_warning=`, `AlbertTextTask.warn_unknown_pieces`).
+
 `AlbertMultipleChoice` takes `(contexts, choices)` the same ways. The tagger and the question
 answerer convert their labels in Python, as `albert-tf finetune` does, so they take lists; their
 `predict` returns entities and answers with character spans rather than arrays.
@@ -35,7 +41,8 @@ after `import albert_tf`. `model.export` writes what `albert-tf export` writes f
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
+import sys
+from typing import Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
@@ -47,11 +54,20 @@ from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.serialization import NestedLayersConfig
 from albert_tf.tasks.pretrained import check_sequence_length
 from albert_tf.tokenization import resolve
-from albert_tf.tokenization.in_graph import AlbertTokenizerLayer, check_length_bucket
+from albert_tf.tokenization.in_graph import (
+    SENTENCEPIECE_ASSET_FILE,
+    WORDPIECE_ASSET_FILE,
+    AlbertTokenizerLayer,
+    check_length_bucket,
+)
 from albert_tf.tokenization.resolve import SENTENCEPIECE, WORDPIECE
 
 
 DEFAULT_BATCH_SIZE = 32
+# `fit` and `finetune` warn when more than this share of the training texts' pieces are unknown to
+# the model's vocabulary (`unknown_warning=`), measured on at most `UNKNOWN_SAMPLE` texts.
+UNKNOWN_WARNING = 0.05
+UNKNOWN_SAMPLE = 2000
 
 
 # --- raw inputs -> tf.data -------------------------------------------------------------------------
@@ -111,6 +127,104 @@ def _split_element(args):
     y = args[1] if len(args) > 1 else None
     sample_weight = args[2] if len(args) > 2 else None
     return x, y, sample_weight
+
+
+# --- labels: what the loss reads, checked in the caller's terms ----------------------------------
+
+
+def _listing(names: Sequence[str], limit: int = 12) -> str:
+    shown = ", ".join(str(n) for n in names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _text_value(value):
+    """A label value as a `str` where it is text (`bytes` from a string tensor decoded), else None."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value) if isinstance(value, str) else None
+
+
+def class_ids(y, count: Optional[int], *, names: Optional[Sequence[str]] = None, ids: str = "class ids",
+              no_names: str = "the model has no label names") -> np.ndarray:
+    """Labels `y` as the integer ids the loss reads: ids as `np.asarray` gives them (unchanged),
+    names mapped through `names` (their position) into int64 ids.
+
+    Refused in one line (`ValueError`): names without `names` (`no_names` says how to pass them),
+    an unknown name, names and ids mixed, a value that is no integer, an id outside
+    `0..count-1` (`count` None: a negative id). `ids` names the ids in messages ("class ids",
+    "choice indices").
+    """
+    array = np.asarray(y)
+    values = array.reshape(-1)
+    if array.dtype.kind in "USO" and array.size:
+        texts = [_text_value(v) for v in values]
+        if all(t is not None for t in texts):
+            if names is None:
+                raise ValueError(f"labels are strings ({texts[0]!r}, ...) but {no_names}")
+            index = {str(name): i for i, name in enumerate(names)}
+            unknown = next((t for t in texts if t not in index), None)
+            if unknown is not None:
+                raise ValueError(f"label {unknown!r} is not one of the model's labels: {_listing(names)}")
+            return np.asarray([index[t] for t in texts]).reshape(array.shape)
+        odd = [v for v, t in zip(values, texts) if t is None and not _is_number(v)]
+        if odd:
+            raise ValueError(f"label {odd[0]!r} is not one of the {ids}{_range(count)}")
+        if any(t is not None for t in texts):
+            raise ValueError(f"labels mix names and ids: give all of them as {ids} or all as names")
+        values = np.asarray(values.tolist())  # numbers held as objects: checked as numbers, passed on as given
+    if values.dtype.kind not in "biuf":
+        if values.size:
+            raise ValueError(f"labels must be {ids}{_range(count)}, got {values.dtype.name} values")
+        return array
+    if values.dtype.kind == "f":
+        odd = ~np.isfinite(values) | (values != np.round(values))
+        if odd.any():
+            raise ValueError(f"label {values[odd.argmax()].item()!r} is not one of the {ids}{_range(count)}")
+    outside = values < 0 if count is None else (values < 0) | (values >= count)
+    if outside.any():
+        value = values[outside.argmax()].item()
+        raise ValueError(f"label {int(value)} is out of range: {ids} are "
+                         + (f"0..{count - 1}" if count is not None else "0 or more"))
+    return array
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _range(count: Optional[int]) -> str:
+    return f" 0..{count - 1}" if count is not None else ""
+
+
+def _label_spec(spec):
+    """The labels' part of a dataset's element spec (None where its elements hold no labels)."""
+    return _split_element(spec if isinstance(spec, tuple) else (spec,))[1]
+
+
+def unknown_rate(preprocessor: AlbertTokenizerLayer, texts: Sequence[tf.Tensor]):
+    """`(rate, sampled, total)`: the share of the pieces of `texts` (1-D string tensors) that the
+    tokenizer layer maps to its unknown id, measured on at most `UNKNOWN_SAMPLE` texts of each,
+    evenly spaced (no random draw: training's random state is left as it was)."""
+    unknown = pieces = sampled = total = 0
+    for batch in texts:
+        count = int(batch.shape[0])
+        total += count
+        if count > UNKNOWN_SAMPLE:
+            batch = tf.gather(batch, np.linspace(0, count - 1, UNKNOWN_SAMPLE).round().astype("int64"))
+        sampled += int(batch.shape[0])
+        ids = preprocessor.tokenize(batch).flat_values
+        unknown += int(tf.reduce_sum(tf.cast(tf.equal(ids, preprocessor.unk_id), tf.int64)))
+        pieces += int(tf.size(ids))
+    return (unknown / pieces if pieces else 0.0), sampled, total
+
+
+def check_unknown_warning(unknown_warning) -> Optional[float]:
+    """`unknown_warning` as a rate (None or False: no check)."""
+    if unknown_warning is None or unknown_warning is False:
+        return None
+    if not _is_number(unknown_warning) or not 0 <= unknown_warning <= 1:
+        raise ValueError(f"unknown_warning must be a rate between 0 and 1 (or None: no check), got {unknown_warning!r}")
+    return float(unknown_warning)
 
 
 class _FamilyOfKind:
@@ -364,9 +478,14 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             shuffle: Shuffle array inputs (once per epoch).
             length_bucket: Pack each batch length-aware (see the class); None: to `sequence_length`.
 
+        Labels given as arrays are checked here, before any training (`_labels_array`: the
+        classifier maps label names to ids and refuses ids outside its classes, in one line). A
+        dataset that yields its labels is not read ahead (its first batch would leave the order
+        training sees): only their type is checked, from its element spec.
+
         Raises:
             ValueError: Inconsistent arguments (labels twice, a batch size for a batched
-                dataset, texts of different lengths).
+                dataset, texts of different lengths) or labels the task cannot read.
         """
         if isinstance(x, tf.data.Dataset):
             if sample_weight is not None:
@@ -379,6 +498,8 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
                         "y goes with an unbatched dataset of texts; a batched dataset must yield (texts, labels) itself"
                     )
                 x = tf.data.Dataset.zip((x, tf.data.Dataset.from_tensor_slices(self._labels_array(y))))
+            else:
+                self._check_dataset_labels(_label_spec(x.element_spec))
             if unbatched:
                 x = x.batch(batch_size or DEFAULT_BATCH_SIZE)
             elif batch_size is not None:
@@ -389,7 +510,7 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
                 features = {k: np.asarray(v) for k, v in x.items()}
             else:
                 features = self._texts_to_tensors(x)
-            labels = None if y is None else self._labels_array(y)
+            labels = None if y is None else self._labels_array(y, features)
             weights = None if sample_weight is None else np.asarray(sample_weight, dtype="float32")
             count = int(tf.nest.flatten(features)[0].shape[0])
             # Checked here: `from_tensor_slices` would only say "Dimensions 2 and 1 are not compatible".
@@ -420,29 +541,95 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             functions[length_bucket] = (self.preprocessor, function)
         return function
 
-    def _labels_array(self, y):
+    def _labels_array(self, y, features=None):
+        """Labels `y` (an array-like) as the array the loss reads, checked against the task in one
+        line (`features`: the inputs' tensors, where the check needs them); as given by default."""
         return np.asarray(y)
 
+    def _check_dataset_labels(self, spec) -> None:
+        """Refuses, in one line, labels of a dataset's element `spec` that the task cannot read
+        (their values are not read: see `make_dataset`). String labels by default."""
+        if spec is not None and any(_is_string(s) for s in tf.nest.flatten(spec)):
+            raise ValueError(f"the dataset's labels are strings: {type(self).__name__} takes numbers there")
+
+    def _check_has_labels(self, x, y) -> None:
+        """Refuses, in one line, raw-text training inputs without labels (Keras would say "None
+        values not supported"): `y` None with texts, or a dataset whose elements hold no labels."""
+        if isinstance(x, dict):
+            return  # token features, which may hold the head's labels
+        if isinstance(x, tf.data.Dataset):
+            if y is None and _label_spec(x.element_spec) is None:
+                spec = x.element_spec
+                pair = isinstance(spec, tuple) and len(spec) == 2
+                raise ValueError("the dataset yields no labels" + (
+                    " (its elements are two strings, which the model reads as its two text inputs)"
+                    if pair else "") + ": yield (texts, labels) with the labels as numbers, or pass y=")
+        elif y is None:
+            raise ValueError("training needs labels: pass y= (one label per input)")
+
+    def _training_texts(self, x) -> Optional[List[tf.Tensor]]:
+        """The texts of training inputs `x` (checked by `make_dataset`) as 1-D string tensors, whose
+        pieces `fit` measures against the vocabulary; None where it does not (a dataset, token
+        features)."""
+        if isinstance(x, (tf.data.Dataset, dict)):
+            return None
+        return [tf.reshape(texts, [-1]) for texts in tf.nest.flatten(self._texts_to_tensors(x))]
+
+    def warn_unknown_pieces(self, x, unknown_warning=UNKNOWN_WARNING) -> Optional[float]:
+        """Says in one line on stderr when more than `unknown_warning` of the pieces of the training
+        texts `x` are unknown to the model's vocabulary (its tokenizer layer's unknown id): the
+        model then trains on text it cannot read, e.g. Chinese on an English vocabulary.
+
+        Measured on at most `UNKNOWN_SAMPLE` texts (evenly spaced) of arrays and lists; a
+        `tf.data.Dataset` is not read ahead, and not measured. Returns the rate (None: not
+        measured)."""
+        threshold = check_unknown_warning(unknown_warning)
+        texts = None if threshold is None else self._training_texts(x)
+        if not texts:
+            return None
+        rate, sampled, total = unknown_rate(self.preprocessor, texts)
+        if rate > threshold:
+            which = ("the training texts' pieces" if sampled == total
+                     else f"the pieces of {sampled} of the {total} training texts")
+            vocabulary = (f"{SENTENCEPIECE_ASSET_FILE}, {self.preprocessor.vocab_size} pieces"
+                          if self.preprocessor.is_sentencepiece
+                          else f"{WORDPIECE_ASSET_FILE}, {self.preprocessor.vocab_size} tokens")
+            print(f"warning: {100 * rate:.1f}% of {which} are unknown to this model's vocabulary ({vocabulary}): "
+                  f"it reads each as its one unknown token; use a model whose vocabulary covers the text's language "
+                  f"(unknown_warning=None: no check)", file=sys.stderr, flush=True)
+        return rate
+
     def fit(self, x=None, y=None, batch_size=None, epochs=1, *, sample_weight=None, validation_data=None,
-            shuffle=True, validation_split=None, **kwargs):
+            shuffle=True, validation_split=None, unknown_warning=UNKNOWN_WARNING, **kwargs):
         """`keras.Model.fit` on raw text (see the module docstring for the accepted inputs).
 
         `validation_data` takes the same forms as `x`: `(texts, labels)`, `((texts_a, texts_b),
         labels)` or a dataset. `validation_split` is not supported (pass `validation_data`).
+
+        The inputs are checked before training starts, each problem in one line: labels given as
+        arrays or lists (names mapped to ids where the model has label names; ids outside the
+        task's range refused), a dataset's label type (its values are not read ahead). When more
+        than `unknown_warning` (default 0.05) of the training texts' pieces are unknown to the
+        model's vocabulary, a one-line warning says so on stderr (`warn_unknown_pieces`: arrays
+        and lists, at most 2000 texts; None: no check).
         """
         if validation_split:
             raise ValueError("validation_split is not supported for raw text; pass validation_data=(texts, labels)")
+        check_unknown_warning(unknown_warning)
         if _is_encoded(x):
             return super().fit(x, epochs=epochs, validation_data=validation_data, shuffle=False, **kwargs)
         dataset = self.make_dataset(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle)
+        self._check_has_labels(x, y)
         if validation_data is not None and not _is_encoded(validation_data):
             validation_data = self._validation_dataset(validation_data, batch_size)
+        self.warn_unknown_pieces(x, unknown_warning)
         # Array inputs were shuffled in `make_dataset`; Keras must not try again on the dataset.
         return super().fit(dataset, epochs=epochs, validation_data=validation_data, shuffle=False, **kwargs)
 
     def finetune(self, x, y=None, *, validation_data, model_dir: str, best_metric: Optional[str] = None,
                  constant_baseline="auto", seed: Optional[int] = None, overwrite: bool = False,
-                 verbose="auto", callbacks=None, epochs: Optional[float] = None, **hyperparameters):
+                 verbose="auto", callbacks=None, epochs: Optional[float] = None, unknown_warning=UNKNOWN_WARNING,
+                 **hyperparameters):
         """Fine-tunes on raw text with the engine of `albert-tf finetune` and the pipeline's Trainer
         (`albert_tf.training.finetuning.run_finetuning`), where `fit` is plain Keras.
 
@@ -470,6 +657,8 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             verbose: As `FinetuningRunConfig.verbose`.
             callbacks: Extra Keras callbacks.
             epochs: Passes over the training data, Keras' name for `num_epochs`.
+            unknown_warning: Warn when more than this share of the training texts' pieces are
+                unknown to the vocabulary, as `fit` does (None: no check).
             **hyperparameters: The user's values of the run's `FinetuningConfig`
                 (`albert_tf.training.finetuning_config.USER_NAMES`: `learning_rate`, `batch_size`,
                 `num_epochs`, `num_train_steps`, `precision`, ...).
@@ -487,9 +676,12 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             hyperparameters["num_epochs"] = epochs
         # The model is built: it trains at the precision it was built with.
         config = self.finetuning_config(seed=seed, **{"precision": model_precision(self), **hyperparameters})
+        check_unknown_warning(unknown_warning)
         keras.utils.set_random_seed(config.runtime.seed)  # before the datasets: their shuffling draws from it
         train = self.make_dataset(x, y, batch_size=config.data.batch_size, shuffle=True)
+        self._check_has_labels(x, y)
         dev = self._validation_dataset(validation_data, config.data.eval_batch_size)
+        self.warn_unknown_pieces(x, unknown_warning)
         # What the schedule counts: the encoded examples (SQuAD: the windows of its contexts).
         num_train = int(train.reduce(np.int64(0), lambda n, *batch: n + tf.cast(
             tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)))

@@ -17,7 +17,14 @@ import tensorflow as tf
 
 from albert_tf.tasks.classification import CLASSIFICATION, REGRESSION
 from albert_tf.tasks.classification.head import AlbertForClassification, AlbertForRegression
-from albert_tf.tasks.text_task import AlbertTextTask, check_parts, export_text_model, resolve_pooling, token_inputs
+from albert_tf.tasks.text_task import (
+    AlbertTextTask,
+    check_parts,
+    class_ids,
+    export_text_model,
+    resolve_pooling,
+    token_inputs,
+)
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
 
 
@@ -31,6 +38,8 @@ class AlbertTextClassifier(AlbertTextTask):
     """Text (or text-pair) classifier on raw strings: tokenizer -> `AlbertEncoder` -> `AlbertForClassification` head.
 
     Input: a batch of texts, or a pair `(texts_a, texts_b)`; output: logits `[batch, num_classes]`.
+    Labels for `fit` and `evaluate`: class ids `0..num_classes-1`, or the model's label names
+    (`labels`), which are mapped to their ids.
     The head is `AlbertForClassification`'s (dropout, dense on the `[CLS]` pooler or the token mean),
     kept as `task_model`, which is what `export` serves.
 
@@ -41,6 +50,8 @@ class AlbertTextClassifier(AlbertTextTask):
         encoder: An `AlbertEncoder`.
         preprocessor: The `AlbertTokenizerLayer` of the encoder's vocabulary.
         num_classes: Number of classes (>= 2).
+        labels: Class names in id order (optional): what `export` serves, and what `fit` and
+            `evaluate` take as labels beside the ids.
         dropout: Dropout before the head.
         pooling: "cls" (the encoder's pooler) or "mean" (the mean of the last layer over the real
             tokens; the pooler is then frozen, as it gets no gradient).
@@ -155,6 +166,19 @@ class AlbertTextClassifier(AlbertTextTask):
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
     best_metric = "accuracy"
+
+    def _labels_array(self, y, features=None):
+        """Class ids 0..num_classes-1, or label names mapped through `labels` (one-line errors
+        for names the model has not, or ids outside its classes)."""
+        return class_ids(y, self.num_classes, names=self.labels, no_names=(
+            "the model has no label names: pass labels=[...] to from_pretrained or the constructor, "
+            f"or class ids 0..{self.num_classes - 1}"))
+
+    def _check_dataset_labels(self, spec):
+        if spec is not None and any(s.dtype == tf.string for s in tf.nest.flatten(spec)):
+            names = "model.labels lists the names in id order" if self.labels else "the model has no label names"
+            raise ValueError(f"the dataset's labels are strings: map them to class ids 0..{self.num_classes - 1} in "
+                             f"the dataset ({names}), or pass the texts and labels as arrays")
 
     def constant_baseline(self, validation_data):
         """Always the dev data's most frequent class (given as arrays; None for a dataset)."""
@@ -280,8 +304,22 @@ class AlbertTextRegressor(AlbertTextTask):
 
     best_metric = "pearson"
 
-    def _labels_array(self, y):
-        return np.asarray(y, dtype="float32")
+    def _labels_array(self, y, features=None):
+        """The scores as float32; one line for a label that is no number (a name, None, NaN)."""
+        try:
+            labels = np.asarray(y, dtype="float32")
+        except (TypeError, ValueError):
+            labels = None
+        if labels is None or not np.isfinite(labels).all():
+            odd = [v for v in np.asarray(y, dtype=object).reshape(-1) if not _is_finite_number(v)]
+            if not odd:
+                raise ValueError("a regressor's labels are numbers (scores), one per input")
+            raise ValueError(f"label {odd[0]!r} is not a number: a regressor's labels are numbers (scores)")
+        return labels
+
+    def _check_dataset_labels(self, spec):
+        if spec is not None and any(s.dtype == tf.string for s in tf.nest.flatten(spec)):
+            raise ValueError("the dataset's labels are strings: a regressor's labels are numbers (scores)")
 
     def export(self, export_base, model_name: Optional[str] = None, version: Optional[int] = None, *,
                pair: bool = False, check: bool = True, **kwargs):
@@ -294,3 +332,11 @@ class AlbertTextRegressor(AlbertTextTask):
         config = super().get_config()
         config.update({"dropout": self.dropout, "pooling": self.pooling})
         return config
+
+
+def _is_finite_number(value) -> bool:
+    """Whether `value` reads as a finite float as `np.asarray(..., dtype="float32")` reads it."""
+    try:
+        return bool(np.isfinite(np.float32(value)))
+    except (TypeError, ValueError):
+        return False

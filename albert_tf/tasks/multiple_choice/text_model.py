@@ -19,7 +19,7 @@ from albert_tf.tasks.multiple_choice import MULTIPLE_CHOICE
 from albert_tf.modeling import ENCODER_INPUTS
 from albert_tf.tasks.multiple_choice.head import AlbertForMultipleChoice
 from albert_tf.tasks.multiple_choice.serving import MultipleChoiceGraph, multiple_choice_settings
-from albert_tf.tasks.text_task import AlbertTextTask, check_parts, export_text_model, string_tensor
+from albert_tf.tasks.text_task import AlbertTextTask, check_parts, class_ids, export_text_model, string_tensor
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_bucket
 
 
@@ -125,6 +125,18 @@ class AlbertMultipleChoice(AlbertTextTask):
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
     best_metric = "accuracy"
+
+    def _labels_array(self, y, features=None):
+        """The index of the right choice of each context, 0..choices-1 (`features`: the contexts
+        and choices, which give the range; without them only negative indices are refused)."""
+        choices = None if not isinstance(features, tuple) else features[1].shape[1]
+        return class_ids(y, choices, ids="choice indices",
+                         no_names="multiple choice takes the index of the right choice (0 for the first), not its text")
+
+    def _check_dataset_labels(self, spec):
+        if spec is not None and any(s.dtype == tf.string for s in tf.nest.flatten(spec)):
+            raise ValueError("the dataset's labels are strings: the labels are the index of the right choice "
+                             "(0 for the first), not its text")
 
     def _texts_to_tensors(self, x):
         if not isinstance(x, (tuple, list)) or len(x) != 2:

@@ -42,8 +42,10 @@ def _answer_of(answer, context: str, index: int) -> Tuple[str, int]:
         raise ValueError(f"answer {index} is unanswerable: unanswerable questions need version='v2'")
     if isinstance(answer, dict):
         text, start = answer.get("text"), answer.get("answer_start", answer.get("start"))
-    else:
+    elif isinstance(answer, (tuple, list)) and len(answer) == 2:
         text, start = answer
+    else:
+        text = start = None
     if not isinstance(text, str) or not text or isinstance(start, bool) or not isinstance(start, (int, np.integer)):
         raise ValueError(f"answer {index} must be (text, start) or {{'text', 'answer_start'}}, got {answer!r}")
     if context[int(start): int(start) + len(text)] != text:

@@ -79,8 +79,9 @@ class AlbertTextTagger(AlbertTextTask):
     head is `AlbertForTagging` (`task_model`).
 
     Inputs: a list of texts. Labels for `fit` / `evaluate`: per text, either one tag per unit
-    (`["B-PER", "I-PER", "O"]`) or its entities as `(start, end, label)` character spans (or
-    dicts with those keys), end exclusive, which tag every unit they overlap (`B-` on the first).
+    (`["B-PER", "I-PER", "O"]`, or the tags' ids in `tags`) or its entities as `(start, end,
+    label)` character spans (or dicts with those keys), end exclusive, which tag every unit they
+    overlap (`B-` on the first). A tag the model has not is an error, before training.
     `predict` returns, per text, a list of `entity_record`s (`{"label", "start", "end", "text",
     "score"}`).
 
@@ -185,24 +186,42 @@ class AlbertTextTagger(AlbertTextTask):
     # --- text <-> units <-> pieces -------------------------------------------------------------------
 
     def _unit_tags(self, units, labels, index: int) -> List[str]:
-        """One tag per unit from a text's labels: tags as they are, or entity spans as BIO."""
-        labels = list(labels)
-        if all(isinstance(label, str) for label in labels) and (labels or not units):
+        """One tag per unit from a text's labels: tags (names, or ids into `tags`) as they are, or
+        entity spans as BIO; one line for a tag the model has not."""
+        labels = [label.item() if isinstance(label, np.generic) else label for label in labels]
+        if all(_is_tag(label) for label in labels) and (labels or not units):
             if len(labels) != len(units):
                 raise ValueError(f"text {index}: {len(labels)} tags for {len(units)} {self.token_unit} units")
-            return labels
+            return [self._tag_name(label, index) for label in labels]
         tags = ["O"] * len(units)
         for entity in labels:
             if isinstance(entity, dict):
                 start, end, label = entity["start"], entity["end"], entity["label"]
-            else:
+            elif isinstance(entity, (tuple, list)) and len(entity) == 3:
                 start, end, label = entity
+            else:
+                raise ValueError(f"text {index}: labels are one tag per {self.token_unit} (names or ids) or entity "
+                                 f"spans (start, end, label), got {entity!r}")
             covered = [i for i, (_, a, b) in enumerate(units) if a < end and b > start]
             if not covered:
                 raise ValueError(f"text {index}: the entity ({start}, {end}, {label!r}) covers no {self.token_unit}")
             for position, i in enumerate(covered):
                 tags[i] = ("B-" if position == 0 else "I-") + str(label)
+                if tags[i] not in self.tags:
+                    raise ValueError(f"text {index}: the entity ({start}, {end}, {label!r}) needs the tag {tags[i]}, "
+                                     f"which the model has not; its tags are {', '.join(self.tags)}")
         return tags
+
+    def _tag_name(self, tag, index: int) -> str:
+        """A unit's tag, given as a name or as its id in `tags`, as a name of the model's tags."""
+        if isinstance(tag, str):
+            if tag not in self.tags:
+                raise ValueError(f"text {index}: unknown tag {tag!r}; the model's tags are {', '.join(self.tags)}")
+            return tag
+        if not 0 <= tag < len(self.tags):
+            raise ValueError(f"text {index}: tag id {tag} is out of range: tag ids are 0..{len(self.tags) - 1} "
+                             f"({', '.join(self.tags)})")
+        return self.tags[tag]
 
     def encode(self, texts, y=None):
         """Encodes texts (and labels) as `encode_sentences` does for `albert-tf finetune`.
@@ -278,6 +297,11 @@ class AlbertTextTagger(AlbertTextTask):
         config = super().get_config()
         config.update({"tags": list(self.tags), "dropout": self.dropout, "token_unit": self.token_unit})
         return config
+
+
+def _is_tag(label) -> bool:
+    """Whether a label is one unit's tag (a name, or an id into the model's tags), not an entity."""
+    return isinstance(label, str) or (isinstance(label, (int, np.integer)) and not isinstance(label, bool))
 
 
 def _cut_to_bucket(features: Dict[str, tf.Tensor], length_bucket: int) -> Dict[str, tf.Tensor]:
