@@ -152,7 +152,7 @@ def load_scoring_model(path: str, kind: str, threads: Optional[int] = None):
     if path not in _MODELS:
         import tensorflow as tf
 
-        from albert_tf.tasks.model_dir import text_model_class
+        from albert_tf.tasks.family import text_model_class
 
         if threads:
             try:

@@ -75,10 +75,12 @@ def test_a_gbk_file_is_one_line_with_its_line(tmp_path):
 
 
 def test_an_empty_text_column_is_one_line_with_its_line(tmp_path):
-    write_task(tmp_path / "task", [("1", "good"), ("0", "")], [("1", "fine"), ("0", "dull")])
+    # A bad row is counted for the ExampleValidator (tests/pipeline_steps/test_bad_rows.py); a split
+    # without one usable row stops ExampleGen, naming the first.
+    write_task(tmp_path / "task", [("1", ""), ("0", "")], [("1", "fine"), ("0", "dull")])
     line, _ = _failed_run(tmp_path, _config(tmp_path), 4)
     assert f"ExampleGen: {tmp_path / 'task' / 'dev.tsv'}" not in line
-    assert f"{tmp_path / 'task' / 'train.tsv'}:3: empty text in column 'text'" in line
+    assert f"{tmp_path / 'task' / 'train.tsv'}:2: empty text in column 'text'" in line
 
 
 def test_a_bad_corpus_glob_is_one_line_before_any_step(tmp_path):
