@@ -3,7 +3,7 @@
 In the spirit of keras-hub's `run_task_test`: a `TaskCase` says how to build one family's model,
 a tiny learnable set of raw strings and labels, the probe inputs to answer, how the served
 answers read as `predict`'s, and what bad inputs look like; the checks below take a trained
-case (`train`) and apply to each family alike (tests/tasks/test_task_battery.py lists the families):
+case and apply to each family alike (tests/tasks/test_task_battery.py lists the families):
 
 1. `check_fit_lowers_the_loss`: `fit` on raw strings learns (the training loss falls);
 2. `check_keras_round_trip`: `model.save(x.keras)` + `keras.saving.load_model` answer identically;
@@ -19,6 +19,11 @@ case (`train`) and apply to each family alike (tests/tasks/test_task_battery.py 
 8. `check_trains_as_its_head`: on token features with the labels inside (how `albert-tf finetune`,
    the pipeline's Trainer and the benchmarks feed it), compiled with `loss=None`, the model is its
    head: the head's outputs, loss and metric names, and the head's variables in the head's order.
+
+The trained case is made once per family for the session (`produce`, behind conftest.py's
+`task_family` fixture) and shared with the round-trip matrix (tests/tasks/test_round_trip.py): `fit`
+on the raw strings, a few more updates through `model.finetune` (which writes the matrix's model
+directory), `model.save` and `model.export`. Checks 6 and 8 build fresh models of their own.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ FINETUNED_LOSS_RATIO = 0.8
 # The recipe's optimizer at this rate learns each tiny set in a few dozen updates (at the tiny
 # recipe's 1e-3 it would take hundreds).
 LEARNING_RATE = 5e-3
+# `produce`'s `model.finetune` after `fit`: a few updates, enough to write the model directory.
+FINETUNE_STEPS = 4
 
 
 # Compared by identity (`eq=False`): equal bad inputs of two families stay two test parameters,
@@ -111,13 +118,33 @@ class TaskCase:
 
 @dataclasses.dataclass
 class TrainedTask:
-    """A case's model after `fit`, the training history and `predict`'s answers to the probe
-    (from a predict function traced afresh, as a reloaded model's is)."""
+    """A case's trained model, its `fit` history and `predict`'s answers to the probe (from a
+    predict function traced after the last training, as a reloaded model's is)."""
 
     case: TaskCase
     model: keras.Model
     history: keras.callbacks.History
     predicted: Any
+
+
+@dataclasses.dataclass
+class ProducedTask(TrainedTask):
+    """A family's model as `produce` made it: `fit` (`history`), then `model.finetune`,
+    `model.save` and `model.export` of the same model; `predicted` (also `answers`) is the finished
+    model's answers to the probe, which every producer's output must give back.
+
+    Attributes:
+        paths: {producer: path}: "model.finetune" (the model directory), "model.save" (the
+            `.keras` file) and "export" (the SavedModel's version directory).
+        export_result: `model.export`'s `ExportResult`.
+    """
+
+    paths: Dict[str, Path] = dataclasses.field(default_factory=dict)
+    export_result: Any = None
+
+    @property
+    def answers(self):
+        return self.predicted
 
 
 @dataclasses.dataclass
@@ -140,17 +167,52 @@ def build(case: TaskCase, config, spm_model: str, seed: int = 0) -> keras.Model:
     return case.build(encoder, preprocessor)
 
 
-def train(case: TaskCase, config, spm_model: str, seed: int = 0) -> TrainedTask:
-    """Builds the case's model (`build`) and fits it."""
-    model = build(case, config, spm_model, seed)
+def fit(case: TaskCase, model: keras.Model) -> keras.callbacks.History:
+    """`model.fit` on the case's raw strings at `LEARNING_RATE`."""
     model.optimizer.learning_rate = LEARNING_RATE
-    history = model.fit(case.x, case.y, batch_size=case.batch_size, epochs=case.epochs, verbose=0)
-    return TrainedTask(case, model, history, model.predict(case.probe, verbose=0))
+    return model.fit(case.x, case.y, batch_size=case.batch_size, epochs=case.epochs, verbose=0)
 
 
-def export(trained: TrainedTask, export_base: Path) -> ExportedTask:
-    """`model.export` without the fresh-process compatibility check, and its `serving_default`."""
-    result = trained.model.export(export_base, model_name=trained.case.name, check=False, **trained.case.export_kwargs)
+def produce(case: TaskCase, config, spm_model: str, root: Path) -> ProducedTask:
+    """The family's one shared model (tests/tasks/test_task_battery.py and test_round_trip.py read
+    it): `build` and `fit`, then `model.finetune` for `FINETUNE_STEPS` more updates into
+    `root/run` (what is checked there is that every loader answers as the model, not how well it
+    learned: no constant-answer check), `model.save` to `root/saved.keras` and `model.export`
+    without the fresh-process compatibility check under `root/serving`; then the answers.
+
+    `predict` comes last: `finetune` seeds, which clears TF's eager kernel cache and with it the
+    SentencePiece resource of a QA model's traced answer function made before."""
+    model = build(case, config, spm_model)
+    history = fit(case, model)
+    model.finetune(case.x, case.y, validation_data=(case.x, case.y), model_dir=str(root / "run"), seed=0,
+                   learning_rate=LEARNING_RATE, batch_size=case.batch_size, num_train_steps=FINETUNE_STEPS,
+                   warmup_proportion=0.0, constant_baseline=None, verbose=0)
+    model.save(root / "saved.keras")
+    result = model.export(root / "serving", model_name=case.name, check=False, **case.export_kwargs)
+    paths = {"model.finetune": root / "run", "model.save": root / "saved.keras", "export": Path(result.path)}
+    return ProducedTask(case, model, history, model.predict(case.probe, verbose=0), paths=paths,
+                        export_result=result)
+
+
+class Producers:
+    """`producers(name)`: the family's `ProducedTask`, made by `produce` on its first request and
+    kept: one per family for the session. Each pytest-xdist worker makes its own, which is why
+    conftest.py schedules the modules that read them as one unit of work."""
+
+    def __init__(self, cases: Dict[str, TaskCase], config, spm_model: str, tmp_path_factory):
+        self.cases, self.config, self.spm_model, self.tmp_path_factory = cases, config, spm_model, tmp_path_factory
+        self.produced: Dict[str, ProducedTask] = {}
+
+    def __call__(self, name: str) -> ProducedTask:
+        if name not in self.produced:
+            root = self.tmp_path_factory.mktemp(f"{name}_family")
+            self.produced[name] = produce(self.cases[name], self.config, self.spm_model, root)
+        return self.produced[name]
+
+
+def load_export(trained: ProducedTask) -> ExportedTask:
+    """The produced export and its `serving_default`, loaded in-process."""
+    result = trained.export_result
     serving_default = tf.saved_model.load(result.path).signatures["serving_default"]
     return ExportedTask(trained, result, serving_default)
 

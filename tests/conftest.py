@@ -66,6 +66,13 @@ SHARED_RUN_MODULES = {
     "test_first_hour_main_job",
 }
 SHARED_RUN_GROUP = "shared pipeline run"
+# The modules that read the task families' shared models (the `task_family` fixture): one unit of
+# work under -n, so that one worker trains and exports each family once for both.
+TASK_FAMILY_MODULES = {"test_task_battery", "test_round_trip"}
+TASK_FAMILY_GROUP = "task families"
+# Units of work made of several modules, each module's by its name.
+_GROUPS = {**{module: SHARED_RUN_GROUP for module in SHARED_RUN_MODULES},
+           **{module: TASK_FAMILY_GROUP for module in TASK_FAMILY_MODULES}}
 
 
 def pytest_configure(config):
@@ -93,10 +100,16 @@ def pytest_collection_modifyitems(config, items):
         if shares_the_run and module not in SHARED_RUN_MODULES:
             raise pytest.UsageError(f"{item.nodeid} reads the shared pipeline run: add {module} to SHARED_RUN_MODULES "
                                     f"in tests/conftest.py (its worker makes the run)")
+        if "task_family" in getattr(item, "fixturenames", ()) and module not in TASK_FAMILY_MODULES:
+            raise pytest.UsageError(f"{item.nodeid} reads the task families' models: add {module} to "
+                                    f"TASK_FAMILY_MODULES in tests/conftest.py (one worker makes them)")
 
 
 def _heavy(config, scope: str) -> bool:
-    """Whether the test module `scope` (a path from the root) is in `SLOW_MODULES` or starts processes."""
+    """Whether the test module `scope` (a path from the root) is in `SLOW_MODULES` or starts
+    processes; a group of modules (`_GROUPS`) is."""
+    if scope in _GROUPS.values():
+        return True
     path = config.rootpath / scope
     if path.stem in SLOW_MODULES:
         return True
@@ -111,9 +124,10 @@ def pytest_xdist_make_scheduler(config, log):
     fixture (a trained tiny model, its export) is built by one worker, not by each worker that gets
     one of its tests. The modules of `SHARED_RUN_MODULES` are one unit, so one worker makes the
     shared run and runs everything that reads it (the run's tests rename its serving base for a
-    while: they must not overlap). That unit goes out first, then the modules that start processes
-    or run benchmark scripts, then the others, most tests first, while the other workers share out
-    the rest.
+    while: they must not overlap); so are those of `TASK_FAMILY_MODULES`, so that one worker
+    makes the task families' models (`task_family`) for both. The shared run's unit goes out
+    first, then the task families' and the modules that start processes or run benchmark scripts,
+    then the others, most tests first, while the other workers share out the rest.
 
     (pytest-xdist's own `--dist loadgroup` renames the tests' node ids, which pytest 9.2 ignores.)"""
     if config.getvalue("dist") != "load":
@@ -125,7 +139,7 @@ def pytest_xdist_make_scheduler(config, log):
 
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return SHARED_RUN_GROUP if path.rsplit("/", 1)[-1].removesuffix(".py") in SHARED_RUN_MODULES else path
+            return _GROUPS.get(path.rsplit("/", 1)[-1].removesuffix(".py"), path)
 
         def _assign_work_unit(self, node):
             if not self.ordered:
@@ -195,6 +209,17 @@ def tiny_encoder(tiny_config):
     encoder({"input_ids": ids, "input_mask": ids, "segment_ids": keras.ops.zeros_like(ids)})
     return encoder
 
+
+
+@pytest.fixture(scope="session")
+def task_family(tiny_config, tiny_spm_model, tmp_path_factory):
+    """`task_family(name)`: the task family `name`'s model (tests/_task_cases.py), fit, fine-tuned
+    a few more updates, saved and exported once for the session (`_task_battery.produce`), for the
+    task battery and the round-trip matrix (`TASK_FAMILY_MODULES`). Read it; do not train it."""
+    from _task_battery import Producers
+    from _task_cases import CASES
+
+    return Producers(CASES, tiny_config, tiny_spm_model, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

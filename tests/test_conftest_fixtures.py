@@ -53,3 +53,27 @@ def test_slow_marking():
 
 def test_the_marker_is_registered(pytestconfig):
     assert any(line.startswith("slow:") for line in pytestconfig.getini("markers"))
+
+
+def test_the_modules_that_share_models_are_one_unit_of_work_under_xdist():
+    """`-n`: the shared pipeline run's modules are one unit, the task families' (`task_family`)
+    another, so that one worker makes each of them once; any other module is its own unit."""
+    pytest.importorskip("xdist")
+
+    class Config:
+        rootpath = conftest.REPO
+        option = types.SimpleNamespace(dist="load", tx=["popen"] * 2, numprocesses=2, maxschedchunk=None)
+
+        def getvalue(self, name):
+            return getattr(self.option, name, None)
+
+        def getoption(self, name, default=None):
+            return getattr(self.option, name, default)
+
+    scheduler = conftest.pytest_xdist_make_scheduler(Config(), None)
+    unit = scheduler._split_scope
+    assert unit("tests/tasks/test_round_trip.py::test_a[classifier]") == unit("tests/tasks/test_task_battery.py::test_b") \
+        == conftest.TASK_FAMILY_GROUP
+    assert unit("tests/pipeline_steps/test_pipeline_distill.py::test_c") == conftest.SHARED_RUN_GROUP
+    assert unit("tests/tasks/test_text_models.py::test_d") == "tests/tasks/test_text_models.py"
+    assert conftest._heavy(Config(), conftest.TASK_FAMILY_GROUP)

@@ -58,28 +58,13 @@ def _fresh_process_answers(requests, tmp_path):
 # --- the battery's families: model.finetune, model.save, export ------------------------------------------
 
 
-class Produced:
-    def __init__(self, case, model, answers, paths):
-        self.case, self.model, self.answers, self.paths = case, model, answers, paths
-
-
 @pytest.fixture(scope="module")
-def every_family(tiny_config, tiny_spm_model, tmp_path_factory):
-    """{family: Produced}: each family's model fine-tuned briefly by `model.finetune` (what is
-    checked is that every loader answers as the trained model, not how well it learned), saved with
-    `model.save` and exported with `model.export`."""
-    produced = {}
-    for name, case in sorted(CASES.items()):
-        root = tmp_path_factory.mktemp(f"{name}_round_trip")
-        model = battery.build(case, tiny_config, tiny_spm_model)
-        model.finetune(case.x, case.y, validation_data=(case.x, case.y), model_dir=str(root / "run"), seed=0,
-                       learning_rate=battery.LEARNING_RATE, batch_size=case.batch_size, num_train_steps=4,
-                       warmup_proportion=0.0, constant_baseline=None, verbose=0)
-        model.save(root / "saved.keras")
-        export = model.export(root / "serving", model_name=name, check=False, **case.export_kwargs)
-        paths = {"model.finetune": root / "run", "model.save": root / "saved.keras", "export": Path(export.path)}
-        produced[name] = Produced(case, model, model.predict(case.probe, verbose=0), paths)
-    return produced
+def every_family(task_family):
+    """{family: `_task_battery.ProducedTask`}: each family's model (conftest.py's `task_family`,
+    shared with the task battery) fit, then fine-tuned a few more updates by `model.finetune` (what
+    is checked here is that every loader answers as the trained model, not how well it learned),
+    saved with `model.save` and exported with `model.export`; `answers` are the finished model's."""
+    return {name: task_family(name) for name in sorted(CASES)}
 
 
 @pytest.fixture(params=sorted(CASES))

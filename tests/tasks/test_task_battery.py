@@ -2,9 +2,10 @@
 
 One `TaskCase` per family: `AlbertTextClassifier`, `AlbertTextRegressor` (text pairs),
 `AlbertTextTagger`, `AlbertMultipleChoice` and `AlbertQuestionAnswerer` (SQuAD v1 and v2), on the
-session's tiny config and SentencePiece model. Each family's model is trained once (a
-module-scoped fixture parametrized by family, so pytest runs one family's checks after another)
-and shared by its checks, as is its export.
+session's tiny config and SentencePiece model. Each family's model is trained and exported once
+for the session (conftest.py's `task_family`, shared with tests/tasks/test_round_trip.py) and
+shared by its checks; a module-scoped fixture parametrized by family makes pytest run one family's
+checks after another.
 """
 
 import sys
@@ -21,13 +22,13 @@ from _task_cases import BAD_INPUTS, CASES  # noqa: E402
 
 
 @pytest.fixture(scope="module", params=list(CASES))
-def trained(request, tiny_config, tiny_spm_model):
-    return battery.train(CASES[request.param], tiny_config, tiny_spm_model)
+def trained(request, task_family):
+    return task_family(request.param)
 
 
 @pytest.fixture(scope="module")
-def exported(trained, tmp_path_factory):
-    return battery.export(trained, tmp_path_factory.mktemp(f"{trained.case.name}_serving"))
+def exported(trained):
+    return battery.load_export(trained)
 
 
 @pytest.mark.slow
