@@ -41,7 +41,8 @@ def albert_tf(work, *args, cwd=None):
 def works(proc):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert unexpected_stderr(proc.stderr) == []
+    unexpected = unexpected_stderr(proc.stderr)
+    assert unexpected == [], unexpected
     return proc.stdout
 
 

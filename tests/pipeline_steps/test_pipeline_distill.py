@@ -91,4 +91,4 @@ def test_pipeline_with_the_distiller_pushes_a_student(shared_pipeline_run, tmp_p
     assert artifacts["trained_model"] == shared_pipeline_run.run.artifacts["trained_model"]
     teacher = read_summary(artifacts["blessing"])["teacher"]["metrics"]
     assert f"  teacher (Trainer):     accuracy {teacher['accuracy']:.4f}" in out
-    assert "pushed version 1 ->" in out and "sample request via the local server" in out
+    assert "pushed version 1 ->" in out and "sample request of the eval split via the local server" in out

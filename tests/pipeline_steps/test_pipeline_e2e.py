@@ -109,8 +109,9 @@ def test_pipeline_end_to_end(shared_pipeline_run, tmp_path, capsys):
     try:
         with open(warmup, "wb") as f:
             f.write(b"not a TFRecord")
-        with pytest.raises(RuntimeError, match="infra-validator"):
+        with pytest.raises(RuntimeError, match="^InfraValidator: .*tf_serving_warmup_requests is not a TFRecord file") as failed:
             run_local(settings, root)
+        assert "\n" not in str(failed.value)
     finally:
         with open(warmup, "wb") as f:
             f.write(requests)
