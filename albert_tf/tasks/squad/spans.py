@@ -283,7 +283,7 @@ def select_answers(
     example = entries["example"]
     _, first, count = _rank_in_question(example, num_examples)
     found = count > 0
-    # A question without spans reads an appended placeholder, then its default.
+    # A question without spans reads one appended zero entry (index `size`), then its default.
     best = tf.where(found, first, tf.size(example))
 
     def best_of(key, default):
