@@ -55,7 +55,7 @@ STEP_NAMES = {
     "example-gen": "ExampleGen", "vocab-gen": "VocabGen", "statistics-gen": "StatisticsGen", "schema-gen": "SchemaGen",
     "example-validator": "ExampleValidator", "transform": "Transform", "pretrainer": "Pretrainer", "trainer": "Trainer",
     "distiller": "Distiller", "evaluator": "Evaluator", "distilled-evaluator": "Evaluator",
-    "infra-validator": "InfraValidator", "pusher": "Pusher",
+    "infra-validator": "InfraValidator", "pusher": "Pusher", "bulk-inferrer": "BulkInferrer",
 }
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

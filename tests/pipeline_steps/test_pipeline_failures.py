@@ -156,8 +156,12 @@ def test_every_component_reports_its_failure():
 
     from pipelines.components import STEPS
 
+    from albert_tf.pipeline_steps.failures import STEP_NAMES
+
     for step in STEPS:
         assert "with reported_failure():" in inspect.getsource(step), step.__name__
+        # Its failure line names it as the pipeline's summary does (kfp's task name: dashes).
+        assert step.__name__.replace("_", "-") in STEP_NAMES, step.__name__
 
 
 def test_the_kfp_output_shows_a_failed_step_as_its_status_only(tmp_path, capsys):
