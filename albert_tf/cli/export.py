@@ -17,7 +17,12 @@ one is accepted with `--allow-vocab-mismatch`). The version goes to
 (default 16) exports length-aware signatures (a batch padded to its longest text rounded up to a
 multiple of N); `--length-bucket 0` the fixed-length ones. `--tflite
 dynamic-int8` (or `float32`) also writes `model.tflite`, the token-ids model for TF Serving's
-`--prefer_tflite_model` and in-process LiteRT (`albert_tf.export.tflite`).
+`--prefer_tflite_model` and in-process LiteRT (`albert_tf.export.tflite`). `--openvino int8|bf16|f32`
+also writes the OpenVINO IR (raw text in) to `<export-base>/openvino/<model-name>/<version>/` with
+OVMS's `openvino/config.json` (`albert_tf.export.openvino`); int8 is calibrated on
+`--openvino-calibration` (a task data directory, whose train split is read, or a file of texts;
+default: the training data `finetuning.json` records). `--check-data DIR` checks the
+OpenVINO model's accuracy on the task's dev split (at most 0.5 point below float32's).
 """
 
 from __future__ import annotations
@@ -60,6 +65,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also write model.tflite (token ids in; builtin ops; dynamic-int8: int8 weights, ~4x smaller)",
     )
     parser.add_argument(
+        "--openvino", choices=("int8", "bf16", "f32"),
+        help="also write the OpenVINO IR (raw text in) for OpenVINO Model Server and serve --prefer-openvino-model "
+        "(int8: NNCF-quantized on --openvino-calibration)",
+    )
+    parser.add_argument(
+        "--openvino-calibration", metavar="PATH",
+        help="int8 calibration texts: a task data directory (its train split) or a file of texts, one per line "
+        "(default: the training data the model directory records)",
+    )
+    parser.add_argument(
+        "--check-data", metavar="DIR",
+        help="a task data directory whose dev split the OpenVINO model's accuracy is checked on (at most 0.5 point "
+        "below float32's)",
+    )
+    parser.add_argument(
         "--precision", choices=("float32", "mixed_bfloat16"),
         help="the graph's precision, whatever the model was trained in (default: the model's); mixed_bfloat16 "
         "computes in bf16 (fastest on CPUs with AVX512_BF16 or AMX), its answers checked at bf16's tolerance",
@@ -92,6 +112,36 @@ def _from_init(args):
     return encoder, layer, {}, []
 
 
+def _openvino_data(args):
+    """`(calibration texts, LabelledTexts)` for `--openvino` from the flags (one-line errors)."""
+    if args.openvino is None:
+        if args.openvino_calibration or args.check_data:
+            raise CommandError("--openvino-calibration and --check-data go with --openvino")
+        return None, None
+    from albert_tf.export.accuracy_check import AccuracyCheckError, LabelledTexts
+    from albert_tf.export.openvino import OpenVinoExportError, default_calibration_path, read_calibration_texts
+
+    spec = None
+    if args.model_dir:
+        from albert_tf.tasks.spec import TaskSpec
+
+        spec = TaskSpec.read(args.model_dir)
+    path = args.openvino_calibration or (default_calibration_path(args.model_dir) if args.model_dir else None)
+    try:
+        calibration = read_calibration_texts(path, spec) if path and args.openvino == "int8" else None
+        if not args.check_data:
+            return calibration, None
+        if spec is None:
+            raise CommandError("--check-data needs --model-dir (the task reads the data)")
+        from albert_tf.tasks.family import task_family
+
+        examples = task_family(spec).read_split(spec, args.check_data, "dev")
+        labels = [spec.labels.index(str(e.label)) if spec.labels else float(e.label) for e in examples]
+        return calibration, LabelledTexts([e.text_a for e in examples], labels)
+    except (OpenVinoExportError, AccuracyCheckError, OSError, ValueError) as e:
+        raise CommandError(str(e).splitlines()[0]) from None
+
+
 def run(args) -> int:
     from albert_tf.export.saved_model import ExportError, export_saved_model
     from albert_tf.export.serving_config import BatchingConfig
@@ -103,12 +153,14 @@ def run(args) -> int:
     if args.length_bucket < 0:
         raise CommandError(f"--length-bucket must be >= 0 (0: fixed length), got {args.length_bucket}")
     with library_errors():
+        calibration, check_data = _openvino_data(args)
         model, layer, arguments, extra = _from_model_dir(args) if args.model_dir else _from_init(args)
     try:
         result = export_saved_model(
             model, layer, args.export_base, args.model_name, version=args.version, extra_assets=extra,
             check=not args.skip_check, batching=batching, container_base=args.container_base,
-            length_bucket=args.length_bucket or None, tflite=args.tflite, precision=args.precision, **arguments,
+            length_bucket=args.length_bucket or None, tflite=args.tflite, precision=args.precision,
+            openvino=args.openvino, openvino_calibration=calibration, check_data=check_data, **arguments,
         )
     except (ExportError, ValueError) as e:
         raise CommandError(str(e)) from None
@@ -116,5 +168,7 @@ def run(args) -> int:
         "path": result.path, "version": result.version, "signatures": result.signatures,
         "tensorflow_text_ops": result.ops_report.text_ops, **result.serving_configs,
         **({"tflite": {k: result.tflite[k] for k in ("file", "mode", "bytes")}} if result.tflite else {}),
+        **({"openvino": {k: result.openvino[k] for k in ("dir", "mode", "inference_precision_hint", "runtime_precisions")}}
+           if result.openvino else {}),
     }, indent=2))
     return 0

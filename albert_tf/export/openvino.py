@@ -36,8 +36,9 @@ lazily (`require_openvino`).
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -497,3 +498,75 @@ def write_openvino(directory: str, module, mode: str, *, calibration_texts: Opti
     if check_data is not None and module.kind == "classification":
         info["accuracy"] = _accuracy(module, compiled, check_data)
     return info
+
+
+# --- publishing and OVMS's configuration -----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def staged_version(export_base: str, model_name: str, version: int) -> Iterator[str]:
+    """A staging directory that becomes the IR version directory when the block succeeds (and is
+    removed when it fails); an existing version is never overwritten."""
+    from albert_tf import file_io
+
+    if model_name == OPENVINO_BASE:
+        raise OpenVinoExportError(f"a model named {OPENVINO_BASE!r} would be the OpenVINO model repository: pick another name")
+    final = version_dir(export_base, model_name, version)
+    if os.path.exists(final):
+        raise OpenVinoExportError(f"{final} exists: a served version is never overwritten; pick another version")
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    with file_io.staged_directory(final, prefix=f".tmp-openvino-{version}-") as staging:
+        yield staging
+
+
+def _latest_mode(export_base: str, model_name: str, version: int) -> Optional[str]:
+    """The OpenVINO mode export.json records for a SavedModel version, None without one."""
+    import json
+
+    path = os.path.join(export_base, model_name, str(version), "assets", "export.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)["openvino"]["mode"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def ovms_config(export_base: str, container_base: str = "/models") -> Dict[str, Any]:
+    """OVMS's multi-model configuration (`--config_path`) for every model of `<export_base>/openvino/`
+    that has an integer version, served from `<container_base>/openvino/<model_name>` on CPU with the
+    inference precision hint of its latest version (`PRECISION_HINTS`).
+
+    Raises:
+      OpenVinoExportError: no OpenVINO model under `export_base`.
+    """
+    from albert_tf.export.serving_config import model_versions
+
+    root = os.path.join(export_base, OPENVINO_BASE)
+    names = sorted(n for n in os.listdir(root) if not n.startswith(".") and model_versions(os.path.join(root, n))) \
+        if os.path.isdir(root) else []
+    if not names:
+        raise OpenVinoExportError(f"{root} holds no OpenVINO model with an integer version directory")
+    models = []
+    for name in names:
+        config: Dict[str, Any] = {
+            "name": name,
+            "base_path": f"{container_base.rstrip('/')}/{OPENVINO_BASE}/{name}",
+            "target_device": "CPU",
+            "model_version_policy": {"latest": {"num_versions": 1}},
+        }
+        hint = PRECISION_HINTS.get(_latest_mode(export_base, name, model_versions(os.path.join(root, name))[-1]))
+        if hint:
+            config["plugin_config"] = {"INFERENCE_PRECISION_HINT": hint}
+        models.append({"config": config})
+    return {"model_config_list": models}
+
+
+def write_ovms_config(export_base: str, container_base: str = "/models") -> str:
+    """Writes `<export_base>/openvino/config.json` (`ovms_config`) atomically; returns its path."""
+    import json
+
+    from albert_tf import file_io
+
+    path = os.path.join(export_base, OPENVINO_BASE, OVMS_CONFIG_FILE)
+    file_io.atomic_write_text(path, json.dumps(ovms_config(export_base, container_base), indent=2, sort_keys=True) + "\n")
+    return path

@@ -29,6 +29,7 @@ layer: `albert_tf.tasks.family.export_arguments`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -40,6 +41,7 @@ import numpy as np
 
 from albert_tf import file_io, weight_index
 from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup
+from albert_tf.export import openvino as openvino_export
 from albert_tf.export import precision as export_precision
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET
 
@@ -67,6 +69,7 @@ class ExportResult:
       ops_report: the op check's report.
       serving_configs: paths of `models.config` and `batching_parameters.txt`.
       tflite: `export.json`'s `tflite` entry when a `model.tflite` was written, else None.
+      openvino: `export.json`'s `openvino` entry when an OpenVINO IR was written, else None.
     """
 
     path: str
@@ -75,6 +78,7 @@ class ExportResult:
     ops_report: compatibility.CompatibilityReport
     serving_configs: Dict[str, str]
     tflite: Optional[Dict[str, Any]] = None
+    openvino: Optional[Dict[str, Any]] = None
 
 
 def _check_name(model_name: str) -> None:
@@ -161,6 +165,27 @@ def _in_memory_outputs(module: signatures.ServingModule, inputs: Dict[str, Dict[
     return outputs
 
 
+@contextlib.contextmanager
+def _openvino_beside(staging, module, mode, export_base, model_name, version, calibration, check_data):
+    """Writes and checks the OpenVINO IR of the staged version (`albert_tf.export.openvino`) and
+    records it in the staged `export.json`; the IR is published when the block exits cleanly."""
+    from albert_tf.export.warmup import WARMUP_TEXTS
+
+    try:
+        with openvino_export.staged_version(export_base, model_name, version) as directory:
+            info = openvino_export.write_openvino(
+                directory, module, mode, calibration_texts=calibration, check_texts=WARMUP_TEXTS, check_data=check_data)
+            info["dir"] = f"{openvino_export.OPENVINO_BASE}/{model_name}/{version}"
+            info_path = os.path.join(staging, "assets", EXPORT_INFO_FILE)
+            with open(info_path, encoding="utf-8") as f:
+                export_info = json.load(f)
+            export_info["openvino"] = info
+            file_io.atomic_write_text(info_path, json.dumps(export_info, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+            yield info
+    except openvino_export.OpenVinoExportError as e:
+        raise ExportError(str(e)) from None
+
+
 def export_saved_model(
     model,
     tokenizer_layer,
@@ -180,6 +205,9 @@ def export_saved_model(
     container_base: str = "/models",
     length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET,
     tflite: Optional[str] = None,
+    openvino: Optional[str] = None,
+    openvino_calibration: Optional[Sequence[str]] = None,
+    check_data: Optional["LabelledTexts"] = None,  # noqa: F821 (albert_tf.export.accuracy_check)
 ) -> ExportResult:
     """Exports `model` with in-graph tokenization as `<export_base>/<model_name>/<version>/`.
 
@@ -252,9 +280,16 @@ def export_saved_model(
             tflite_export.check_request(module, tflite)
         except tflite_export.TfliteExportError as e:
             raise ExportError(str(e)) from None
+    if openvino is not None:
+        try:
+            openvino_export.check_request(module, openvino, openvino_calibration)
+        except openvino_export.OpenVinoExportError as e:
+            raise ExportError(str(e)) from None
     tflite_info = None
     # Staged under a name that is no integer, so TF Serving never loads a half-written version.
-    with file_io.staged_directory(final, prefix=f"{TEMP_PREFIX}{version}-", create=False) as staging:
+    openvino_info = None
+    with contextlib.ExitStack() as stack:
+        staging = stack.enter_context(file_io.staged_directory(final, prefix=f"{TEMP_PREFIX}{version}-", create=False))
         functions = module.signatures()
         tf.saved_model.save(module, staging, signatures=functions)
         set_method_names(staging, module.method_names())
@@ -288,11 +323,17 @@ def export_saved_model(
                 info = json.load(f)
             info["tflite"] = tflite_info
             file_io.atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        if openvino is not None:
+            # Entered last, so the IR is published just before the SavedModel and removed with it on failure.
+            openvino_info = stack.enter_context(_openvino_beside(
+                staging, module, openvino, export_base, model_name, version, openvino_calibration, check_data))
     configs = serving_config.write_serving_configs(export_base, container_base, batching)
+    if openvino is not None:
+        configs["ovms_config"] = openvino_export.write_ovms_config(export_base, container_base)
     non_predict = module.method_names()
     method_names = {key: non_predict.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
     logger.info("exported %s version %d to %s (signatures %s)", model_name, version, final, ", ".join(method_names))
-    return ExportResult(final, version, method_names, report, configs, tflite_info)
+    return ExportResult(final, version, method_names, report, configs, tflite_info, openvino_info)
 
 
 def read_export_info(saved_model_dir: str) -> Dict:
