@@ -127,6 +127,11 @@ def _openvino_data(args):
 
         spec = TaskSpec.read(args.model_dir)
     path = args.openvino_calibration or (default_calibration_path(args.model_dir) if args.model_dir else None)
+    if args.openvino == "int8" and not path:
+        raise CommandError(
+            "int8 needs calibration texts (the task's training texts): pass --openvino-calibration DATA_DIR or a file "
+            "of texts (the model directory records no training data)"
+        )
     try:
         calibration = read_calibration_texts(path, spec) if path and args.openvino == "int8" else None
         if not args.check_data:

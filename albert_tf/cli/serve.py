@@ -4,7 +4,9 @@ It speaks TF Serving's protocols (see `albert_tf.model_server.server`) so client
 tested without Docker; production serving is TF Serving itself (serving/README.md). A taken port
 (either protocol) exits with status 2 and one line naming it. `--prefer-tflite-model` serves a
 version's `model.tflite` (`albert-tf export --tflite ...`; token ids in) as TF Serving's
-`--prefer_tflite_model` does.
+`--prefer_tflite_model` does. `--prefer-openvino-model` serves a version's OpenVINO IR
+(`albert-tf export --openvino ...`; raw text in, `serving_default`) with `--openvino-threads`
+inference threads.
 
 What it serves: `--export-base` (the newest version of each model there), or
 `--model_config_file` (TF Serving's `ModelServerConfig` text file: several models, version
@@ -60,6 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefer-tflite-model", "--prefer_tflite_model", dest="prefer_tflite_model", action="store_true",
         help="serve a version's model.tflite (token ids in, Predict only) when it has one, as TF Serving's flag",
+    )
+    parser.add_argument(
+        "--prefer-openvino-model", action="store_true",
+        help="serve a version's OpenVINO IR (export --openvino; raw text in, serving_default only) when it has one",
+    )
+    parser.add_argument(
+        "--openvino-threads", type=_positive(int), default=None,
+        help="inference threads of each OpenVINO model (default: OpenVINO's, all cores)",
     )
     parser.add_argument(
         "--rest-read-timeout-seconds", type=_positive(float), default=30.0,
@@ -138,6 +148,7 @@ def run(args) -> int:
             grpc_port=args.port, rest_port=args.rest_api_port,
             poll_interval_s=args.poll_seconds, host=args.host, max_request_bytes=args.max_request_bytes,
             rest_read_timeout_s=args.rest_read_timeout_seconds, prefer_tflite_model=args.prefer_tflite_model,
+            prefer_openvino_model=args.prefer_openvino_model, openvino_threads=args.openvino_threads,
             request_logging=args.request_logging_config, **source,
         )
         if args.no_batching:

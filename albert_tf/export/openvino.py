@@ -114,7 +114,7 @@ def check_request(module, mode: str, calibration_texts: Optional[Sequence[str]])
         raise OpenVinoExportError(f"openvino must be one of {', '.join(MODES)}, got {mode!r}")
     if module.kind not in SUPPORTED_KINDS:
         raise OpenVinoExportError(
-            f"the OpenVINO target exports {' and '.join(SUPPORTED_KINDS)} models, not a {module.kind}"
+            f"the OpenVINO target exports {' and '.join(SUPPORTED_KINDS)} models, not {module.kind} models"
         )
     if module.pair:
         raise OpenVinoExportError("the OpenVINO target takes one text per row; sentence-pair models are not supported")
@@ -141,10 +141,28 @@ def token_model(module):
 
     ov = require_openvino()
     try:
-        return ov.convert_model(token_function(module))
+        model = ov.convert_model(token_function(module))
     except Exception as e:  # the frontend raises OpConversionFailure and plain RuntimeErrors
         first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
         raise OpenVinoExportError(f"OpenVINO conversion of the {module.kind} model failed: {first}") from None
+    if module.labels is not None:
+        _fix_label_table(model, module.labels)
+    return model
+
+
+def _fix_label_table(model, labels: Sequence[str]) -> None:
+    """Puts the labels back into the converted label table: the TF frontend writes each string
+    constant's Python repr (`b'pos'` for `pos`)."""
+    import openvino as ov
+
+    for node in model.get_ops():
+        if node.get_type_name() == "Constant" and node.get_output_element_type(0) == ov.Type.string:
+            values = [str(v) for v in node.get_value_strings()]
+            if values in ([repr(label.encode("utf-8")) for label in labels], list(labels)):
+                # A Constant of a string Tensor (opset's `constant` of a str array crashes).
+                node.output(0).replace(ov.op.Constant(ov.Tensor(np.array(list(labels), dtype=str))).output(0))
+                return
+    raise OpenVinoExportError("the converted classifier has no label table (OpenVINO's TF frontend changed)")
 
 
 def _regex(outputs, pattern: str, replacement: str):

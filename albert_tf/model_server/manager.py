@@ -22,6 +22,9 @@ It mirrors what TF Serving's model manager does for a `model_config_list`:
   Serving's REST API refuses an empty `instances` list;
 * with `prefer_tflite_model` (TF Serving's `--prefer_tflite_model`), a version directory holding
   a `model.tflite` is served from that file (`TfliteServable`) instead of its SavedModel;
+* with `prefer_openvino_model`, a version with an OpenVINO IR beside it (`albert-tf export
+  --openvino`) is served from the IR (`OpenVinoServable`, raw text in, `serving_default` only;
+  `openvino_threads` its inference threads); `prefer_tflite_model` wins where both apply;
 * each loaded version batches concurrent requests of the same signature and input shapes into
   one session run (`Batcher`): up to `max_batch_size` rows, waiting at most
   `batch_timeout_micros` for more, like the server's `--enable_batching`. With
@@ -265,8 +268,13 @@ def replay_warmup(servable: SessionServable, logs) -> int:
     import tensorflow as tf
 
     count = 0
+    own_only = getattr(servable, "replays_own_signatures_only", False)
     for log in logs:
         kind = log.WhichOneof("log_type")
+        if own_only and kind in ("predict_log", "classify_log", "regress_log"):
+            signature = getattr(log, kind).request.model_spec.signature_name or "serving_default"
+            if signature not in servable.signature_defs:
+                continue
         if kind == "predict_log":
             request = log.predict_log.request
             inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
@@ -311,6 +319,8 @@ class ModelManager:
         labels go through `apply_config`, which checks them).
       prefer_tflite_model: serve a version's `model.tflite` when it has one (`TfliteServable`).
       version_policies: `{model_name: VersionPolicy}` (default: the newest version only).
+      prefer_openvino_model: serve a version's OpenVINO IR when it has one (`OpenVinoServable`).
+      openvino_threads: the OpenVINO servables' inference threads (None: OpenVINO's default).
 
     `request_logger` (a `request_log.RequestLogger`, None: off) sees every answered request.
     """
@@ -325,6 +335,8 @@ class ModelManager:
         version_labels: Optional[Dict[str, Dict[str, int]]] = None,
         prefer_tflite_model: bool = False,
         version_policies: Optional[Dict[str, VersionPolicy]] = None,
+        prefer_openvino_model: bool = False,
+        openvino_threads: Optional[int] = None,
     ):
         if not models:
             raise ValueError("no models to serve")
@@ -333,6 +345,8 @@ class ModelManager:
         self.batching = batching
         self.poll_interval_s = poll_interval_s
         self.prefer_tflite_model = bool(prefer_tflite_model)
+        self.prefer_openvino_model = bool(prefer_openvino_model)
+        self.openvino_threads = openvino_threads
         self.version_labels = {k: dict(v) for k, v in (version_labels or {}).items()}
         self._versions: Dict[str, Dict[int, VersionState]] = {name: {} for name in models}
         self._lock = threading.RLock()
@@ -396,13 +410,25 @@ class ModelManager:
             for version in stale:
                 self._unload(name, states[version])
 
+    def _servable(self, path: str) -> SessionServable:
+        """The servable of a version directory: its `model.tflite`, its OpenVINO IR or its SavedModel."""
+        from albert_tf.model_server.tflite_servable import TfliteServable, has_tflite_model
+
+        if self.prefer_tflite_model and has_tflite_model(path):
+            return TfliteServable(path)
+        if self.prefer_openvino_model:
+            from albert_tf.model_server.openvino_servable import OpenVinoServable, has_openvino_model
+
+            if has_openvino_model(path):
+                return OpenVinoServable(path, num_threads=self.openvino_threads)
+        return SessionServable(path)
+
     def _load(self, name: str, base: str, state: VersionState) -> None:
         from albert_tf.export.warmup import read_warmup_file
-        from albert_tf.model_server.tflite_servable import TfliteServable, has_tflite_model
 
         path = os.path.join(base, str(state.version))
         try:
-            servable = TfliteServable(path) if self.prefer_tflite_model and has_tflite_model(path) else SessionServable(path)
+            servable = self._servable(path)
             try:
                 count = replay_warmup(servable, read_warmup_file(path))
             except (ServingError, ValueError) as e:

@@ -834,6 +834,9 @@ class LocalModelServer:
         stalled connection to send its next bytes (408, then the connection closes).
       prefer_tflite_model: serve a version's `model.tflite` (token ids in) when it has one, as
         TF Serving's `--prefer_tflite_model` (`albert_tf.model_server.tflite_servable`).
+      prefer_openvino_model: serve a version's OpenVINO IR (raw text in, `albert-tf export
+        --openvino`) when it has one (`albert_tf.model_server.openvino_servable`).
+      openvino_threads: the OpenVINO models' inference threads (None: OpenVINO's default).
       request_logging: a TF Serving `LoggingConfig` text file: log a sample of the requests as
         `PredictionLog` TFRecords (`request_log`).
       model_config_file: instead of `export_base` (exactly one of the two), TF Serving's
@@ -866,6 +869,8 @@ class LocalModelServer:
         model_config_file: Optional[str] = None,
         model_config_file_poll_wait_s: float = 0.0,
         allow_version_labels_for_unavailable_models: bool = False,
+        prefer_openvino_model: bool = False,
+        openvino_threads: Optional[int] = None,
     ):
         bad_limit = isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int) or max_request_bytes < 1
         if max_request_bytes is not None and bad_limit:
@@ -895,6 +900,7 @@ class LocalModelServer:
             self.manager = ModelManager(
                 {e.name: e.base_path for e in entries}, batching, poll_interval_s,
                 prefer_tflite_model=prefer_tflite_model, version_policies={e.name: e.policy for e in entries},
+                prefer_openvino_model=prefer_openvino_model, openvino_threads=openvino_threads,
             )
             # As TF Serving, the labels are checked before anything loads: without the flag a
             # label at startup is refused (no version is AVAILABLE yet).
@@ -910,7 +916,8 @@ class LocalModelServer:
                 batching = read_batching_parameters(os.path.join(export_base, BATCHING_FILE))
             self.manager = ModelManager(
                 {n: os.path.join(export_base, n) for n in model_names}, batching, poll_interval_s, version_labels,
-                prefer_tflite_model=prefer_tflite_model,
+                prefer_tflite_model=prefer_tflite_model, prefer_openvino_model=prefer_openvino_model,
+                openvino_threads=openvino_threads,
             )
         if request_logging:
             from albert_tf.model_server.request_log import RequestLogger, load_logging_config

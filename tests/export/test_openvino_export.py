@@ -1,0 +1,310 @@
+"""Tests of the OpenVINO target (`albert_tf.export.openvino`): the text-in IR beside the SavedModel
+in OVMS's layout, its answers against the SavedModel's (f32 tight, int8 by argmax), the in-model
+tokenizer's ids against `AlbertTokenizerLayer`'s, the record in export.json, OVMS's config.json,
+one-line refusals that publish nothing, and `albert-tf serve --prefer-openvino-model` over REST
+and gRPC."""
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("openvino")
+pytest.importorskip("openvino_tokenizers")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _serving_helpers as helpers  # noqa: E402
+
+from albert_tf.export import openvino as ov_export  # noqa: E402
+from albert_tf.export import saved_model  # noqa: E402
+from albert_tf.export.saved_model import ExportError, export_saved_model  # noqa: E402
+
+SEQ = 32
+SAMPLE_DEV = Path(__file__).resolve().parents[2] / "albert_tf" / "resources" / "sample" / "rotten_tomatoes" / "dev.tsv"
+
+
+def _encoder(seed=0):
+    import keras
+
+    from albert_tf.config import AlbertConfig
+    from albert_tf.modeling import AlbertEncoder
+
+    keras.utils.set_random_seed(seed)
+    return AlbertEncoder.from_albert_config(AlbertConfig(
+        vocab_size=48, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=SEQ))
+
+
+def _toy_texts(n, seed):
+    """Random filler words with one sentiment word: label 1 for "good", 0 for "bad"."""
+    rng = np.random.default_rng(seed)
+    filler = [w for w in helpers.WORDS if w not in ("good", "bad")]
+    texts, labels = [], []
+    for _ in range(n):
+        words = list(rng.choice(filler, size=int(rng.integers(3, 9))))
+        label = int(rng.integers(0, 2))
+        words.insert(int(rng.integers(0, len(words) + 1)), "good" if label else "bad")
+        texts.append(" ".join(words))
+        labels.append(label)
+    return texts, labels
+
+
+@pytest.fixture(scope="module")
+def spm(tmp_path_factory):
+    return helpers.tiny_spm(tmp_path_factory.mktemp("openvino_spm"))
+
+
+@pytest.fixture(scope="module")
+def layer(spm):
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    return AlbertTokenizerLayer.from_sentencepiece(spm, sequence_length=SEQ)
+
+
+@pytest.fixture(scope="module")
+def trained(layer):
+    """A classifier that has learned the toy task (int8's argmax check needs decided answers)."""
+    import keras
+    import tensorflow as tf
+
+    from albert_tf.tasks.classification import AlbertForClassification
+
+    model = AlbertForClassification(_encoder(), num_labels=2, dropout=0.0)
+    texts, labels = _toy_texts(320, seed=0)
+    x = {k: v.numpy() for k, v in layer(tf.constant(texts)).items()}
+    model.compile(optimizer=keras.optimizers.Adam(2e-3))
+    model.fit(dict(x, labels=np.array(labels)), batch_size=32, epochs=4, verbose=0)
+    return model
+
+
+@pytest.fixture(scope="module")
+def exported(trained, layer, tmp_path_factory):
+    """`cls/1` exported with an f32 OpenVINO IR and the accuracy check on held-out toy texts."""
+    from albert_tf.export.accuracy_check import LabelledTexts
+
+    base = tmp_path_factory.mktemp("openvino_base")
+    texts, labels = _toy_texts(64, seed=1)
+    result = export_saved_model(trained, layer, str(base), "cls", labels=helpers.LABELS, check=False,
+                                openvino="f32", check_data=LabelledTexts(texts, labels))
+    return base, result
+
+
+def _saved_model_text(version_dir, texts):
+    from albert_tf.model_server.servable import SessionServable
+
+    servable = SessionServable(version_dir)
+    try:
+        return servable.run("serving_default", {"text": np.array([t.encode() for t in texts], dtype=object)})
+    finally:
+        servable.close()
+
+
+# --- the export ----------------------------------------------------------------------------------------
+
+
+def test_f32_export_is_written_in_ovms_layout_and_recorded(exported):
+    base, result = exported
+    ir = base / "openvino" / "cls" / "1"
+    assert sorted(os.listdir(ir)) == ["model.bin", "model.xml"]
+    assert ov_export.beside(result.path) == str(ir)
+    info = json.loads((Path(result.path) / "assets" / "export.json").read_text())["openvino"]
+    assert info == result.openvino
+    assert info["dir"] == "openvino/cls/1" and info["mode"] == "f32" and info["inference_precision_hint"] == "f32"
+    assert info["tolerance"] == ov_export.TOLERANCES["f32"]
+    assert set(info["runtime_precisions"]["matmuls"]) == {"f32"}  # no bf16 or int8 matmul in an f32 model
+    assert info["inputs"] == {"text": {"dtype": "string", "shape": [-1]}}
+    assert sorted(info["outputs"]) == ["label", "label_id", "logits", "probabilities"]
+    assert info["check"]["argmax_agreement"] == 1.0 and info["check"]["texts"] == 2
+    assert info["accuracy"]["drop"] == 0.0 and info["accuracy"]["examples"] == 64
+    # TF Serving's models.config never lists the OpenVINO repository; OVMS's config.json does.
+    assert "openvino" not in (base / "models.config").read_text()
+    assert result.serving_configs["ovms_config"] == str(base / "openvino" / "config.json")
+    assert json.loads((base / "openvino" / "config.json").read_text()) == {"model_config_list": [{"config": {
+        "name": "cls", "base_path": "/models/openvino/cls", "target_device": "CPU",
+        "model_version_policy": {"latest": {"num_versions": 1}},
+        "plugin_config": {"INFERENCE_PRECISION_HINT": "f32"}}}]}
+
+
+def test_f32_model_answers_as_the_saved_model_on_text(exported):
+    base, result = exported
+    texts = _toy_texts(24, seed=2)[0] + ["", "  GOOD   people ", "Café bad 1,000 year"]
+    reference = _saved_model_text(result.path, texts)
+    compiled = ov_export.compile_model(str(base / "openvino" / "cls" / "1" / "model.xml"))
+    assert compiled.get_property("INFERENCE_PRECISION_HINT").to_string() == "f32"
+    got = ov_export.run_text(compiled, texts)
+    assert sorted(got) == sorted(reference)
+    np.testing.assert_allclose(got["probabilities"], reference["probabilities"], atol=1e-5)
+    np.testing.assert_allclose(got["logits"], reference["logits"], atol=1e-4)
+    np.testing.assert_array_equal(got["label_id"], reference["label_id"])
+    assert [s.encode() for s in got["label"].tolist()] == reference["label"].tolist()
+
+
+def test_int8_is_calibrated_and_agrees_by_argmax(trained, layer, tmp_path):
+    from albert_tf.export import signatures
+
+    module = signatures.ServingModule(trained, layer, labels=helpers.LABELS)
+    calibration, _ = _toy_texts(96, seed=3)
+    check, _ = _toy_texts(40, seed=4)
+    info = ov_export.write_openvino(str(tmp_path), module, "int8", calibration_texts=calibration, check_texts=check)
+    assert info["mode"] == "int8" and info["calibration"]["texts"] == 96
+    assert info["check"]["texts"] == 40 + ov_export.CHECK_TEXTS_FROM_CALIBRATION
+    assert info["check"]["argmax_agreement"] >= ov_export.TOLERANCES["int8"]["min_argmax_agreement"]
+    # NNCF put int8 matmuls in the graph and the CPU runs them so.
+    assert set(info["runtime_precisions"]["matmuls"]) & {"i8", "u8"}
+    compiled = ov_export.compile_model(str(tmp_path / "model.xml"))
+    reference = ov_export._reference(module, check)
+    got = ov_export.run_text(compiled, check)
+    assert np.mean(got["label_id"] == reference["label_id"]) >= 0.9
+    assert np.max(np.abs(got["probabilities"] - reference["probabilities"])) <= 0.15
+
+
+def _rt_texts():
+    with open(SAMPLE_DEV, encoding="utf-8", newline="") as f:
+        return [row["text"] for row in csv.DictReader(f, delimiter="\t")]
+
+
+@pytest.mark.parametrize("which", ["tiny_spm_model", "toy"])
+def test_in_model_tokenizer_ids_equal_the_layer_on_the_rt_sample(which, tiny_spm_model, spm):
+    import tensorflow as tf
+
+    import openvino as ov
+
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    path = tiny_spm_model if which == "tiny_spm_model" else spm
+    layer = AlbertTokenizerLayer.from_sentencepiece(path, sequence_length=SEQ)
+    texts = _rt_texts() + ["", "   ", "ÉCOLE  Naïve\tcafé", "A" * 200, "“quotes” and ``ticks''", "ﬁ ligature ½"]
+    compiled = ov.Core().compile_model(ov_export.tokenizer_model(layer), "CPU")
+    for start in range(0, len(texts), 128):
+        batch = texts[start:start + 128]
+        ours = {k: v.numpy() for k, v in layer.tokenize_and_pack(tf.constant(batch), length_bucket=None).items()}
+        result = compiled({"text": np.array(batch, dtype=str)})
+        got = {port.get_any_name(): result[port] for port in compiled.outputs}
+        width = got["input_ids"].shape[1]
+        assert width <= SEQ
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            np.testing.assert_array_equal(got[key], ours[key][:, :width], err_msg=key)
+            assert not ours["input_mask"][:, width:].any()
+
+
+# --- refusals ------------------------------------------------------------------------------------------
+
+
+def _published(base):
+    ir = os.path.join(base, "openvino")
+    return saved_model.list_exports(str(base)), sorted(os.listdir(ir)) if os.path.isdir(ir) else []
+
+
+def test_refusals_are_one_line_and_publish_nothing(trained, layer, tmp_path, monkeypatch, numbers_spm_model):
+    from albert_tf.tasks.classification import AlbertForRegression
+
+    base = str(tmp_path / "base")
+    cases = [
+        (dict(openvino="int8"), r"^int8 needs calibration texts .*--openvino-calibration"),
+        (dict(openvino="int4"), r"^openvino must be one of int8, bf16, f32, got 'int4'$"),
+    ]
+    for kwargs, pattern in cases:
+        with pytest.raises(ExportError, match=pattern):
+            export_saved_model(trained, layer, base, "m", labels=helpers.LABELS, check=False, **kwargs)
+    with pytest.raises(ExportError, match=r"^the OpenVINO target exports classification and regression models, not encoder models$"):
+        export_saved_model(trained.encoder, layer, base, "m", check=False, openvino="f32")
+    with pytest.raises(ExportError, match="sentence-pair models are not supported"):
+        export_saved_model(AlbertForRegression(_encoder()), layer, base, "m", pair=True, check=False, openvino="f32")
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    numbers = AlbertTokenizerLayer.from_sentencepiece(numbers_spm_model, sequence_length=SEQ)
+    from albert_tf.export import signatures
+
+    with pytest.raises(ov_export.OpenVinoExportError, match="digit-comma rule"):
+        ov_export.check_request(signatures.ServingModule(_regressor_for(numbers), numbers), "f32", None)
+    # A model that misses the tolerance is refused after the IR was written: nothing is published.
+    monkeypatch.setitem(ov_export.TOLERANCES, "f32", {"relative_max_abs_diff": -1.0, "min_argmax_agreement": 1.0})
+    with pytest.raises(ExportError, match=r"^OpenVINO f32 output logits differs by .* from the SavedModel's$"):
+        export_saved_model(trained, layer, base, "m", labels=helpers.LABELS, check=False, openvino="f32")
+    assert _published(base) == ([], ["m"]) and os.listdir(os.path.join(base, "openvino", "m")) == []
+    assert os.listdir(os.path.join(base, "m")) == []
+
+
+def _regressor_for(layer):
+    import keras
+
+    from albert_tf.config import AlbertConfig
+    from albert_tf.modeling import AlbertEncoder
+    from albert_tf.tasks.classification import AlbertForRegression
+
+    keras.utils.set_random_seed(0)
+    encoder = AlbertEncoder.from_albert_config(AlbertConfig(
+        vocab_size=layer.vocab_size, embedding_size=8, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=SEQ))
+    return AlbertForRegression(encoder)
+
+
+def test_missing_openvino_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    with pytest.raises(ov_export.OpenVinoExportError, match=r"^the OpenVINO target needs openvino: pip install -e '\.\[openvino\]'$"):
+        ov_export.require_openvino()
+
+
+def test_cli_refuses_int8_without_calibration(tmp_path, spm):
+    import argparse
+
+    from albert_tf.cli import CommandError
+    from albert_tf.cli import export as export_cli
+    from albert_tf.tasks.spec import TaskSpec
+
+    model_dir = tmp_path / "finetuned"
+    model_dir.mkdir()
+    (model_dir / "spiece.model").write_bytes(Path(spm).read_bytes())
+    TaskSpec("sst-2", "classification", ["0", "1"], helpers.SEQ, ["accuracy"], "accuracy",
+             {"type": "sentencepiece", "file": "spiece.model", "lower_case": True}).write(str(model_dir))
+    (model_dir / "COMPLETE").write_text("")
+    parser = argparse.ArgumentParser()
+    export_cli.add_arguments(parser)
+    common = ["--model-dir", str(model_dir), "--export-base", str(tmp_path / "cli"), "--model-name", "m"]
+    with pytest.raises(CommandError, match=r"^int8 needs calibration texts .*records no training data\)$"):
+        export_cli.run(parser.parse_args(common + ["--openvino", "int8"]))
+    with pytest.raises(CommandError, match="^--openvino-calibration and --check-data go with --openvino$"):
+        export_cli.run(parser.parse_args(common + ["--openvino-calibration", str(spm)]))
+    with pytest.raises(CommandError, match=r"^calibration texts: .*absent does not exist$"):
+        export_cli.run(parser.parse_args(common + ["--openvino", "int8", "--openvino-calibration", str(tmp_path / "absent")]))
+    texts = tmp_path / "texts.txt"
+    texts.write_text("good people\n\n bad law \n", encoding="utf-8")
+    assert ov_export.read_calibration_texts(str(texts)) == ["good people", "bad law"]
+
+
+# --- serving -------------------------------------------------------------------------------------------
+
+
+def test_serve_prefer_openvino_model_over_rest_and_grpc(exported):
+    from albert_tf.model_server import client
+    from albert_tf.model_server.openvino_servable import OpenVinoServable
+    from albert_tf.model_server.server import LocalModelServer
+
+    base, result = exported
+    texts = ["the nation of good law", "bad people", "it's good"]
+    reference = _saved_model_text(result.path, texts)
+    servable = OpenVinoServable(result.path, num_threads=1)
+    assert sorted(servable.signature_defs) == ["serving_default"]
+    servable.close()
+    server = LocalModelServer(str(base), poll_interval_s=0, prefer_openvino_model=True, openvino_threads=1).start()
+    try:
+        assert list(server.manager.models) == ["cls"]
+        for protocol, port in (("grpc", server.grpc_port), ("rest", server.rest_port)):
+            address = f"127.0.0.1:{port}"
+            metadata = client.model_metadata(address, "cls", protocol=protocol)["signature_def"]
+            assert sorted(metadata) == ["serving_default"]
+            assert sorted(metadata["serving_default"]["inputs"]) == ["text"]
+            assert sorted(metadata["serving_default"]["outputs"]) == sorted(reference)
+            outputs = client.predict_text(address, "cls", texts, protocol=protocol)
+            np.testing.assert_allclose(outputs["probabilities"], reference["probabilities"], atol=1e-5)
+            assert outputs["label"].tolist() == reference["label"].tolist()
+            with pytest.raises(client.ServingClientError, match="tokens"):
+                client._predict_strings(address, "cls", {k: np.zeros((1, 4), np.int32) for k in
+                                                         ("input_ids", "input_mask", "segment_ids")},
+                                        protocol, "tokens", None, 30.0)
+    finally:
+        server.stop()
