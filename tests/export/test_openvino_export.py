@@ -13,8 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("openvino")
-pytest.importorskip("openvino_tokenizers")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import _serving_helpers as helpers  # noqa: E402
