@@ -112,6 +112,15 @@ def _from_init(args):
     return encoder, layer, {}, []
 
 
+def _train_texts(spec):
+    """Reads a task data directory's training texts through the task family (None: no task)."""
+    if spec is None:
+        return None
+    from albert_tf.tasks.family import task_family
+
+    return lambda data: [e.text_a for e in task_family(spec).read_split(spec, data, "train")]
+
+
 def _openvino_data(args):
     """`(calibration texts, LabelledTexts)` for `--openvino` from the flags (one-line errors)."""
     if args.openvino is None:
@@ -133,7 +142,7 @@ def _openvino_data(args):
             "of texts (the model directory records no training data)"
         )
     try:
-        calibration = read_calibration_texts(path, spec) if path and args.openvino == "int8" else None
+        calibration = read_calibration_texts(path, _train_texts(spec)) if path and args.openvino == "int8" else None
         if not args.check_data:
             return calibration, None
         if spec is None:

@@ -258,23 +258,21 @@ def text_model(tokenizer, ids_model):
 # --- calibration texts --------------------------------------------------------------------------
 
 
-def read_calibration_texts(path: str, task_spec=None, split: str = "train") -> List[str]:
-    """The calibration texts at `path`: a task data directory (its `split`, read by the task family
-    of `task_spec`) or a file of texts, one per line. At most `CALIBRATION_SIZE` are kept.
+def read_calibration_texts(path: str, read_directory=None) -> List[str]:
+    """The calibration texts at `path`: a file of texts, one per line, or a task data directory
+    read by `read_directory(path)` (the caller's task family: its training texts). At most
+    `CALIBRATION_SIZE` are kept.
 
     Raises:
-      OpenVinoExportError: a missing path, a directory without a task, or no text in it.
+      OpenVinoExportError: a missing path, a directory without a reader, or no text in it.
     """
     if os.path.isdir(path):
-        if task_spec is None:
+        if read_directory is None:
             raise OpenVinoExportError(f"{path} is a directory: calibration from a data directory needs the model directory's task")
-        from albert_tf.tasks.family import task_family
-
         try:
-            examples = task_family(task_spec).read_split(task_spec, path, split)
+            texts = [t for t in read_directory(path) if t]
         except (OSError, ValueError) as e:
             raise OpenVinoExportError(f"cannot read calibration texts from {path}: {str(e).splitlines()[0]}") from None
-        texts = [e.text_a for e in examples if getattr(e, "text_a", None)]
     elif os.path.isfile(path):
         with open(path, encoding="utf-8", errors="replace") as f:
             texts = [line.strip() for line in f if line.strip()]
