@@ -360,10 +360,12 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         padding: mask and segment 0 there (`p_mask` 1).
         """
         ids = features["input_ids"]
-        is_cls = tf.cast(tf.equal(ids, self.tokenizer.cls_id), tf.int32)
-        trailing = tf.reverse(tf.math.cumprod(tf.reverse(is_cls, [-1]), axis=-1), [-1])
-        first = tf.equal(tf.range(tf.shape(ids)[-1]), 0)
-        padding = tf.logical_and(tf.equal(trailing, 1), tf.logical_not(first))
+        positions = tf.range(tf.shape(ids)[-1])
+        # The trailing run starts after the last position that is no `[CLS]`. A max, not a
+        # reversed cumulative product: OpenVINO's converter has no Cumprod (and OVMS loads this
+        # SavedModel through it).
+        last_other = tf.reduce_max(tf.where(tf.equal(ids, self.tokenizer.cls_id), -1, positions), axis=-1, keepdims=True)
+        padding = tf.logical_and(positions > last_other, positions > 0)
         result = dict(features)
         for key in ("input_mask", "segment_ids"):
             result[key] = tf.where(padding, 0, features[key])

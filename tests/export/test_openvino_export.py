@@ -306,3 +306,32 @@ def test_serve_prefer_openvino_model_over_rest_and_grpc(exported):
                                         protocol, "tokens", None, 30.0)
     finally:
         server.stop()
+
+
+# --- the SavedModel itself through OpenVINO's converter --------------------------------------------
+
+
+def test_openvino_converts_the_saved_model_tokens_signature(exported, layer):
+    """OVMS converts a SavedModel with OpenVINO's TF frontend: the `tokens` signature has no op it
+    lacks (no Cumprod / ReverseV2). The classifier's string `label` output is left out: the
+    frontend cannot read a SavedModel's string constants (`Unsupported data type: object`)."""
+    import openvino as ov
+    import tensorflow as tf
+
+    base, result = exported
+    regressor = export_saved_model(_regressor_for(layer), layer, str(base), "reg", check=False)
+    texts = ["the nation of good law", "bad", "people in the states year after year of congress"]
+    packed = {k: v.numpy() for k, v in layer.tokenize_and_pack(tf.constant(texts), length_bucket=16).items()}
+    # A merged TF Serving batch: the shorter row padded with its first element, [CLS] (masked out).
+    padded = {k: np.concatenate([v, np.repeat(v[:, :1], 3, axis=1)], axis=1) for k, v in packed.items()}
+    for path, outputs in ((regressor.path, None), (result.path, ["logits", "probabilities", "label_id"])):
+        loaded = tf.saved_model.load(path)  # kept: the signature reads its variables
+        tokens = loaded.signatures["tokens"]
+        model = ov.convert_model(tokens, **({"output": outputs} if outputs else {}))
+        assert "CumProd" not in {op.get_type_name() for op in model.get_ops()}
+        compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        for inputs in (packed, padded):
+            reference = {k: v.numpy() for k, v in tokens(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
+            got = compiled({name: inputs[name] for name in ("input_ids", "input_mask", "segment_ids")})
+            for port in compiled.outputs:
+                np.testing.assert_allclose(got[port], reference[port.get_any_name()], atol=1e-5)
