@@ -108,10 +108,22 @@ def _digit_comma_pieces(tokenizer) -> List[str]:
     return [p for p in pieces if len(p) > 1 and p.endswith(",") and p[-2].isdigit()]
 
 
-def check_request(module, mode: str, calibration_texts: Optional[Sequence[str]]) -> None:
-    """Refuses, in one line, what the OpenVINO target cannot export (before anything is written)."""
+def check_mode(mode: str, calibration_texts: Optional[Sequence[str]]) -> None:
+    """Refuses, in one line, a bad mode, int8 without calibration texts, or a missing package."""
     if mode not in MODES:
         raise OpenVinoExportError(f"openvino must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == MODE_INT8 and not calibration_texts:
+        raise OpenVinoExportError(
+            "int8 needs calibration texts (the task's training texts): pass --openvino-calibration DATA_DIR or a file of texts"
+        )
+    require_openvino()
+    if mode == MODE_INT8:
+        _require_nncf()
+
+
+def check_request(module, mode: str, calibration_texts: Optional[Sequence[str]]) -> None:
+    """Refuses, in one line, what the OpenVINO target cannot export (before anything is written)."""
+    check_mode(mode, calibration_texts)
     if module.kind not in SUPPORTED_KINDS:
         raise OpenVinoExportError(
             f"the OpenVINO target exports {' and '.join(SUPPORTED_KINDS)} models, not {module.kind} models"
@@ -126,13 +138,6 @@ def check_request(module, mode: str, calibration_texts: Optional[Sequence[str]])
             f"the vocabulary has pieces ending in a digit and ',' ({bad[0]!r}, ...) that the tokenizer's digit-comma rule "
             "splits; openvino_tokenizers has no such rule, so the OpenVINO model would tokenize differently"
         )
-    if mode == MODE_INT8 and not calibration_texts:
-        raise OpenVinoExportError(
-            "int8 needs calibration texts (the task's training texts): pass --openvino-calibration DATA_DIR or a file of texts"
-        )
-    require_openvino()
-    if mode == MODE_INT8:
-        _require_nncf()
 
 
 def token_model(module):

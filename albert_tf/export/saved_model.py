@@ -269,7 +269,9 @@ def export_saved_model(
         raise ExportError(f"{final} exists: a served version is never overwritten; pick another version")
     try:
         model = export_precision.with_precision(model, precision)
-    except ValueError as e:
+        if openvino is not None:
+            openvino_export.check_mode(openvino, openvino_calibration)
+    except ValueError as e:  # OpenVinoExportError is one
         raise ExportError(str(e)) from None
     module = signatures.ServingModule(
         model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings,
