@@ -22,9 +22,10 @@ The IR is one model from strings to answers:
 
 Outputs have the names of the SavedModel's text signature (`probabilities`, `logits`, `label_id`,
 `label` for a classifier, `score` for a regressor). The precision a compiled model runs in is its
-inference precision hint: f32 and bf16 set it (in the IR's `runtime_options`, which
-`Core.compile_model` and OVMS apply, and in `compile_options`); int8 leaves the CPU plugin's default
-for the ops NNCF left in float. The export compiles the written IR afresh, lists the precision each
+inference precision hint, which a plain `Core.compile_model` leaves at the CPU plugin's default (bf16
+on AMX / AVX512_BF16 CPUs): f32 and bf16 set it (`compile_options`, from the mode the IR records in
+its rt_info `albert_tf/mode`; OVMS from config.json's `plugin_config`); int8 keeps the plugin's
+default for the ops NNCF left in float. The export compiles the written IR afresh, lists the precision each
 op runs in (`runtime_precisions`), compares its answers with the SavedModel's on check texts at
 `TOLERANCES[mode]`, optionally checks accuracy (`albert_tf.export.accuracy_check`), and records all
 of it in `export.json`'s `openvino`; a miss refuses the export (nothing is published).
@@ -488,11 +489,9 @@ def write_openvino(directory: str, module, mode: str, *, calibration_texts: Opti
     if mode == MODE_INT8:
         ids_model = quantize(ids_model, module.tokenizer, calibration_texts)
     model = text_model(module.tokenizer, ids_model)
+    # The mode travels in the IR: `compile_model` (and so the servable) sets its precision hint from
+    # it, as OVMS's config.json does; a plain `Core.compile_model` would run f32 as bf16 on AMX CPUs.
     model.set_rt_info(mode, ["albert_tf", "mode"])
-    hint = PRECISION_HINTS[mode]
-    if hint:
-        # Read by `Core.compile_model` (and so by OVMS) as properties of the compiled model.
-        model.set_rt_info(hint, ["runtime_options", "INFERENCE_PRECISION_HINT"])
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, MODEL_XML)
     # f32 weights: compressing to f16 would be a second, unrecorded rounding.
