@@ -15,7 +15,10 @@ The layout is TF Serving's: `<export_base>/<model_name>/<version>/` with
   With a `model.tflite` only the `tokens` request, which TF Serving replays on it too;
 * with `tflite=`, `model.tflite`: the `tokens` computation as a LiteRT model with builtin ops
   only, for TF Serving's `--prefer_tflite_model` (`albert_tf.export.tflite`), checked against the
-  `tokens` signature and described in `export.json`'s `tflite`.
+  `tokens` signature and described in `export.json`'s `tflite`;
+* with `openvino=`, the same version as an OpenVINO IR (raw text in) in OVMS's layout,
+  `<export_base>/openvino/<model_name>/<version>/` (`albert_tf.export.openvino`), checked against
+  the SavedModel and described in `export.json`'s `openvino`, and OVMS's `openvino/config.json`.
 
 A version is written into a hidden temporary directory inside `<export_base>/<model_name>/` (not
 an integer name, so TF Serving never loads it), checked (`albert_tf.export.compatibility`: ops,
@@ -251,8 +254,8 @@ def export_saved_model(
       An `ExportResult`.
 
     Raises:
-      ExportError: a bad name or version, an existing version, a failed check, or a TFLite
-        model that cannot be written (nothing is published then).
+      ExportError: a bad name or version, an existing version, a failed check, or a TFLite or
+        OpenVINO model that cannot be written or misses its tolerance (nothing is published then).
       TypeError: an unsupported model.
     """
     import tensorflow as tf
@@ -326,7 +329,7 @@ def export_saved_model(
             info["tflite"] = tflite_info
             file_io.atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         if openvino is not None:
-            # Entered last, so the IR is published just before the SavedModel and removed with it on failure.
+            # Entered last: the IR is published only after every check passed, just before the SavedModel.
             openvino_info = stack.enter_context(_openvino_beside(
                 staging, module, openvino, export_base, model_name, version, openvino_calibration, check_data))
     configs = serving_config.write_serving_configs(export_base, container_base, batching)
