@@ -1,54 +1,70 @@
 """The deployment frontier: dev accuracy against batch-1 latency and batch-32 throughput, per way of
-serving an ALBERT classifier, beside PyTorch.
+serving an ALBERT classifier, beside the runtimes a user would pick instead (PyTorch, ONNX Runtime,
+OpenVINO).
 
 Rows (each one a case timed in the same run, one request each in turn):
 
 * the teacher exported with `albert_tf.export.export_saved_model` (raw text in, tokenized in the
-  graph) in fp32 and bf16 (`mixed_bfloat16`), fixed-length (pads to the sequence length) and
-  length-aware (`length_bucket=16`, where the export has it), and as LiteRT dynamic-range int8
-  (`tflite="dynamic-int8"` + `albert_tf.export.tflite.TfliteModel`, where the export has it);
-* each student in fp32 (length-aware where available) and LiteRT int8;
-* PyTorch peers of every model: transformers' `AlbertModel` + the same head (the `[CLS]` pooler or
-  the masked mean, then the classifier), padding to the batch's longest text, tokenizing with
-  transformers' (Rust) ALBERT tokenizer built from the same SentencePiece model (the notes say on
-  how many texts its ids equal albert_tf's); fp32, `torch.autocast("cpu", torch.bfloat16)`
-  and `torch.ao.quantization.quantize_dynamic` int8. They get the albert_tf weights
-  (`albert_tf.checkpoints.huggingface.export_huggingface_weights`) where the encoder shares all its
-  blocks (the only scheme Hugging Face has); otherwise random weights of the same shapes (latency
-  only, said in the notes). PyTorch runs in a worker process of its own (its OpenMP threads and
-  TF's pools slow each other down in one process) with `torch.set_num_threads` = TF's intra-op
-  threads (`--threads`).
+  graph) in fp32 and bf16 (`precision="mixed_bfloat16"`), fixed-length (pads to the sequence
+  length) and length-aware (`length_bucket=16`, where the export has it), as LiteRT dynamic-range
+  int8 (`tflite="dynamic-int8"` + `albert_tf.export.tflite.TfliteModel`, where the export has it)
+  and as OpenVINO IR int8 / bf16 / f32 (`openvino=...`, raw text in, served by
+  `albert_tf.model_server.openvino_servable.OpenVinoServable`, where the export has it; else a note);
+* each student in fp32 (length-aware where available), LiteRT int8 and OpenVINO int8 (the fast paths);
+* peers (`frontier_peers.py`, each runtime in a worker process of its own, `--threads` threads):
+  PyTorch of every model (transformers' `AlbertModel` + the same head; fp32, bf16 autocast, dynamic
+  int8); ONNX Runtime fp32 and dynamic int8 (after `quant_pre_process`) and OpenVINO f32, bf16 and
+  NNCF int8 (calibrated on RT training texts) of the teacher, from its `torch.onnx.export`. They
+  get the albert_tf weights (`albert_tf.checkpoints.huggingface.export_huggingface_weights`) where
+  the encoder shares all its blocks (the only scheme Hugging Face has); otherwise random weights of
+  the same shapes (latency only, said in the notes). Peers tokenize with transformers' ALBERT
+  tokenizer built from the same SentencePiece model (the notes say on how many texts its ids equal
+  albert_tf's) outside the timed call and pad each batch to its longest text.
+
+Every table prints the precision each case actually ran in (TF: the SavedModel's variable dtypes;
+OpenVINO: the compiled model's ops counted by `runtimePrecision`; ONNX Runtime: int8 and float
+MatMuls; PyTorch: the autocast dtype and the quantized Linears), the CPU's ISA and every version.
 
 Accuracy: with `--teacher DIR` / `--student DIR` (model directories written by `albert-tf
 finetune` / `albert-tf distill`), every row's accuracy on `--dev` (default the Rotten Tomatoes dev
 set) is measured through that row's own path (fp32, bf16, int8 each predicted, none copied).
 Without them, `--shapes` builds random-weight classifiers (latency only, accuracy blank): by default
 the ALBERT-base teacher (12 x 768, E 128) and the students `shared:6` (the one shared 768 block
-applied 6 times), 6 x 384 and 4 x 312 (heads of 64, 312 with 12 heads; feed-forward 4 x hidden),
-with a SentencePiece model of `--vocab-size` (default 2,000) trained on the RT training texts.
+applied 6 times), 6 x 384, 4 x 312 and 2 x 128 (heads of 64, 312 with 12 heads; feed-forward 4 x
+hidden), with a SentencePiece model of `--vocab-size` (default 2,000) trained on the RT training texts.
 
 Traffic: the RT dev texts, the Chinese reviews (zh/sentiment_{pos,neg}.txt) and full windows
 (texts of 200+ words, cut to the sequence length), `--texts` of each. Batch 1: p50/p90 latency of a
 request; batch 32: texts/s. All cases of one traffic set and batch size are interleaved (one request
 each in turn, the order reversed every round, all on the same request) until each has at least
 `--min-seconds` and `--min-requests`. Ratios: against the fixed-length fp32 teacher export and the
-best PyTorch case of the same traffic and batch size (any model; and the same model's).
+best peer case of the same traffic and batch size (any model; and the same model's).
+
+Targets (issue 38; a block under the table, on the RT dev traffic, each a ratio of two rows of the
+run: met / not met / not measured): (i) the bf16 SavedModel against PyTorch bf16, batch 1 >= 1.0x
+and batch 32 >= 1.5x; (ii) our OpenVINO int8 against the OpenVINO int8 peer, batch 1 and 32 >=
+1.0x, its dev accuracy within 0.5 point of fp32; (iii) the fastest of our rows at >= 97 % of the
+teacher's fp32 dev accuracy against the OpenVINO int8 peer, batch 1 and 32 >= 1.0x.
 
 Bad arguments or input files end with one `error:` line and exit status 2.
 
-Writes `<out>.md` (header: CPU model, ISA flags, threads, versions), `<out>.jsonl` (one record per
-row, traffic and batch size) and `<out>.png` (accuracy against batch-1 p50 and batch-32 texts/s on
-the RT dev traffic; the parameter count instead where accuracy is blank).
+Writes `<out>.md` (header: CPU model, ISA flags, threads, versions; the table, the targets, the
+precisions, notes and the command that reproduces it), `<out>.jsonl` (one record per row, traffic
+and batch size) and `<out>.png` (accuracy against batch-1 p50 and batch-32 texts/s on the RT dev
+traffic; the parameter count instead where accuracy is blank).
 
-    PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --quick   # functional check, ~1 min
+    PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --quick   # functional check, ~2 min
     PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --shapes --min-seconds 10
     PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --teacher rt/teacher \\
         --student rt/student_shared6 --student rt/student_6x384 --min-seconds 10
 
-torch and transformers are benchmark-only peers (never dependencies): install them beside the venv
-(`.venv/bin/pip install --target ../torchsite --no-deps torch==2.13.0+cpu transformers==5.18.0 sympy
-mpmath networkx`, the CPU wheel from a local wheel directory or PyTorch's CPU index, see serving.py) and
-put them on PYTHONPATH; without them the PyTorch rows are skipped with a note.
+The peers are benchmark-only (never dependencies): install them beside the venv, leaving its numpy
+and protobuf alone (`.venv/bin/pip install --target ../torchsite --no-deps torch==2.13.0+cpu
+transformers==5.25.0 tokenizers huggingface_hub onnx==1.23.2 onnxruntime==1.32.0 sympy mpmath
+networkx`, the CPU wheel from a local wheel directory or PyTorch's CPU index, see serving.py) and put
+them on PYTHONPATH; openvino, nncf and openvino-tokenizers come from the project's `[openvino]`
+extra (`pip install -e '.[openvino]'`). A runtime that is not importable has its rows skipped with
+a note (the ONNX Runtime and OpenVINO peers also need torch: they start from its ONNX export).
 """
 
 from __future__ import annotations
@@ -80,7 +96,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 SAMPLE_RT = REPO / "albert_tf" / "resources" / "sample" / "rotten_tomatoes"
 RESULTS = REPO / "benchmarks" / "results"
-DEFAULT_SHAPES = "teacher=12x768,shared:6,6x384,4x312"
+DEFAULT_SHAPES = "teacher=12x768,shared:6,6x384,4x312,2x128"
 QUICK_SHAPES = "teacher=2x64,shared:1,1x32"
 LENGTH_BUCKET = 16
 EVAL_BATCH = 32
@@ -244,14 +260,14 @@ def train_traffic_spm(work: str, rows, vocab_size: int) -> str:
 
 def export_features() -> dict:
     """Which optional `export_saved_model` arguments this checkout has (`length_bucket`, `tflite`,
-    `openvino` with its servable and `openvino` itself importable, `check_data`)."""
+    `openvino` with its servable and `openvino` itself importable, `openvino_calibration`)."""
     from albert_tf.export.saved_model import export_saved_model
 
     parameters = inspect.signature(export_saved_model).parameters
     openvino = ("openvino" in parameters and importlib.util.find_spec("openvino") is not None
                 and importlib.util.find_spec("albert_tf.model_server.openvino_servable") is not None)
     return {"length_bucket": "length_bucket" in parameters, "tflite": "tflite" in parameters,
-            "openvino": openvino, "check_data": "check_data" in parameters}
+            "openvino": openvino, "openvino_calibration": "openvino_calibration" in parameters}
 
 
 def variable_dtypes(path: str) -> str:
@@ -315,16 +331,15 @@ class OpenVinoCase:
 
         self._np = np
         self.servable = OpenVinoServable(version_dir, num_threads=threads)
-        compiled = next((getattr(self.servable, a) for a in ("compiled_model", "compiled", "_compiled")
-                         if hasattr(self.servable, a)), None)
-        self.precision = frontier_peers.openvino_precisions(compiled) if compiled is not None else "OpenVINO IR"
+        compiled = self.servable.compiled
+        hint = compiled.get_property("INFERENCE_PRECISION_HINT")
+        self.precision = f"hint {getattr(hint, 'get_type_name', lambda: hint)()}: {frontier_peers.openvino_precisions(compiled)}"
 
     def predict(self, texts):
         text = self._np.array([t.encode("utf-8") for t in texts], dtype=object)
-        outputs = self.servable.run("serving_default", {"text": text})
-        if "label_id" in outputs:
-            return [int(i) for i in self._np.asarray(outputs["label_id"]).reshape(-1)]
-        return [int(i) for i in self._np.asarray(outputs["logits"]).argmax(-1)]
+        # label_id only: the string `label` output costs a conversion no row of the table needs.
+        outputs = self.servable.run("serving_default", {"text": text}, output_filter=("label_id",))
+        return [int(i) for i in self._np.asarray(outputs["label_id"]).reshape(-1)]
 
 
 def albert_tf_cases(source: Source, base: str, features: dict, threads: int, calibration: list, notes: list) -> list:
@@ -372,16 +387,17 @@ def albert_tf_cases(source: Source, base: str, features: dict, threads: int, cal
 def openvino_export_cases(source, layer, base, slug, features, threads, calibration, notes) -> list:
     """Our OpenVINO IR rows: int8, bf16 and f32 of the teacher; int8 (the fastest path) of a student."""
     from albert_tf.export.saved_model import export_saved_model
+    from albert_tf.model_server.servable import ServingError
 
     cases = []
     for kind in ("int8", "bf16", "f32") if source.role == "teacher" else ("int8",):
         log(f"exporting {source.name} OpenVINO {kind}")
-        kwargs = {"check_data": calibration} if features["check_data"] else {}
+        kwargs = {"openvino_calibration": calibration} if features["openvino_calibration"] else {}
         try:
             result = export_saved_model(source.model, layer, base, f"{slug}_ov_{kind}", labels=source.labels,
                                         check=False, openvino=kind, **kwargs)
             case = OpenVinoCase(result.path, threads)
-        except (ValueError, TypeError, OSError, RuntimeError) as e:
+        except (ServingError, ValueError, OSError, RuntimeError) as e:
             # The export target is new: one refusal must not lose the other rows of the run.
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             notes.append(f"{source.name}: no OpenVINO {kind} row: {first}")
@@ -389,75 +405,6 @@ def openvino_export_cases(source, layer, base, slug, features, threads, calibrat
         cases.append((dict(impl="albert_tf OpenVINO", precision="fp32" if kind == "f32" else kind, length="longest"),
                       case))
     return cases
-
-
-# --- peers ---------------------------------------------------------------------------------------------
-
-
-def peer_cases(sources, work: str, threads: int, calibration: list, notes: list) -> tuple:
-    """(workers, {name: (row fields, case)}): PyTorch for every model; ONNX Runtime and OpenVINO on
-    the teacher's ONNX export (the peers a user of the teacher would pick). Each runtime missing
-    here is said in the notes."""
-    missing = {runtime: frontier_peers.missing_modules(runtime) for runtime in frontier_peers.NEEDS}
-    if missing["torch"]:
-        notes.append("PyTorch rows skipped: torch / transformers are not importable (install them beside the venv "
-                     "and put them on PYTHONPATH, see the docstring); so are the ONNX Runtime and OpenVINO peers, "
-                     "which start from the PyTorch model")
-        return [], {}
-    specs = [frontier_peers.torch_spec(source, work, notes) for source in sources]
-    log("starting the PyTorch worker")
-    workers = [frontier_peers.PeerWorker("torch", {"models": specs, "threads": threads}, work)]
-    try:
-        onnx = os.path.join(work, "teacher.onnx")
-        if not (missing["onnxruntime"] and missing["openvino"]):
-            log("exporting the teacher's PyTorch peer to ONNX")
-            workers[0].ask({"op": "onnx", "model": specs[0]["name"], "path": onnx})
-        for runtime in ("onnxruntime", "openvino"):
-            if missing[runtime]:
-                notes.append(f"{runtime} peers skipped: {', '.join(missing[runtime])} not importable")
-                continue
-            log(f"starting the {runtime} worker (quantizing)")
-            spec = {"models": [dict(specs[0], onnx=onnx)], "threads": threads, "calibration_texts": calibration}
-            try:
-                workers.append(frontier_peers.PeerWorker(runtime, spec, work))
-            except RuntimeError as e:  # one runtime failing must not lose the others' rows
-                notes.append(f"{runtime} peers skipped: {e}")
-    except BaseException:
-        for worker in workers:
-            worker.close()
-        raise
-    by_source = {source.name: source for source in sources}
-    cases = {}
-    for worker in workers:
-        notes.extend(worker.notes)
-        rows = {row[0]: row for row in frontier_peers.ROWS[worker.runtime]}
-        for case in worker.cases:
-            model, variant = case.rsplit("/", 1)
-            _, impl, precision, label = rows[variant]
-            fields = dict(impl=impl, precision=precision, length="longest", model=model, source=by_source[model],
-                          runtime_precision=worker.precisions[case])
-            cases[f"{model} {label}"] = (fields, frontier_peers.PeerCase(worker, case))
-    return workers, cases
-
-
-def tokenizer_agreement(worker, source: Source, traffic: dict) -> str:
-    """The note on how many texts the peers' (transformers) ids equal albert_tf's."""
-    import tensorflow as tf
-
-    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
-
-    layer = AlbertTokenizerLayer.from_sentencepiece(source.spm, sequence_length=source.seq_len,
-                                                    lower_case=source.lower_case)
-    agreement = []
-    for traffic_name, texts in traffic.items():
-        hf_ids = worker.ask({"op": "ids", "model": source.name, "texts": texts})["ids"]
-        ours = layer(tf.constant(texts))
-        same = sum(list(ids) == [int(i) for i, m in zip(row, mask) if m]
-                   for ids, row, mask in zip(hf_ids, ours["input_ids"].numpy(), ours["input_mask"].numpy()))
-        agreement.append(f"{same} of {len(texts)} {traffic_name}")
-    return ("the peers tokenize with transformers' ALBERT tokenizer built from the same SentencePiece model "
-            f"(ids outside the timed call, each batch padded to its longest text): the same ids as albert_tf's "
-            f"for {', '.join(agreement)} texts")
 
 
 # --- measuring ---------------------------------------------------------------------------------------
@@ -863,12 +810,12 @@ def run(args, argv) -> int:
         if args.no_peers:
             notes.append("peer rows (PyTorch, ONNX Runtime, OpenVINO) left out (--no-peers)")
         else:
-            workers, peers = peer_cases(sources, work, args.threads, calibration, notes)
+            workers, peers = frontier_peers.peer_cases(sources, work, args.threads, calibration, notes)
             for name, (fields, case) in peers.items():
                 cases[name], meta[name] = case, fields
         try:
             if workers:
-                notes.append(tokenizer_agreement(workers[0], sources[0], traffic))
+                notes.append(frontier_peers.tokenizer_agreement(workers[0], sources[0], traffic))
             batches = [int(b) for b in args.batches.split(",")]
             records = measure(cases, meta, traffic, batches, dev_rows, args, date)
         finally:

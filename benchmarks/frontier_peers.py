@@ -18,8 +18,9 @@ pads each batch to its longest text, outside the timed call. Each worker reports
 it actually ran in (`precisions`) and its versions.
 
 The worker side runs as `python benchmarks/frontier_peers.py RUNTIME SPEC_JSON_FILE` and speaks one
-JSON line per request on stdin/stdout (`time`, `predict`, `ids`, `onnx`); `PeerWorker` and
-`PeerCase` are the benchmark's side.
+JSON line per request on stdin/stdout (`time`, `predict`, `ids`, `onnx`); the benchmark's side is
+`peer_cases` (starts the workers a checkout can run, says in the notes which it cannot),
+`PeerWorker` and `PeerCase`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ ROWS = {
                  ("int8", "OpenVINO", "int8", "int8 NNCF OpenVINO")],
 }
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def missing_modules(runtime: str) -> list:
@@ -135,6 +140,72 @@ class PeerCase:
 
     def predict(self, texts):
         return self.worker.ask({"op": "predict", "case": self.case, "texts": list(texts)})["pred"]
+
+
+def peer_cases(sources, work: str, threads: int, calibration: list, notes: list) -> tuple:
+    """(workers, {name: (row fields, case)}): PyTorch for every model; ONNX Runtime and OpenVINO on
+    the teacher's ONNX export (the peers a user of the teacher would pick). Each runtime missing
+    here is said in the notes."""
+    missing = {runtime: missing_modules(runtime) for runtime in NEEDS}
+    if missing["torch"]:
+        notes.append("PyTorch rows skipped: torch / transformers are not importable (install them beside the venv "
+                     "and put them on PYTHONPATH, see the docstring); so are the ONNX Runtime and OpenVINO peers, "
+                     "which start from the PyTorch model")
+        return [], {}
+    specs = [torch_spec(source, work, notes) for source in sources]
+    log("starting the PyTorch worker")
+    workers = [PeerWorker("torch", {"models": specs, "threads": threads}, work)]
+    try:
+        onnx = os.path.join(work, "teacher.onnx")
+        if not (missing["onnxruntime"] and missing["openvino"]):
+            log("exporting the teacher's PyTorch peer to ONNX")
+            workers[0].ask({"op": "onnx", "model": specs[0]["name"], "path": onnx})
+        for runtime in ("onnxruntime", "openvino"):
+            if missing[runtime]:
+                notes.append(f"{runtime} peers skipped: {', '.join(missing[runtime])} not importable")
+                continue
+            log(f"starting the {runtime} worker (quantizing)")
+            spec = {"models": [dict(specs[0], onnx=onnx)], "threads": threads, "calibration_texts": calibration}
+            try:
+                workers.append(PeerWorker(runtime, spec, work))
+            except RuntimeError as e:  # one runtime failing must not lose the others' rows
+                notes.append(f"{runtime} peers skipped: {e}")
+    except BaseException:
+        for worker in workers:
+            worker.close()
+        raise
+    by_source = {source.name: source for source in sources}
+    cases = {}
+    for worker in workers:
+        notes.extend(worker.notes)
+        rows = {row[0]: row for row in ROWS[worker.runtime]}
+        for case in worker.cases:
+            model, variant = case.rsplit("/", 1)
+            _, impl, precision, label = rows[variant]
+            fields = dict(impl=impl, precision=precision, length="longest", model=model, source=by_source[model],
+                          runtime_precision=worker.precisions[case])
+            cases[f"{model} {label}"] = (fields, PeerCase(worker, case))
+    return workers, cases
+
+
+def tokenizer_agreement(worker, source, traffic: dict) -> str:
+    """The note on how many texts the peers' (transformers) ids equal albert_tf's."""
+    import tensorflow as tf
+
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    layer = AlbertTokenizerLayer.from_sentencepiece(source.spm, sequence_length=source.seq_len,
+                                                    lower_case=source.lower_case)
+    agreement = []
+    for traffic_name, texts in traffic.items():
+        hf_ids = worker.ask({"op": "ids", "model": source.name, "texts": texts})["ids"]
+        ours = layer(tf.constant(texts))
+        same = sum(list(ids) == [int(i) for i, m in zip(row, mask) if m]
+                   for ids, row, mask in zip(hf_ids, ours["input_ids"].numpy(), ours["input_mask"].numpy()))
+        agreement.append(f"{same} of {len(texts)} {traffic_name}")
+    return ("the peers tokenize with transformers' ALBERT tokenizer built from the same SentencePiece model "
+            f"(ids outside the timed call, each batch padded to its longest text): the same ids as albert_tf's "
+            f"for {', '.join(agreement)} texts")
 
 
 # --- the workers' side: tokenizer and PyTorch --------------------------------------------------------

@@ -1,8 +1,9 @@
 """`benchmarks/deployment_frontier.py --quick` runs end to end and writes its table, JSON lines and plot.
 
 Two runs, each in a subprocess, writing under tmp_path (never into the repository): random-weight
-models of tiny shapes (latency only; the PyTorch rows where torch/transformers are importable, else
-the skip note), and a tiny fine-tuned model directory given as teacher and student (accuracy
+models of tiny shapes (latency only; the peer rows of each runtime importable here: PyTorch, ONNX
+Runtime, OpenVINO; else the skip note; the targets block, the precisions and the reproducing
+command), and a tiny fine-tuned model directory given as teacher and student (accuracy
 measured per row; the fp32 export must score what `predict_model_dir` predicts). No timing is
 asserted. Skips where the script is absent (the benchmarks are not part of the package).
 
