@@ -342,8 +342,10 @@ class OpenVinoCase:
         return [int(i) for i in self._np.asarray(outputs["label_id"]).reshape(-1)]
 
 
-def albert_tf_cases(source: Source, base: str, features: dict, threads: int, calibration: list, notes: list) -> list:
-    """[(row fields, case)] of one model: the exports its role asks for, those this checkout can make."""
+def albert_tf_cases(source: Source, base: str, features: dict, threads: int, calibration: list, notes: list,
+                    quick: bool = False) -> list:
+    """[(row fields, case)] of one model: the exports its role asks for, those this checkout can make
+    (`quick`: of the OpenVINO exports only the teacher's int8, which the targets need)."""
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
@@ -379,18 +381,19 @@ def albert_tf_cases(source: Source, base: str, features: dict, threads: int, cal
                           TfliteCase(path, layer, threads)))
     else:
         notes.append(f"{source.name}: no LiteRT int8 row (this checkout's export_saved_model has no `tflite`)")
-    if features["openvino"]:
-        cases += openvino_export_cases(source, layer, base, slug, features, threads, calibration, notes)
+    if features["openvino"] and (source.role == "teacher" or not quick):
+        kinds = ("int8",) if quick or source.role != "teacher" else ("int8", "bf16", "f32")
+        cases += openvino_export_cases(source, layer, base, slug, kinds, features, threads, calibration, notes)
     return cases
 
 
-def openvino_export_cases(source, layer, base, slug, features, threads, calibration, notes) -> list:
-    """Our OpenVINO IR rows: int8, bf16 and f32 of the teacher; int8 (the fastest path) of a student."""
+def openvino_export_cases(source, layer, base, slug, kinds, features, threads, calibration, notes) -> list:
+    """Our OpenVINO IR rows of `kinds` (int8, bf16 and f32 of the teacher; int8, the fast path, of a student)."""
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.model_server.servable import ServingError
 
     cases = []
-    for kind in ("int8", "bf16", "f32") if source.role == "teacher" else ("int8",):
+    for kind in kinds:
         log(f"exporting {source.name} OpenVINO {kind}")
         kwargs = {"openvino_calibration": calibration} if features["openvino_calibration"] else {}
         try:
@@ -796,13 +799,15 @@ def run(args, argv) -> int:
         if not features["length_bucket"]:
             notes.append("this checkout's export_saved_model has no `length_bucket`: no length-aware rows "
                          "(students exported fixed-length)")
+        if features["openvino"] and args.quick:
+            notes.append("--quick: of our OpenVINO exports only the teacher's int8")
         if not features["openvino"]:
             notes.append("no albert_tf OpenVINO rows: this checkout's export_saved_model has no `openvino=` "
                          "(or openvino / albert_tf.model_server.openvino_servable is not importable)")
         cases, meta = {}, {}
         base = os.path.join(work, "exports")
         for source in sources:
-            for fields, case in albert_tf_cases(source, base, features, args.threads, calibration, notes):
+            for fields, case in albert_tf_cases(source, base, features, args.threads, calibration, notes, args.quick):
                 name = f"{source.name} {fields['precision']} {fields['impl'].split()[-1]} {fields['length']}"
                 cases[name] = case
                 meta[name] = dict(fields, model=source.name, source=source, runtime_precision=case.precision)
