@@ -73,7 +73,6 @@ import argparse
 import collections
 import csv
 import datetime
-import importlib
 import importlib.util
 import inspect
 import json
@@ -333,7 +332,8 @@ class OpenVinoCase:
         self.servable = OpenVinoServable(version_dir, num_threads=threads)
         compiled = self.servable.compiled
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")
-        self.precision = f"hint {getattr(hint, 'get_type_name', lambda: hint)()}: {frontier_peers.openvino_precisions(compiled)}"
+        hint = hint.get_type_name() if hasattr(hint, "get_type_name") else hint
+        self.precision = f"hint {hint}: {frontier_peers.openvino_precisions(compiled)}"
 
     def predict(self, texts):
         text = self._np.array([t.encode("utf-8") for t in texts], dtype=object)
