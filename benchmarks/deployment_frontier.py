@@ -1,67 +1,84 @@
 """The deployment frontier: dev accuracy against batch-1 latency and batch-32 throughput, per way of
-serving an ALBERT classifier, beside PyTorch.
+serving an ALBERT classifier, beside the runtimes a user would pick instead (PyTorch, ONNX Runtime,
+OpenVINO).
 
 Rows (each one a case timed in the same run, one request each in turn):
 
 * the teacher exported with `albert_tf.export.export_saved_model` (raw text in, tokenized in the
-  graph) in fp32 and bf16 (`mixed_bfloat16`), fixed-length (pads to the sequence length) and
-  length-aware (`length_bucket=16`, where the export has it), and as LiteRT dynamic-range int8
-  (`tflite="dynamic-int8"` + `albert_tf.export.tflite.TfliteModel`, where the export has it);
-* each student in fp32 (length-aware where available) and LiteRT int8;
-* PyTorch peers of every model: transformers' `AlbertModel` + the same head (the `[CLS]` pooler or
-  the masked mean, then the classifier), padding to the batch's longest text, tokenizing with
-  transformers' (Rust) ALBERT tokenizer built from the same SentencePiece model (the notes say on
-  how many texts its ids equal albert_tf's); fp32, `torch.autocast("cpu", torch.bfloat16)`
-  and `torch.ao.quantization.quantize_dynamic` int8. They get the albert_tf weights
-  (`albert_tf.checkpoints.huggingface.export_huggingface_weights`) where the encoder shares all its
-  blocks (the only scheme Hugging Face has); otherwise random weights of the same shapes (latency
-  only, said in the notes). PyTorch runs in a worker process of its own (its OpenMP threads and
-  TF's pools slow each other down in one process) with `torch.set_num_threads` = TF's intra-op
-  threads (`--threads`).
+  graph) in fp32 and bf16 (`precision="mixed_bfloat16"`), fixed-length (pads to the sequence
+  length) and length-aware (`length_bucket=16`, where the export has it), as LiteRT dynamic-range
+  int8 (`tflite="dynamic-int8"` + `albert_tf.export.tflite.TfliteModel`, where the export has it)
+  and as OpenVINO IR int8 / bf16 / f32 (`openvino=...`, raw text in, served by
+  `albert_tf.model_server.openvino_servable.OpenVinoServable`, where the export has it; else a note);
+* each student in fp32 (length-aware where available), LiteRT int8 and OpenVINO int8 (the fast paths);
+* peers (`frontier_peers.py`, each runtime in a worker process of its own, `--threads` threads):
+  PyTorch of every model (transformers' `AlbertModel` + the same head; fp32, bf16 autocast, dynamic
+  int8); ONNX Runtime fp32 and dynamic int8 (after `quant_pre_process`) and OpenVINO f32, bf16 and
+  NNCF int8 (calibrated on RT training texts) of the teacher, from its `torch.onnx.export`. They
+  get the albert_tf weights (`albert_tf.checkpoints.huggingface.export_huggingface_weights`) where
+  the encoder shares all its blocks (the only scheme Hugging Face has); otherwise random weights of
+  the same shapes (latency only, said in the notes). Peers tokenize with transformers' ALBERT
+  tokenizer built from the same SentencePiece model (the notes say on how many texts its ids equal
+  albert_tf's) outside the timed call and pad each batch to its longest text.
+
+Every table prints the precision each case actually ran in (TF: the SavedModel's variable dtypes;
+OpenVINO: the compiled model's ops counted by `runtimePrecision`; ONNX Runtime: int8 and float
+MatMuls; PyTorch: the autocast dtype and the quantized Linears), the CPU's ISA and every version.
 
 Accuracy: with `--teacher DIR` / `--student DIR` (model directories written by `albert-tf
 finetune` / `albert-tf distill`), every row's accuracy on `--dev` (default the Rotten Tomatoes dev
 set) is measured through that row's own path (fp32, bf16, int8 each predicted, none copied).
 Without them, `--shapes` builds random-weight classifiers (latency only, accuracy blank): by default
 the ALBERT-base teacher (12 x 768, E 128) and the students `shared:6` (the one shared 768 block
-applied 6 times), 6 x 384 and 4 x 312 (heads of 64, 312 with 12 heads; feed-forward 4 x hidden),
-with a SentencePiece model of `--vocab-size` (default 2,000) trained on the RT training texts.
+applied 6 times), 6 x 384, 4 x 312 and 2 x 128 (heads of 64, 312 with 12 heads; feed-forward 4 x
+hidden), with a SentencePiece model of `--vocab-size` (default 2,000) trained on the RT training texts.
 
 Traffic: the RT dev texts, the Chinese reviews (zh/sentiment_{pos,neg}.txt) and full windows
 (texts of 200+ words, cut to the sequence length), `--texts` of each. Batch 1: p50/p90 latency of a
 request; batch 32: texts/s. All cases of one traffic set and batch size are interleaved (one request
 each in turn, the order reversed every round, all on the same request) until each has at least
 `--min-seconds` and `--min-requests`. Ratios: against the fixed-length fp32 teacher export and the
-best PyTorch case of the same traffic and batch size (any model; and the same model's).
+best peer case of the same traffic and batch size (any model; and the same model's).
+
+Targets (issue 38; a block under the table, on the RT dev traffic, each a ratio of two rows of the
+run: met / not met / not measured): (i) the bf16 SavedModel against PyTorch bf16, batch 1 >= 1.0x
+and batch 32 >= 1.5x; (ii) our OpenVINO int8 against the OpenVINO int8 peer, batch 1 and 32 >=
+1.0x, its dev accuracy within 0.5 point of fp32; (iii) the fastest of our rows at >= 97 % of the
+teacher's fp32 dev accuracy against the OpenVINO int8 peer, batch 1 and 32 >= 1.0x.
 
 Bad arguments or input files end with one `error:` line and exit status 2.
 
-Writes `<out>.md` (header: CPU model, ISA flags, threads, versions), `<out>.jsonl` (one record per
-row, traffic and batch size) and `<out>.png` (accuracy against batch-1 p50 and batch-32 texts/s on
-the RT dev traffic; the parameter count instead where accuracy is blank).
+Writes `<out>.md` (header: CPU model, ISA flags, threads, versions; the table, the targets, the
+precisions, notes and the command that reproduces it), `<out>.jsonl` (one record per row, traffic
+and batch size) and `<out>.png` (accuracy against batch-1 p50 and batch-32 texts/s on the RT dev
+traffic; the parameter count instead where accuracy is blank).
 
-    PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --quick   # functional check, ~1 min
+    PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --quick   # functional check, ~2 min
     PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --shapes --min-seconds 10
     PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py --teacher rt/teacher \\
         --student rt/student_shared6 --student rt/student_6x384 --min-seconds 10
 
-torch and transformers are benchmark-only peers (never dependencies): install them beside the venv
-(`.venv/bin/pip install --target ../torchsite --no-deps torch==2.13.0+cpu transformers==5.18.0 sympy
-mpmath networkx`, the CPU wheel from a local wheel directory or PyTorch's CPU index, see serving.py) and
-put them on PYTHONPATH; without them the PyTorch rows are skipped with a note.
+The peers are benchmark-only (never dependencies): install them beside the venv, leaving its numpy
+and protobuf alone (`.venv/bin/pip install --target ../torchsite --no-deps torch==2.13.0+cpu
+transformers==5.25.0 tokenizers huggingface_hub onnx==1.23.2 onnxruntime==1.32.0 sympy mpmath
+networkx`, the CPU wheel from a local wheel directory or PyTorch's CPU index, see serving.py) and put
+them on PYTHONPATH; openvino, nncf and openvino-tokenizers come from the project's `[openvino]`
+extra (`pip install -e '.[openvino]'`). A runtime that is not importable has its rows skipped with
+a note (the ONNX Runtime and OpenVINO peers also need torch: they start from its ONNX export).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import collections
 import csv
 import datetime
+import importlib.util
 import inspect
 import json
 import os
 import random
-import subprocess
+import shlex
 import sys
 import tempfile
 import time
@@ -72,15 +89,17 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import bench_common  # noqa: E402
+import frontier_peers  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 SAMPLE_RT = REPO / "albert_tf" / "resources" / "sample" / "rotten_tomatoes"
 RESULTS = REPO / "benchmarks" / "results"
-DEFAULT_SHAPES = "teacher=12x768,shared:6,6x384,4x312"
+DEFAULT_SHAPES = "teacher=12x768,shared:6,6x384,4x312,2x128"
 QUICK_SHAPES = "teacher=2x64,shared:1,1x32"
 LENGTH_BUCKET = 16
 EVAL_BATCH = 32
+TRAFFIC = ("rt-dev", "zh-reviews", "full-128")
 
 
 class InputError(ValueError):
@@ -224,20 +243,6 @@ def random_sources(shapes: str, spm: str, vocab_size: int, seq_len: int) -> list
     return sources
 
 
-def bf16_copy(model):
-    """The classifier rebuilt under `mixed_bfloat16` with the same (float32-stored) weights."""
-    import numpy as np
-
-    from albert_tf import AlbertEncoder
-    from albert_tf.tasks.classification import build_task_model
-
-    encoder = AlbertEncoder.from_albert_config(model.encoder.to_albert_config(), dtype="mixed_bfloat16")
-    copy = build_task_model(encoder, model.num_labels, dropout=0.0, pooling=model.pooling)
-    copy({k: np.zeros((1, 8), "int32") for k in ("input_ids", "input_mask", "segment_ids")})
-    copy.set_weights(model.get_weights())
-    return copy
-
-
 def train_traffic_spm(work: str, rows, vocab_size: int) -> str:
     """A SentencePiece model of about `vocab_size` pieces on the training texts (random-weight mode)."""
     from albert_tf.tokenization.sentencepiece_vocab import train_sentencepiece
@@ -253,11 +258,24 @@ def train_traffic_spm(work: str, rows, vocab_size: int) -> str:
 
 
 def export_features() -> dict:
-    """Which optional `export_saved_model` arguments this checkout has (`length_bucket`, `tflite`)."""
+    """Which optional `export_saved_model` arguments this checkout has (`length_bucket`, `tflite`,
+    `openvino` with its servable and `openvino` itself importable, `openvino_calibration`)."""
     from albert_tf.export.saved_model import export_saved_model
 
     parameters = inspect.signature(export_saved_model).parameters
-    return {"length_bucket": "length_bucket" in parameters, "tflite": "tflite" in parameters}
+    openvino = ("openvino" in parameters and importlib.util.find_spec("openvino") is not None
+                and importlib.util.find_spec("albert_tf.model_server.openvino_servable") is not None)
+    return {"length_bucket": "length_bucket" in parameters, "tflite": "tflite" in parameters,
+            "openvino": openvino, "openvino_calibration": "openvino_calibration" in parameters}
+
+
+def variable_dtypes(path: str) -> str:
+    """`float32 25, bfloat16 3 variables`: what a SavedModel stores its weights in (its checkpoint)."""
+    import tensorflow as tf
+
+    dtypes = tf.train.load_checkpoint(os.path.join(path, "variables", "variables")).get_variable_to_dtype_map()
+    counts = collections.Counter(dtype.name for name, dtype in dtypes.items() if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
+    return ", ".join(f"{dtype} {n}" for dtype, n in counts.most_common()) + " variables"
 
 
 class SavedModelCase:
@@ -271,6 +289,7 @@ class SavedModelCase:
         self._tf = tf
         self.loaded = tf.saved_model.load(path)
         self.fn = self.loaded.signatures["serving_default"]
+        self.precision = variable_dtypes(path)
 
     def predict(self, texts):
         return [int(i) for i in self.fn(text=self._tf.constant(texts))["label_id"].numpy()]
@@ -281,6 +300,7 @@ class TfliteCase:
     its longest text rounded up to `LENGTH_BUCKET` (as the length-aware export pads)."""
 
     runs_here = True
+    precision = "dynamic-range int8 weights, float32 activations (LiteRT)"
 
     def __init__(self, path: str, layer, threads: int):
         import tensorflow as tf
@@ -297,36 +317,59 @@ class TfliteCase:
         return [int(i) for i in self.model(features)["logits"].argmax(-1)]
 
 
-def albert_tf_cases(source: Source, base: str, features: dict, threads: int, notes: list) -> list:
-    """[(row fields, case)] of one model: the exports its role asks for, those this checkout can make."""
+class OpenVinoCase:
+    """Our OpenVINO IR export (raw text in: openvino-tokenizers in the IR) through the model server's
+    `OpenVinoServable`, fed as the server feeds it (an object array of UTF-8 bytes)."""
+
+    runs_here = True
+
+    def __init__(self, version_dir: str, threads: int):
+        import numpy as np
+
+        from albert_tf.model_server.openvino_servable import OpenVinoServable
+
+        self._np = np
+        self.servable = OpenVinoServable(version_dir, num_threads=threads)
+        compiled = self.servable.compiled
+        hint = compiled.get_property("INFERENCE_PRECISION_HINT")
+        hint = hint.get_type_name() if hasattr(hint, "get_type_name") else hint
+        self.precision = f"hint {hint}: {frontier_peers.openvino_precisions(compiled)}"
+
+    def predict(self, texts):
+        text = self._np.array([t.encode("utf-8") for t in texts], dtype=object)
+        # label_id only: the string `label` output costs a conversion no row of the table needs.
+        outputs = self.servable.run("serving_default", {"text": text}, output_filter=("label_id",))
+        return [int(i) for i in self._np.asarray(outputs["label_id"]).reshape(-1)]
+
+
+def albert_tf_cases(source: Source, base: str, features: dict, threads: int, calibration: list, notes: list,
+                    quick: bool = False) -> list:
+    """[(row fields, case)] of one model: the exports its role asks for, those this checkout can make
+    (`quick`: of the OpenVINO exports only the teacher's int8, which the targets need)."""
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
     layer = AlbertTokenizerLayer.from_sentencepiece(source.spm, sequence_length=source.seq_len,
                                                     lower_case=source.lower_case)
-    variants = []  # (precision, length mode, model)
+    lengths = ["fixed"] + (["length-aware"] if features["length_bucket"] else [])
     if source.role == "teacher":
-        bf16 = bf16_copy(source.model)
-        variants += [("fp32", "fixed", source.model), ("bf16", "fixed", bf16)]
-        if features["length_bucket"]:
-            variants += [("fp32", "length-aware", source.model), ("bf16", "length-aware", bf16)]
+        variants = [(precision, length) for length in lengths for precision in ("fp32", "bf16")]
     else:
-        variants.append(("fp32", "length-aware" if features["length_bucket"] else "fixed", source.model))
+        variants = [("fp32", lengths[-1])]
     cases = []
     slug = source.name.replace(" ", "_").replace(":", "").replace("/", "_")
-    for precision, length, model in variants:
-        name = f"{slug}_{precision}_{length.replace('-', '')}"
-        kwargs = {}
+    for precision, length in variants:
+        kwargs = {"precision": "mixed_bfloat16" if precision == "bf16" else None}
         if features["length_bucket"]:
             kwargs["length_bucket"] = LENGTH_BUCKET if length == "length-aware" else None
         log(f"exporting {source.name} {precision} {length}")
-        result = export_saved_model(model, layer, base, name, labels=source.labels, check=False, **kwargs)
+        result = export_saved_model(source.model, layer, base, f"{slug}_{precision}_{length.replace('-', '')}",
+                                    labels=source.labels, check=False, **kwargs)
         cases.append((dict(impl="albert_tf SavedModel", precision=precision, length=length), SavedModelCase(result.path)))
+    length_kwargs = {"length_bucket": LENGTH_BUCKET} if features["length_bucket"] else {}
     if features["tflite"]:
-        name = f"{slug}_int8"
         log(f"exporting {source.name} LiteRT dynamic-int8")
-        length_kwargs = {"length_bucket": LENGTH_BUCKET} if features["length_bucket"] else {}
-        result = export_saved_model(source.model, layer, base, name, labels=source.labels, check=False,
+        result = export_saved_model(source.model, layer, base, f"{slug}_int8", labels=source.labels, check=False,
                                     tflite="dynamic-int8", **length_kwargs)
         from albert_tf.export.tflite import TFLITE_FILE
 
@@ -338,179 +381,33 @@ def albert_tf_cases(source: Source, base: str, features: dict, threads: int, not
                           TfliteCase(path, layer, threads)))
     else:
         notes.append(f"{source.name}: no LiteRT int8 row (this checkout's export_saved_model has no `tflite`)")
+    if features["openvino"] and (source.role == "teacher" or not quick):
+        kinds = ("int8",) if quick or source.role != "teacher" else ("int8", "bf16", "f32")
+        cases += openvino_export_cases(source, layer, base, slug, kinds, features, threads, calibration, notes)
     return cases
 
 
-# --- PyTorch peers -----------------------------------------------------------------------------------
+def openvino_export_cases(source, layer, base, slug, kinds, features, threads, calibration, notes) -> list:
+    """Our OpenVINO IR rows of `kinds` (int8, bf16 and f32 of the teacher; int8, the fast path, of a student)."""
+    from albert_tf.export.saved_model import export_saved_model
+    from albert_tf.model_server.servable import ServingError
 
-
-def torch_available() -> bool:
-    try:
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def torch_spec(source: Source, work: str, notes: list) -> dict:
-    """What the worker needs for one model: the Hugging Face config, the converted weights (or
-    None: random init of the same shapes) and the head."""
-    import numpy as np
-
-    from albert_tf.checkpoints.huggingface import config_to_huggingface, export_huggingface_weights
-
-    config = source.config
-    hf_config = config_to_huggingface(config.replace(sharing="all"))
-    hf_config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    weights = None
-    if config.sharing == "all":
-        tensors = export_huggingface_weights(source.model.encoder)
-        if "encoder.embedding_hidden_mapping_in.weight" not in tensors:
-            # E == H: albert_tf has no projection, Hugging Face always one; the identity is exact.
-            tensors["encoder.embedding_hidden_mapping_in.weight"] = np.eye(config.hidden_size, dtype=np.float32)
-            tensors["encoder.embedding_hidden_mapping_in.bias"] = np.zeros(config.hidden_size, np.float32)
-        kernel, bias = (np.asarray(w) for w in source.model.head.get_weights())
-        tensors["classifier.weight"], tensors["classifier.bias"] = np.ascontiguousarray(kernel.T), bias
-        weights = os.path.join(work, f"torch_{len(os.listdir(work))}.npz")
-        np.savez(weights, **tensors)
-    else:
-        hf_config.update(num_hidden_groups=config.num_hidden_layers)
-        notes.append(f"{source.name}: sharing={config.sharing!r} has no Hugging Face form; its PyTorch peers have "
-                     f"random weights of the same shapes (latency only)")
-    return {"name": source.name, "config": hf_config, "weights": weights, "pooling": source.model.pooling,
-            "num_labels": source.model.num_labels, "spm": source.spm, "lower_case": source.lower_case,
-            "max_length": source.seq_len}
-
-
-def _torch_models(spec: dict):
-    """{precision: (forward, autocast)} of one model spec, in the worker."""
-    import numpy as np
-    import torch
-    import transformers
-
-    class Classifier(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.albert = transformers.AlbertModel(transformers.AlbertConfig(**spec["config"]), add_pooling_layer=True)
-            self.classifier = torch.nn.Linear(spec["config"]["hidden_size"], spec["num_labels"])
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            out = self.albert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-            if spec["pooling"] == "mean":
-                mask = attention_mask.unsqueeze(-1).to(out.last_hidden_state.dtype)
-                pooled = (out.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1)
-            else:
-                pooled = out.pooler_output
-            return self.classifier(pooled)
-
-    model = Classifier().eval()
-    if spec["weights"]:
-        state = {k: torch.from_numpy(v) for k, v in np.load(spec["weights"]).items()}
-        state = {("classifier." + k[len("classifier."):] if k.startswith("classifier.") else "albert." + k): v
-                 for k, v in state.items()}
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        missing = [m for m in missing if not m.endswith("position_ids")]
-        if missing or unexpected:
-            raise RuntimeError(f"weights do not fit the PyTorch model: missing {missing}, unexpected {unexpected}")
-    int8 = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-    return {"fp32": (model, False), "bf16": (model, True), "int8": (int8, False)}
-
-
-def hf_tokenizer(spm: str, lower_case: bool):
-    """transformers' (Rust) ALBERT tokenizer of a SentencePiece file. transformers 5 no longer reads
-    the `.model` file itself (`vocab_file=` gives every piece as `<unk>`): it takes the pieces and
-    scores, read here with `sentencepiece`."""
-    import sentencepiece
-    import transformers
-
-    processor = sentencepiece.SentencePieceProcessor(model_file=spm)
-    vocab = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(processor.get_piece_size())]
-    if int(transformers.__version__.split(".")[0]) < 5:
-        return transformers.AlbertTokenizerFast(vocab_file=spm, do_lower_case=lower_case)
-    return transformers.AlbertTokenizer(vocab=vocab, do_lower_case=lower_case)
-
-
-def torch_worker(spec_json: str) -> int:
-    """The PyTorch side over a pipe: one JSON request per line (`time` a batch, `predict` texts)."""
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    import torch
-    import transformers
-
-    spec = json.loads(spec_json)
-    torch.set_num_threads(spec["threads"])
-    cases, tokenizers = {}, {}
-    for model_spec in spec["models"]:
-        tokenizers[model_spec["name"]] = (hf_tokenizer(model_spec["spm"], model_spec["lower_case"]),
-                                          model_spec["max_length"])
-        for precision, built in _torch_models(model_spec).items():
-            cases[f"{model_spec['name']}/{precision}"] = (model_spec["name"], *built)
-
-    def run(case, texts):
-        name, model, bf16 = cases[case]
-        tokenizer, max_length = tokenizers[name]
-        autocast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-        with torch.inference_mode(), autocast:
-            encoded = tokenizer(texts, padding="longest", truncation=True, max_length=max_length, return_tensors="pt",
-                                return_token_type_ids=True)
-            logits = model(encoded["input_ids"], encoded["attention_mask"], encoded["token_type_ids"])
-            return logits.float().argmax(-1).tolist()
-
-    print(json.dumps({"cases": list(cases), "versions": f"torch {torch.__version__}, transformers "
-                      f"{transformers.__version__}", "threads": torch.get_num_threads()}), flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
-        if request["op"] == "time":
-            start = time.perf_counter()
-            run(request["case"], request["texts"])
-            reply = {"s": time.perf_counter() - start}
-        elif request["op"] == "ids":
-            tokenizer, max_length = tokenizers[request["model"]]
-            reply = {"ids": tokenizer(request["texts"], truncation=True, max_length=max_length)["input_ids"]}
-        else:
-            texts = request["texts"]
-            reply = {"pred": [p for i in range(0, len(texts), EVAL_BATCH) for p in run(request["case"], texts[i:i + EVAL_BATCH])]}
-        print(json.dumps(reply), flush=True)
-    return 0
-
-
-class TorchWorker:
-    def __init__(self, specs, threads: int):
-        payload = json.dumps({"models": specs, "threads": threads})
-        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--torch-worker", payload],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("the PyTorch worker did not start (see its error above)")
-        ready = json.loads(line)
-        self.cases, self.versions, self.threads = ready["cases"], ready["versions"], ready["threads"]
-
-    def ask(self, request: dict) -> dict:
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("the PyTorch worker stopped")
-        return json.loads(line)
-
-    def close(self):
-        self.process.stdin.close()
-        self.process.wait(timeout=120)
-
-
-class TorchCase:
-    runs_here = False
-
-    def __init__(self, worker: TorchWorker, case: str):
-        self.worker, self.case = worker, case
-
-    def time(self, texts) -> float:
-        return self.worker.ask({"op": "time", "case": self.case, "texts": texts})["s"]
-
-    def predict(self, texts):
-        return self.worker.ask({"op": "predict", "case": self.case, "texts": list(texts)})["pred"]
+    cases = []
+    for kind in kinds:
+        log(f"exporting {source.name} OpenVINO {kind}")
+        kwargs = {"openvino_calibration": calibration} if features["openvino_calibration"] else {}
+        try:
+            result = export_saved_model(source.model, layer, base, f"{slug}_ov_{kind}", labels=source.labels,
+                                        check=False, openvino=kind, **kwargs)
+            case = OpenVinoCase(result.path, threads)
+        except (ServingError, ValueError, OSError, RuntimeError) as e:
+            # The export target is new: one refusal must not lose the other rows of the run.
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            notes.append(f"{source.name}: no OpenVINO {kind} row: {first}")
+            continue
+        cases.append((dict(impl="albert_tf OpenVINO", precision="fp32" if kind == "f32" else kind, length="longest"),
+                      case))
+    return cases
 
 
 # --- measuring ---------------------------------------------------------------------------------------
@@ -570,10 +467,14 @@ def ratio(value, reference, higher_is_better: bool):
     return value / reference if higher_is_better else reference / value
 
 
+def is_peer(record: dict) -> bool:
+    return not record["impl"].startswith("albert_tf")
+
+
 def add_ratios(records: list) -> None:
-    """Per traffic and batch size: against the fixed-length fp32 teacher export and the best
-    PyTorch case (any model, and the row's own model). Batch 1 compares p50 latency (reference /
-    row, so > 1 is faster), batch 32 texts/s (row / reference)."""
+    """Per traffic and batch size: against the fixed-length fp32 teacher export and the best peer
+    case (PyTorch, ONNX Runtime, OpenVINO: any model, and the row's own model). Batch 1 compares p50
+    latency (reference / row, so > 1 is faster), larger batches texts/s (row / reference)."""
     groups = {}
     for r in records:
         groups.setdefault((r["traffic"], r["batch"]), []).append(r)
@@ -583,29 +484,107 @@ def add_ratios(records: list) -> None:
         pick = max if higher else min
         teacher = [r for r in rows if r["role"] == "teacher" and r["impl"] == "albert_tf SavedModel"
                    and r["precision"] == "fp32" and r["length"] == "fixed"]
-        torch_rows = [r for r in rows if r["impl"].startswith("PyTorch")]
-        best = pick((r[key] for r in torch_rows), default=None)
+        peers = [r for r in rows if is_peer(r)]
+        best = pick((r[key] for r in peers), default=None)
         for r in rows:
             r["vs_teacher_fp32_fixed"] = ratio(r[key], teacher[0][key], higher) if teacher else None
-            r["vs_best_torch"] = ratio(r[key], best, higher) if best else None
-            own = pick((t[key] for t in torch_rows if t["model"] == r["model"]), default=None)
-            r["vs_best_torch_same_model"] = ratio(r[key], own, higher) if own else None
+            r["vs_best_peer"] = ratio(r[key], best, higher) if best else None
+            own = pick((t[key] for t in peers if t["model"] == r["model"]), default=None)
+            r["vs_best_peer_same_model"] = ratio(r[key], own, higher) if own else None
+
+
+def _find(rows, **fields):
+    """The row whose fields equal `fields`; a tuple value matches any of its items, the earlier preferred."""
+    matches = [r for r in rows
+               if all(r.get(k) in v if isinstance(v, tuple) else r.get(k) == v for k, v in fields.items())]
+    return min(matches, key=lambda r: [v.index(r[k]) for k, v in fields.items() if isinstance(v, tuple)],
+               default=None)
+
+
+def _speed(ours, peer, batch):
+    """(ours vs peer at `batch`: > 1 is faster, or None)."""
+    if not ours or not peer or batch not in ours or batch not in peer:
+        return None
+    key = "p50_ms" if batch == 1 else "texts_per_s"
+    return ratio(ours[batch].get(key), peer[batch].get(key), key == "texts_per_s")
+
+
+def targets(records: list, traffic: str = "rt-dev") -> list:
+    """Issue 38's targets on one traffic set, each a ratio of two rows of the same run:
+    [{"target", "measured", "met"}] (`met` None where a row or an accuracy is missing)."""
+    rows = [r for r in records if r["traffic"] == traffic]
+    if not rows:
+        return []
+    big = max(r["batch"] for r in rows)
+    by_case = {}
+    for r in rows:
+        by_case.setdefault(r["case"], {})[r["batch"]] = r
+    cases = [dict(next(iter(b.values())), by_batch=b) for b in by_case.values()]
+
+    def pick(**fields):
+        found = _find(cases, **fields)
+        return (found["case"], found["by_batch"]) if found else (None, None)
+
+    teacher = {"role": "teacher"}
+    out = []
+
+    def add(target, threshold, ours, peer, batch, extra_ok=True):
+        value = _speed(ours[1], peer[1], batch)
+        measured = "-" if value is None else f"{value:.2f}x ({ours[0]} vs {peer[0]})"
+        met = None if value is None or extra_ok is None else bool(value >= threshold and extra_ok)
+        out.append({"target": target, "measured": measured, "met": met})
+
+    bf16 = pick(**teacher, impl="albert_tf SavedModel", precision="bf16", length=("length-aware", "fixed"))
+    torch_bf16 = pick(**teacher, impl="PyTorch transformers", precision="bf16")
+    add("(i) bf16 SavedModel vs PyTorch bf16, batch 1 >= 1.0x", 1.0, bf16, torch_bf16, 1)
+    add(f"(i) bf16 SavedModel vs PyTorch bf16, batch {big} >= 1.5x", 1.5, bf16, torch_bf16, big)
+
+    fp32 = pick(**teacher, impl="albert_tf SavedModel", precision="fp32", length=("fixed", "length-aware"))
+    fp32_accuracy = next(iter(fp32[1].values())).get("accuracy") if fp32[1] else None
+    ov_int8 = pick(**teacher, impl="albert_tf OpenVINO", precision="int8")
+    ov_peer = pick(**teacher, impl="OpenVINO", precision="int8")
+    int8_accuracy = next(iter(ov_int8[1].values())).get("accuracy") if ov_int8[1] else None
+    close = None if fp32_accuracy is None or int8_accuracy is None else fp32_accuracy - int8_accuracy <= 0.005 + 1e-9
+    add("(ii) our OpenVINO int8 vs OpenVINO int8 peer, batch 1 >= 1.0x", 1.0, ov_int8, ov_peer, 1)
+    add(f"(ii) our OpenVINO int8 vs OpenVINO int8 peer, batch {big} >= 1.0x", 1.0, ov_int8, ov_peer, big)
+    out.append({"target": "(ii) our OpenVINO int8 dev accuracy within 0.5 point of the fp32 SavedModel",
+                "measured": "-" if close is None else f"{100 * int8_accuracy:.2f} vs {100 * fp32_accuracy:.2f}",
+                "met": close})
+
+    qualified = [c for c in cases if not is_peer(c) and fp32_accuracy is not None
+                 and c.get("accuracy") is not None and c["accuracy"] >= 0.97 * fp32_accuracy]
+    for batch, key, best in ((1, "p50_ms", min), (big, "texts_per_s", max)):
+        timed = [c for c in qualified if batch in c["by_batch"]]
+        point = best(timed, key=lambda c: c["by_batch"][batch][key]) if timed else None
+        ours = (point["case"], point["by_batch"]) if point else (None, None)
+        add(f"(iii) best point >= 97 % of the teacher's dev accuracy vs OpenVINO int8 peer, batch {batch} >= 1.0x",
+            1.0, ours, ov_peer, batch)
+    return out
+
+
+def targets_markdown(rows: list, traffic: str) -> list:
+    if not rows:
+        return []
+    status = {True: "met", False: "not met", None: "not measured"}
+    lines = ["", f"### Targets ({traffic} traffic; each a ratio of two rows of this run)", "",
+             "| target | measured | status |", "|---|---|---|"]
+    return lines + [f"| {t['target']} | {t['measured']} | {status[t['met']]} |" for t in rows]
 
 
 def _fmt(value, spec: str, suffix: str = "") -> str:
     return "-" if value is None else format(value, spec) + suffix
 
 
-def markdown(header: list, records: list, notes: list) -> str:
+def markdown(header: list, records: list, notes: list, target_rows=(), footer=()) -> str:
     lines = list(header)
     rows = {}
     for r in records:
         rows.setdefault(r["traffic"], {}).setdefault(r["case"], {})[r["batch"]] = r
     for traffic, cases in rows.items():
         lines += ["", f"### {traffic}", "",
-                  "| case | model | shape | dev accuracy | batch 1 p50 ms | batch 1 p90 ms | batch 32 texts/s "
-                  "| b1 vs teacher fp32 fixed | b32 vs teacher fp32 fixed | b1 vs best torch | b32 vs best torch "
-                  "| b1 vs own torch | b32 vs own torch |",
+                  "| case | model | shape | dev accuracy | batch 1 p50 ms | batch 1 p90 ms | batch N texts/s "
+                  "| b1 vs teacher fp32 fixed | bN vs teacher fp32 fixed | b1 vs best peer | bN vs best peer "
+                  "| b1 vs own peer | bN vs own peer |",
                   "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for case, by_batch in cases.items():
             one, big = by_batch.get(1, {}), by_batch.get(max(by_batch), {}) if max(by_batch) > 1 else {}
@@ -615,11 +594,18 @@ def markdown(header: list, records: list, notes: list) -> str:
                 f"| {_fmt(one.get('p50_ms'), '.1f')} | {_fmt(one.get('p90_ms'), '.1f')} "
                 f"| {_fmt(big.get('texts_per_s'), '.1f')} "
                 f"| {_fmt(one.get('vs_teacher_fp32_fixed'), '.2f', 'x')} | {_fmt(big.get('vs_teacher_fp32_fixed'), '.2f', 'x')} "
-                f"| {_fmt(one.get('vs_best_torch'), '.2f', 'x')} | {_fmt(big.get('vs_best_torch'), '.2f', 'x')} "
-                f"| {_fmt(one.get('vs_best_torch_same_model'), '.2f', 'x')} "
-                f"| {_fmt(big.get('vs_best_torch_same_model'), '.2f', 'x')} |")
+                f"| {_fmt(one.get('vs_best_peer'), '.2f', 'x')} | {_fmt(big.get('vs_best_peer'), '.2f', 'x')} "
+                f"| {_fmt(one.get('vs_best_peer_same_model'), '.2f', 'x')} "
+                f"| {_fmt(big.get('vs_best_peer_same_model'), '.2f', 'x')} |")
+    lines += list(target_rows)
+    precisions = {r["case"]: r.get("runtime_precision") for r in records if r.get("runtime_precision")}
+    if precisions:
+        lines += ["", "Precision each case ran in (OpenVINO: compiled ops by runtimePrecision; ONNX Runtime: "
+                      "MatMuls; PyTorch: autocast dtype / quantized Linears; TF: the SavedModel's variables):", ""]
+        lines += [f"- {case}: {precision}" for case, precision in precisions.items()]
     if notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+    lines += list(footer)
     return "\n".join(lines) + "\n"
 
 
@@ -663,10 +649,15 @@ def plot(records: list, path: str, title: str) -> None:
 # --- main --------------------------------------------------------------------------------------------
 
 
-def main(argv=None) -> int:
-    if argv is None and len(sys.argv) == 3 and sys.argv[1] == "--torch-worker":
-        return torch_worker(sys.argv[2])
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one `error:` line (exit 2), like the script's own."""
+
+    def error(self, message):
+        raise InputError(message)
+
+
+def parser_of() -> Parser:
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--teacher", help="the teacher's model directory (albert-tf finetune output)")
     parser.add_argument("--student", action="append", default=[],
                         help="a student's model directory, or NAME=DIR (repeatable; default name: the directory's)")
@@ -681,174 +672,203 @@ def main(argv=None) -> int:
     parser.add_argument("--min-seconds", type=float, default=10.0, help="timed seconds per case and batch size, at least")
     parser.add_argument("--min-requests", type=int, default=3)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
-                        help="TF intra-op threads = LiteRT threads = torch.set_num_threads (default: the usable cores)")
+                        help="intra-op threads of every runtime: TF, LiteRT, torch, ONNX Runtime, OpenVINO "
+                             "(default: the usable cores)")
     parser.add_argument("--seq-len", type=int, default=128, help="sequence length of --shapes models")
     parser.add_argument("--vocab-size", type=int, default=2000, help="SentencePiece size of --shapes models")
-    parser.add_argument("--traffic", help="comma-separated subset of rt-dev,zh-reviews,full-128")
-    parser.add_argument("--no-torch", action="store_true", help="leave the PyTorch rows out")
+    parser.add_argument("--calibration-texts", type=int, default=300,
+                        help="RT training texts the int8 OpenVINO exports (ours and the NNCF peer) calibrate on")
+    parser.add_argument("--traffic", help=f"comma-separated subset of {','.join(TRAFFIC)}")
+    parser.add_argument("--no-peers", "--no-torch", dest="no_peers", action="store_true",
+                        help="leave the peer rows out (PyTorch, ONNX Runtime, OpenVINO)")
     parser.add_argument("--out", help="output prefix (default benchmarks/results/deployment_frontier_<date>)")
     parser.add_argument("--quick", action="store_true",
                         help=f"functional check: {QUICK_SHAPES}, 16 texts, 0.2 s per case, batches 1 and 4")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return run(parser, args)
+        args = parser_of().parse_args(argv)
+        check_args(args)
+        return run(args, argv)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 
 
-def run(parser, args) -> int:
+def check_args(args) -> None:
+    """Refuses contradictory or out-of-range arguments (InputError) and applies `--quick`."""
     if args.teacher and args.shapes:
-        parser.error("give --teacher/--student model directories or --shapes, not both")
+        raise InputError("give --teacher/--student model directories or --shapes, not both")
     if args.student and not args.teacher:
-        parser.error("--student needs --teacher")
+        raise InputError("--student needs --teacher")
+    for name in ("texts", "min_requests", "threads", "seq_len", "vocab_size", "calibration_texts", "max_dev"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.min_seconds < 0:
+        raise InputError(f"--min-seconds must not be negative, got {args.min_seconds:g}")
+    batches = args.batches.split(",")
+    if not all(b.strip().isdigit() and int(b) > 0 for b in batches):
+        raise InputError(f"--batches takes positive integers separated by commas, got {args.batches!r}")
+    if args.traffic and not set(args.traffic.split(",")) <= set(TRAFFIC):
+        unknown = sorted(set(args.traffic.split(",")) - set(TRAFFIC))
+        raise InputError(f"--traffic: unknown traffic set {', '.join(unknown)} (known: {', '.join(TRAFFIC)})")
     if args.quick:
         args.shapes = None if args.teacher else args.shapes or QUICK_SHAPES
         args.texts, args.min_seconds, args.min_requests, args.batches = min(args.texts, 16), 0.2, 2, "1,4"
         args.max_dev = args.max_dev or 32
         args.vocab_size = min(args.vocab_size, 400)
+        args.calibration_texts = min(args.calibration_texts, 16)
     if not (args.teacher or args.shapes):
         args.shapes = DEFAULT_SHAPES
 
+
+def load_sources(args, rt: Path, work: str, notes: list) -> list:
+    if args.teacher:
+        sources = [model_dir_source(args.teacher, "teacher", "teacher")]
+        for item in args.student:
+            name, _, path = item.rpartition("=") if "=" in item and not os.path.exists(item) else ("", "", item)
+            sources.append(model_dir_source(path, "student", name or Path(path).name))
+        return sources
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    train = rt / "train.tsv" if (rt / "train.tsv").is_file() else SAMPLE_RT / "train.tsv"
+    log(f"training a {args.vocab_size}-piece SentencePiece model on {train}")
+    spm = train_traffic_spm(work, read_labelled_tsv(train), args.vocab_size)
+    pieces = AlbertTokenizerLayer.from_sentencepiece(spm, sequence_length=args.seq_len).vocab_size
+    notes.append("random weights (--shapes): latency only, no accuracy")
+    return random_sources(args.shapes, spm, pieces, args.seq_len)
+
+
+def measure(cases: dict, meta: dict, traffic: dict, batches: list, dev_rows, args, date: str) -> list:
+    """Each row's dev accuracy (through its own path; models with weights only), then the
+    interleaved timing of every case per traffic set and batch size: the records."""
+    accuracies = {}
+    for name, case in cases.items():
+        source = meta[name]["source"]
+        random_peer = not meta[name]["impl"].startswith("albert_tf") and source.config.sharing != "all"
+        if source.given and not random_peer:  # a peer of a model Hugging Face cannot hold has random weights
+            log(f"dev accuracy: {name}")
+            accuracies[name] = accuracy(case, dev_rows, source.labels)
+    records = []
+    for traffic_name, texts in traffic.items():
+        for batch in batches:
+            log(f"timing {len(cases)} cases on {traffic_name}, batch {batch}")
+            times = interleave(cases, requests_of(texts, batch), args.min_seconds, args.min_requests)
+            for name, seconds in times.items():
+                m = meta[name]
+                records.append({
+                    "date": date, "case": name, "model": m["model"], "role": m["source"].role,
+                    "shape": m["source"].shape, "params": m["source"].params, "impl": m["impl"],
+                    "precision": m["precision"], "length": m["length"], "runtime_precision": m["runtime_precision"],
+                    "traffic": traffic_name, "batch": batch, "p50_ms": 1000 * percentile(seconds, 50),
+                    "p90_ms": 1000 * percentile(seconds, 90), "texts_per_s": batch * len(seconds) / sum(seconds),
+                    "requests": len(seconds), "timed_s": sum(seconds), "accuracy": accuracies.get(name),
+                    "threads": args.threads, "quick": args.quick,
+                })
+    return records
+
+
+def run(args, argv) -> int:
     load_start = os.getloadavg()
     rt, zh = Path(args.data_root) / "en" / "rotten_tomatoes", Path(args.data_root) / "zh"
 
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    import keras
 
     dev_path = Path(args.dev) if args.dev else (rt / "dev.tsv" if (rt / "dev.tsv").is_file() else SAMPLE_RT / "dev.tsv")
     dev_rows = read_labelled_tsv(dev_path)[: args.max_dev]
+    train_path = rt / "train.tsv" if (rt / "train.tsv").is_file() else SAMPLE_RT / "train.tsv"
+    calibration = [text for _, text in read_labelled_tsv(train_path)][: args.calibration_texts]
     traffic = traffic_sets(dev_rows, args.texts, zh)
     if args.traffic:
-        wanted = args.traffic.split(",")
-        traffic = {k: v for k, v in traffic.items() if k in wanted}
+        traffic = {k: v for k, v in traffic.items() if k in args.traffic.split(",")}
     notes = []
     if "zh-reviews" not in traffic and not args.traffic:
         notes.append(f"no Chinese reviews under {zh}: that traffic set is left out")
-    batches = [int(b) for b in args.batches.split(",")]
     date = datetime.date.today().isoformat()
     out = args.out or str(RESULTS / f"deployment_frontier_{date}{'_quick' if args.quick else ''}")
 
     with tempfile.TemporaryDirectory(prefix="deployment-frontier-") as work:
-        if args.teacher:
-            sources = [model_dir_source(args.teacher, "teacher", "teacher")]
-            for item in args.student:
-                name, _, path = item.rpartition("=") if "=" in item and not os.path.exists(item) else ("", "", item)
-                sources.append(model_dir_source(path, "student", name or Path(path).name))
-        else:
-            train = rt / "train.tsv" if (rt / "train.tsv").is_file() else SAMPLE_RT / "train.tsv"
-            log(f"training a {args.vocab_size}-piece SentencePiece model on {train}")
-            spm = train_traffic_spm(work, read_labelled_tsv(train), args.vocab_size)
-            from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
-
-            pieces = AlbertTokenizerLayer.from_sentencepiece(spm, sequence_length=args.seq_len).vocab_size
-            sources = random_sources(args.shapes, spm, pieces, args.seq_len)
-            notes.append("random weights (--shapes): latency only, no accuracy")
+        sources = load_sources(args, rt, work, notes)
         features = export_features()
         if not features["length_bucket"]:
             notes.append("this checkout's export_saved_model has no `length_bucket`: no length-aware rows "
                          "(students exported fixed-length)")
+        if features["openvino"] and args.quick:
+            notes.append("--quick: of our OpenVINO exports only the teacher's int8")
+        if not features["openvino"]:
+            notes.append("no albert_tf OpenVINO rows: this checkout's export_saved_model has no `openvino=` "
+                         "(or openvino / albert_tf.model_server.openvino_servable is not importable)")
         cases, meta = {}, {}
         base = os.path.join(work, "exports")
         for source in sources:
-            for fields, case in albert_tf_cases(source, base, features, args.threads, notes):
+            for fields, case in albert_tf_cases(source, base, features, args.threads, calibration, notes, args.quick):
                 name = f"{source.name} {fields['precision']} {fields['impl'].split()[-1]} {fields['length']}"
-                cases[name], meta[name] = case, dict(fields, model=source.name, source=source)
-        worker = None
-        if args.no_torch:
-            notes.append("PyTorch rows left out (--no-torch)")
-        elif not torch_available():
-            notes.append("PyTorch rows skipped: torch / transformers are not importable (install them beside the "
-                         "venv and put them on PYTHONPATH, see the docstring)")
+                cases[name] = case
+                meta[name] = dict(fields, model=source.name, source=source, runtime_precision=case.precision)
+        workers = []
+        if args.no_peers:
+            notes.append("peer rows (PyTorch, ONNX Runtime, OpenVINO) left out (--no-peers)")
         else:
-            specs = [torch_spec(source, work, notes) for source in sources]
-            log("starting the PyTorch worker")
-            worker = TorchWorker(specs, args.threads)
-            for source in sources:
-                for precision, label in (("fp32", "fp32"), ("bf16", "bf16 autocast"), ("int8", "int8 quantize_dynamic")):
-                    name = f"{source.name} {label} PyTorch"
-                    cases[name] = TorchCase(worker, f"{source.name}/{precision}")
-                    meta[name] = dict(impl="PyTorch transformers", precision=precision, length="longest",
-                                      model=source.name, source=source)
-            from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
-
-            first = sources[0]
-            layer = AlbertTokenizerLayer.from_sentencepiece(first.spm, sequence_length=first.seq_len,
-                                                            lower_case=first.lower_case)
-            agreement = []
-            for traffic_name, texts in traffic.items():
-                hf_ids = worker.ask({"op": "ids", "model": first.name, "texts": texts})["ids"]
-                ours = layer(tf.constant(texts))
-                same = sum(list(ids) == [int(i) for i, m in zip(row, mask) if m]
-                           for ids, row, mask in zip(hf_ids, ours["input_ids"].numpy(), ours["input_mask"].numpy()))
-                agreement.append(f"{same} of {len(texts)} {traffic_name}")
-            notes.append("PyTorch tokenizes with transformers' ALBERT tokenizer built from the same SentencePiece "
-                         f"model: the same ids as albert_tf's for {', '.join(agreement)} texts")
+            workers, peers = frontier_peers.peer_cases(sources, work, args.threads, calibration, notes)
+            for name, (fields, case) in peers.items():
+                cases[name], meta[name] = case, fields
         try:
-            accuracies = {}
-            if any(s.given for s in sources):
-                for name, case in cases.items():
-                    log(f"dev accuracy: {name}")
-                    source = meta[name]["source"]
-                    if meta[name]["impl"].startswith("PyTorch") and source.config.sharing != "all":
-                        continue  # random weights: no accuracy to report
-                    accuracies[name] = accuracy(case, dev_rows, source.labels)
-            records = []
-            for traffic_name, texts in traffic.items():
-                for batch in batches:
-                    log(f"timing {len(cases)} cases on {traffic_name}, batch {batch}")
-                    times = interleave(cases, requests_of(texts, batch), args.min_seconds, args.min_requests)
-                    for name, seconds in times.items():
-                        m = meta[name]
-                        records.append({
-                            "date": date, "case": name, "model": m["model"], "role": m["source"].role,
-                            "shape": m["source"].shape, "params": m["source"].params, "impl": m["impl"],
-                            "precision": m["precision"], "length": m["length"], "traffic": traffic_name,
-                            "batch": batch, "p50_ms": 1000 * percentile(seconds, 50),
-                            "p90_ms": 1000 * percentile(seconds, 90), "texts_per_s": batch * len(seconds) / sum(seconds),
-                            "requests": len(seconds), "timed_s": sum(seconds), "accuracy": accuracies.get(name),
-                            "threads": args.threads, "quick": args.quick,
-                        })
+            if workers:
+                notes.append(frontier_peers.tokenizer_agreement(workers[0], sources[0], traffic))
+            batches = [int(b) for b in args.batches.split(",")]
+            records = measure(cases, meta, traffic, batches, dev_rows, args, date)
         finally:
-            if worker is not None:
+            for worker in workers:
                 worker.close()
+    report(args, argv, records, notes, sources, workers, traffic, dev_path, dev_rows, load_start, out, date)
+    return 0
+
+
+def report(args, argv, records, notes, sources, workers, traffic, dev_path, dev_rows, load_start, out, date) -> None:
+    """Prints and writes the table (header, rows, targets, precisions, notes, the reproducing
+    command), the JSON lines and the plot."""
+    import keras
+    import tensorflow as tf
 
     add_ratios(records)
     cores = len(os.sched_getaffinity(0))
     busiest = max(load_start[0], os.getloadavg()[0])
     if busiest > cores:
         notes.append(f"the machine was busy (load average up to {busiest:.1f} on {cores} usable cores): shared cores slow "
-                     f"PyTorch's spin-waiting OpenMP threads most (2 threads measured ~10x slower than 1 here); "
+                     f"the peers' spin-waiting OpenMP threads most (2 threads measured ~10x slower than 1 here); "
                      f"rerun on an idle machine before reading the ratios")
     isa = bench_common.cpu_isa()
     versions = [f"TF {tf.__version__}", f"keras {keras.__version__}"]
-    try:
-        import ai_edge_litert
-
-        versions.append(f"ai-edge-litert {getattr(ai_edge_litert, '__version__', '?')}")
-    except ImportError:
-        pass
-    if worker is not None:
-        versions.append(worker.versions)
-    inter = tf.config.threading.get_inter_op_parallelism_threads()
+    for module, label in (("ai_edge_litert", "ai-edge-litert"), ("openvino", "openvino (ours)")):
+        if importlib.util.find_spec(module) is not None:
+            versions.append(f"{label} {getattr(importlib.import_module(module), '__version__', '?')}")
+    versions += [worker.versions for worker in workers]
+    threads = "; ".join(f"{w.runtime} {w.threads}" for w in workers) or "no peers"
     header = [
         f"## Deployment frontier ({date}{', --quick' if args.quick else ''})", "",
         f"CPU: {isa['model']}; ISA: {', '.join(isa['flags']) or 'none of the listed'}"
-        f" (not: {', '.join(isa['missing']) or '-'}); {len(os.sched_getaffinity(0))} usable cores; load average "
+        f" (not: {', '.join(isa['missing']) or '-'}); {cores} usable cores; load average "
         f"{' '.join(f'{v:.2f}' for v in load_start)} at the start, {' '.join(f'{v:.2f}' for v in os.getloadavg())} "
         f"at the end.",
-        f"Threads: TF intra-op {args.threads}, inter-op {inter or 'default'}; LiteRT {args.threads}; "
-        f"torch.set_num_threads {worker.threads if worker else '-'}. {'; '.join(versions)}.",
+        f"Threads: TF intra-op {args.threads}, inter-op {tf.config.threading.get_inter_op_parallelism_threads() or 'default'}; "
+        f"LiteRT {args.threads}; peers (each in its own process): {threads}. Versions: {'; '.join(versions)}.",
         f"Models: {'; '.join(f'{s.name} ({s.shape}, {s.params / 1e6:.1f}M params)' for s in sources)}. "
         f"Dev: {dev_path} ({len(dev_rows)} rows).",
         f"Traffic: {', '.join(f'{k} ({len(v)} texts)' for k, v in traffic.items())}; batches {args.batches}; "
         f"cases interleaved, one request each in turn, each >= {args.min_seconds:g} s and >= {args.min_requests} "
-        f"requests per traffic set and batch size. Ratios > 1: faster than the reference (batch 1: p50; batch 32: "
+        f"requests per traffic set and batch size. Ratios > 1: faster than the reference (batch 1: p50; batch N: "
         f"texts/s).",
     ]
-    table = markdown(header, records, notes)
+    target_traffic = "rt-dev" if "rt-dev" in traffic else next(iter(traffic))
+    footer = ["", "Reproduce (from the repository root; peers from ../torchsite):", "",
+              f"    PYTHONPATH=$PWD:$PWD/../torchsite python benchmarks/deployment_frontier.py {shlex.join(argv)}".rstrip()]
+    table = markdown(header, records, notes, targets_markdown(targets(records, target_traffic), target_traffic), footer)
     print(table)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     from albert_tf import file_io
@@ -860,7 +880,6 @@ def run(parser, args) -> int:
     with file_io.atomic_output(out + ".png", suffix=".png") as tmp:
         plot(records, tmp, f"{isa['model']}, {args.threads} threads")
     log(f"wrote {out}.md, .jsonl, .png")
-    return 0
 
 
 if __name__ == "__main__":

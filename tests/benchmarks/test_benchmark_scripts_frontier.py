@@ -1,8 +1,9 @@
 """`benchmarks/deployment_frontier.py --quick` runs end to end and writes its table, JSON lines and plot.
 
 Two runs, each in a subprocess, writing under tmp_path (never into the repository): random-weight
-models of tiny shapes (latency only; the PyTorch rows where torch/transformers are importable, else
-the skip note), and a tiny fine-tuned model directory given as teacher and student (accuracy
+models of tiny shapes (latency only; the peer rows of each runtime importable here: PyTorch, ONNX
+Runtime, OpenVINO; else the skip note; the targets block, the precisions and the reproducing
+command), and a tiny fine-tuned model directory given as teacher and student (accuracy
 measured per row; the fp32 export must score what `predict_model_dir` predicts). No timing is
 asserted. Skips where the script is absent (the benchmarks are not part of the package).
 
@@ -55,8 +56,12 @@ def _check_timing(records, traffic, batches):
     assert all(r["vs_teacher_fp32_fixed"] == pytest.approx(1.0) for r in reference)
 
 
+def _importable(*names) -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in names)
+
+
 def _torch_importable() -> bool:
-    return all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
+    return _importable("torch", "transformers")
 
 
 @pytest.mark.slow
@@ -76,12 +81,21 @@ def test_quick_random_shapes_time_every_case_on_every_traffic_set(tmp_path):
     # shared:1 reruns the teacher's one shared block fewer times: the same weights, a shorter pass.
     assert shape["teacher"].startswith("2 x 64 shared") and shape["student shared:1"].startswith("1 x 64")
     assert params["student shared:1"] == params["teacher"] > params["student 1x32"]
+    assert "### Targets (rt-dev traffic" in table and "(i) bf16 SavedModel vs PyTorch bf16, batch 4 >= 1.5x" in table
+    assert "benchmarks/deployment_frontier.py --quick --threads 1" in table  # the reproducing command
+    assert "- teacher fp32 SavedModel fixed: float32 " in table  # the precision it ran in
     if _torch_importable():
         torch_cases = {c for c in cases if c.endswith("PyTorch")}
         assert "teacher int8 quantize_dynamic PyTorch" in torch_cases and len(torch_cases) == 9
         assert "the same ids as albert_tf's for 16 of 16 rt-dev" in table
         for r in records:
-            assert r["vs_best_torch"] is not None and r["vs_best_torch_same_model"] is not None
+            assert r["vs_best_peer"] is not None and r["vs_best_peer_same_model"] is not None
+        if _importable("onnxruntime", "onnx"):
+            assert {"teacher fp32 ONNX Runtime", "teacher int8 dynamic ONNX Runtime"} <= cases
+            assert "- teacher int8 dynamic ONNX Runtime: " in table
+        if _importable("openvino", "nncf", "onnx"):
+            assert {"teacher f32 OpenVINO", "teacher bf16 OpenVINO", "teacher int8 NNCF OpenVINO"} <= cases
+            assert "- teacher int8 NNCF OpenVINO: hint " in table
     else:
         assert "PyTorch rows skipped: torch / transformers are not importable" in table
 
@@ -100,7 +114,7 @@ def test_quick_model_dirs_measure_each_rows_accuracy(tmp_path, tiny_spm_model, t
     ))
     records, table = _run(tmp_path, "--teacher", str(model_dir), "--student", f"copy={model_dir}", "--no-torch",
                           "--traffic", "rt-dev")
-    assert "PyTorch rows left out (--no-torch)" in table
+    assert "peer rows (PyTorch, ONNX Runtime, OpenVINO) left out (--no-peers)" in table
     _check_timing(records, ["rt-dev"], [1, 4])
     cases = {r["case"] for r in records}
     assert {"teacher fp32 SavedModel fixed", "teacher bf16 SavedModel fixed"} <= cases
@@ -124,7 +138,7 @@ def _script():
     return module
 
 
-def test_ratios_are_against_the_fixed_fp32_teacher_and_the_best_pytorch_case():
+def test_ratios_are_against_the_fixed_fp32_teacher_and_the_best_peer_case():
     frontier = _script()
 
     def row(case, model, impl, precision, length, batch, value):
@@ -144,12 +158,12 @@ def test_ratios_are_against_the_fixed_fp32_teacher_and_the_best_pytorch_case():
     one = {r["case"]: r for r in records if r["batch"] == 1}
     # Batch 1: reference p50 / row p50 (> 1 is faster).
     assert one["t int8"]["vs_teacher_fp32_fixed"] == pytest.approx(4.0)
-    assert one["t int8"]["vs_best_torch"] == pytest.approx(20.0 / 25.0)
-    assert one["t int8"]["vs_best_torch_same_model"] == pytest.approx(2.0)
-    assert one["s torch"]["vs_best_torch"] == pytest.approx(1.0)
+    assert one["t int8"]["vs_best_peer"] == pytest.approx(20.0 / 25.0)
+    assert one["t int8"]["vs_best_peer_same_model"] == pytest.approx(2.0)
+    assert one["s torch"]["vs_best_peer"] == pytest.approx(1.0)
     big = {r["case"]: r for r in records if r["batch"] == 32}
     # Batch 32: row texts/s / reference texts/s.
-    assert big["t fp32"]["vs_best_torch"] == pytest.approx(0.5)
+    assert big["t fp32"]["vs_best_peer"] == pytest.approx(0.5)
     assert big["t torch"]["vs_teacher_fp32_fixed"] == pytest.approx(2.0)
 
 
