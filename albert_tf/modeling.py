@@ -84,6 +84,9 @@ def dense_rows(layer: keras.layers.Dense, rows, training=None):
     """
     if getattr(layer, "quantization_mode", None) is not None:
         return layer(rows, training=training)
+    # A layer of its own compute dtype (`AlbertEncoder(matmul_dtype=...)`) takes its rows in it and
+    # answers in it; the caller casts back where it needs its own dtype.
+    rows = ops.cast(rows, layer.compute_dtype)
     kernel = _weight_as(layer.kernel, rows.dtype, training)
     return tf.nn.bias_add(tf.matmul(rows, kernel), _weight_as(layer.bias, rows.dtype, training))
 
@@ -220,18 +223,21 @@ class AlbertEmbeddings(keras.layers.Layer):
 class AlbertAttention(keras.layers.Layer):
     """Multi-head self-attention, output dense, dropout and the post-LN residual (`attention_1`)."""
 
-    def __init__(self, hidden_size, num_heads, dropout=0.0, attention_dropout=0.0, initializer_range=0.02, **kwargs):
+    def __init__(self, hidden_size, num_heads, dropout=0.0, attention_dropout=0.0, initializer_range=0.02,
+                 matmul_dtype=None, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.dropout = dropout
         self.attention_dropout = attention_dropout
         self.initializer_range = initializer_range
+        self.matmul_dtype = matmul_dtype
         self.head_size = hidden_size // num_heads
 
         def dense(name):
             return keras.layers.Dense(
-                hidden_size, kernel_initializer=_initializer(initializer_range), dtype=self.dtype_policy, name=name
+                hidden_size, kernel_initializer=_initializer(initializer_range), dtype=matmul_dtype or self.dtype_policy,
+                name=name,
             )
 
         self.query = dense("query")
@@ -263,20 +269,28 @@ class AlbertAttention(keras.layers.Layer):
         rows = ops.reshape(hidden_states, (-1, self.hidden_size))
         query_rows = ops.reshape(hidden_states[:, :1, :], (-1, self.hidden_size)) if first_token_only else rows
         queries = 1 if first_token_only else seq
-        q = self._split_heads(dense_rows(self.query, query_rows, training), batch, queries)
-        k = self._split_heads(dense_rows(self.key, rows, training), batch, seq)
-        v = self._split_heads(dense_rows(self.value, rows, training), batch, seq)
-        scale = ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
+        # The rows in the dense layers' dtype, cast once for all three (no-op unless `matmul_dtype`).
+        dense_in = ops.cast(rows, self.query.compute_dtype)
+        query_in = ops.cast(query_rows, self.query.compute_dtype) if first_token_only else dense_in
+        q = self._split_heads(dense_rows(self.query, query_in, training), batch, queries)
+        k = self._split_heads(dense_rows(self.key, dense_in, training), batch, seq)
+        v = self._split_heads(dense_rows(self.value, dense_in, training), batch, seq)
+        scale = 1.0 / math.sqrt(self.head_size)
         if training:
             # Scale q rather than the [B, N, S, S] scores: same result, fewer multiplies.
-            scores = ops.matmul(q * scale, ops.transpose(k, (0, 1, 3, 2)))
+            scores = ops.matmul(q * ops.cast(scale, q.dtype), ops.transpose(k, (0, 1, 3, 2)))
+        elif q.dtype != self.compute_dtype:
+            # bf16 matmuls in a float32 block (the bf16 export graph): scale, mask and softmax in
+            # float32, as PyTorch's autocast does; the probabilities go back to bf16 for the matmul.
+            scores = ops.cast(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))), self.compute_dtype)
+            scores = scores * ops.cast(scale, self.compute_dtype)
         else:
             # BatchMatMul -> Mul -> AddV2 is one fused oneDNN kernel in inference (Grappler's remapper).
-            scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * scale
+            scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * ops.cast(scale, q.dtype)
         scores = scores + ops.cast(attention_bias, scores.dtype)
         probs = ops.softmax(scores, axis=-1)
         probs = self.attention_dropout_layer(probs, training=training)
-        context = ops.matmul(probs, v)
+        context = ops.matmul(ops.cast(probs, v.dtype), v)
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_size))
         output = self.output_dropout(dense_rows(self.output_dense, context, training), training=training)
         output = self.layer_norm(output, residual=query_rows, training=training)
@@ -294,31 +308,33 @@ class AlbertAttention(keras.layers.Layer):
             attention_dropout=self.attention_dropout,
             initializer_range=self.initializer_range,
         )
-        return config
+        return _with_matmul_dtype(config, self.matmul_dtype)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertFeedForward(keras.layers.Layer):
     """Dense H -> I with the activation, dense I -> H, dropout and the post-LN residual (`ffn_1`)."""
 
-    def __init__(self, hidden_size, intermediate_size, activation="gelu", dropout=0.0, initializer_range=0.02, **kwargs):
+    def __init__(self, hidden_size, intermediate_size, activation="gelu", dropout=0.0, initializer_range=0.02,
+                 matmul_dtype=None, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
         self.activation = activation
         self.dropout = dropout
         self.initializer_range = initializer_range
+        self.matmul_dtype = matmul_dtype
         init = _initializer(initializer_range)
         get_activation(activation)  # fails early on an unknown name
         # The activation is applied in `call`, where it can use the fused training kernel.
         self.intermediate = keras.layers.Dense(
             intermediate_size,
             kernel_initializer=init,
-            dtype=self.dtype_policy,
+            dtype=matmul_dtype or self.dtype_policy,
             name="intermediate",
         )
         self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name="output_dense"
+            hidden_size, kernel_initializer=init, dtype=matmul_dtype or self.dtype_policy, name="output_dense"
         )
         self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="output_dropout")
         # Named after the original scope `inner_group_K/LayerNorm_1`.
@@ -352,7 +368,12 @@ class AlbertFeedForward(keras.layers.Layer):
             dropout=self.dropout,
             initializer_range=self.initializer_range,
         )
-        return config
+        return _with_matmul_dtype(config, self.matmul_dtype)
+
+
+def _with_matmul_dtype(config: dict, matmul_dtype: Optional[str]) -> dict:
+    """`config` with `matmul_dtype` when one is set: a config of the usual models stays as it was."""
+    return config if matmul_dtype is None else {**config, "matmul_dtype": matmul_dtype}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -370,6 +391,11 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
         type_vocab_size, initializer_range: as the `albert_config.json` fields of the same meaning.
         sharing: "all" (the original groups x inner groups), "attention", "ffn" or "none".
         output_all_layers: also return every layer's output.
+        matmul_dtype: the dtype policy of the blocks' dense layers and `embedding_hidden_mapping_in`
+            (their weights stored and multiplied in it) where the rest computes in `dtype`: the bf16
+            export graph (`albert_tf.export.precision`) is `dtype="float32", matmul_dtype="bfloat16"`,
+            bf16 weights read once with LayerNorm, softmax, embeddings and heads in float32.
+            Default None: `dtype` everywhere.
 
     Example:
 
@@ -404,6 +430,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
         sharing="all",
         output_all_layers=False,
         dtype=None,
+        matmul_dtype=None,
         **kwargs,
     ):
         if sharing not in SHARING_MODES:
@@ -429,7 +456,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
             projection = keras.layers.Dense(
                 hidden_size,
                 kernel_initializer=_initializer(initializer_range),
-                dtype=dtype,
+                dtype=matmul_dtype or dtype,
                 name="embedding_hidden_mapping_in",
             )
         share_attention = sharing in ("all", "attention")
@@ -450,6 +477,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
                         dropout=hidden_dropout,
                         attention_dropout=attention_dropout,
                         initializer_range=initializer_range,
+                        matmul_dtype=matmul_dtype,
                         dtype=dtype,
                         name=a_name,
                     )
@@ -460,6 +488,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
                         activation=hidden_act,
                         dropout=hidden_dropout,
                         initializer_range=initializer_range,
+                        matmul_dtype=matmul_dtype,
                         dtype=dtype,
                         name=f_name,
                     )
@@ -517,6 +546,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
         self.initializer_range = initializer_range
         self.sharing = sharing
         self.output_all_layers = output_all_layers
+        self.matmul_dtype = matmul_dtype
 
     def pooled_output(self, inputs, training=None):
         """The `pooled_output` alone (float32 [batch, hidden]), with less work than `self(inputs)`.
@@ -570,7 +600,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
         )
 
     def get_config(self):
-        return {
+        config = {
             "vocab_size": self.vocab_size,
             "embedding_size": self.embedding_size,
             "hidden_size": self.hidden_size,
@@ -592,6 +622,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
             # The functional Model does not keep a dtype policy of its own; its layers carry it.
             "dtype": keras.saving.serialize_keras_object(self.embeddings.dtype_policy),
         }
+        return _with_matmul_dtype(config, self.matmul_dtype)
 
     @classmethod
     def from_config(cls, config):

@@ -137,6 +137,8 @@ def _write_assets(directory: str, module: signatures.ServingModule, extra_assets
         "qa": module.qa_settings,
         "dtype_policy": export_precision.model_precision(module.model),
         "precision": export_precision.model_precision(module.model),
+        # What the SavedModel's variables hold: a bf16 export stores its dense weights in bf16.
+        "variable_dtypes": export_precision.variable_dtypes(module.exported_variables),
     }
     if module.task_settings is not None:  # token classifiers and multiple choice only
         info["task_settings"] = module.task_settings
@@ -240,7 +242,7 @@ def export_saved_model(
     if os.path.exists(final):
         raise ExportError(f"{final} exists: a served version is never overwritten; pick another version")
     try:
-        model = export_precision.with_precision(model, precision)
+        model = export_precision.export_form(model, precision)
     except ValueError as e:
         raise ExportError(str(e)) from None
     module = signatures.ServingModule(
