@@ -18,6 +18,13 @@ one is accepted with `--allow-vocab-mismatch`). The version goes to
 multiple of N); `--length-bucket 0` the fixed-length ones. `--tflite
 dynamic-int8` (or `float32`) also writes `model.tflite`, the token-ids model for TF Serving's
 `--prefer_tflite_model` and in-process LiteRT (`albert_tf.export.tflite`).
+
+`--precision mixed_bfloat16` writes bf16 dense weights read without casts, LayerNorm and softmax in
+float32 (`albert_tf.export.precision`), checked at the reload at bf16's tolerance. With
+`--check-data DIR` (a classifier's `--model-dir`) the labelled `--check-split` (default dev) of the
+task's data is scored by the exported graph and the float32 one; more than half a point of
+accuracy lost refuses the export (`albert_tf.export.accuracy_check`). The output's
+`accuracy_check` says which check a bf16 export had.
 """
 
 from __future__ import annotations
@@ -64,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the graph's precision, whatever the model was trained in (default: the model's); mixed_bfloat16 "
         "computes in bf16 (fastest on CPUs with AVX512_BF16 or AMX), its answers checked at bf16's tolerance",
     )
+    parser.add_argument(
+        "--check-data",
+        help="for a bf16 export of a classifier (--model-dir): the task's data directory; the exported graph's "
+        "accuracy on --check-split may be at most 0.5 point below float32's, else nothing is exported",
+    )
+    parser.add_argument("--check-split", default="dev", help="the labelled split of --check-data to score (default dev)")
     parser.add_argument("--skip-check", action="store_true", help="skip the compatibility check (not recommended)")
 
 
@@ -80,6 +93,51 @@ def _from_model_dir(args):
     model = load_model(args.model_dir)
     layer = tokenizer_layer_from_model_dir(args.model_dir, spec)
     return model, layer, arguments, [os.path.join(args.model_dir, "task.json")]
+
+
+def _check_data(args):
+    """The labelled `--check-split` of `--check-data`, read as `albert-tf evaluate` reads a split."""
+    from albert_tf.export.accuracy_check import AccuracyCheckError, LabelledTexts
+    from albert_tf.tasks.family import task_family
+    from albert_tf.tasks.spec import TaskSpec
+
+    if not args.model_dir:
+        raise CommandError("--check-data is for a classifier's --model-dir, not --init")
+    if not os.path.isdir(args.check_data):
+        raise CommandError(f"--check-data not found: {args.check_data}")
+    spec = TaskSpec.read(args.model_dir)
+    if spec.kind != "classification":
+        raise CommandError(f"--check-data scores classifiers; {args.model_dir} is a {spec.kind} model")
+    with library_errors():
+        examples = task_family(spec).read_split(spec, args.check_data, args.check_split)
+    ids = {label: i for i, label in enumerate(spec.labels)}
+    for example in examples:
+        if example.label not in ids:
+            where = f"{example.source}:{example.line}"
+            what = "no label" if example.label is None else f"label {example.label!r}, not one of the model's"
+            raise CommandError(f"--check-split {args.check_split}: {where} has {what}")
+    pair = any(example.text_b is not None for example in examples)
+    try:
+        return LabelledTexts([e.text_a for e in examples], [ids[e.label] for e in examples],
+                             [e.text_b or "" for e in examples] if pair else None)
+    except AccuracyCheckError as e:
+        raise CommandError(f"--check-split {args.check_split}: {e}") from None
+
+
+def _accuracy_note(result, args) -> object:
+    """The output's `accuracy_check`: the record, or which check a bf16 export had without one."""
+    if result.accuracy_check is not None:
+        return result.accuracy_check
+    from albert_tf.export.precision import FLOAT32, TOLERANCES
+    from albert_tf.export.saved_model import read_export_info
+
+    precision = read_export_info(result.path).get("precision", FLOAT32)
+    if precision == FLOAT32:
+        return "not run: a float32 export is the reference" if args.check_data else None
+    if args.skip_check:
+        return f"not run (no --check-data, --skip-check): the {precision} graph was not compared with float32"
+    tolerance = ", ".join(f"{k} {v:g}" for k, v in TOLERANCES[precision].items())
+    return f"not run (no --check-data): the {precision} graph was checked only against float32 at the reload ({tolerance})"
 
 
 def _from_init(args):
@@ -102,13 +160,15 @@ def run(args) -> int:
         raise CommandError(str(e)) from None
     if args.length_bucket < 0:
         raise CommandError(f"--length-bucket must be >= 0 (0: fixed length), got {args.length_bucket}")
+    check_data = _check_data(args) if args.check_data else None
     with library_errors():
         model, layer, arguments, extra = _from_model_dir(args) if args.model_dir else _from_init(args)
     try:
         result = export_saved_model(
             model, layer, args.export_base, args.model_name, version=args.version, extra_assets=extra,
             check=not args.skip_check, batching=batching, container_base=args.container_base,
-            length_bucket=args.length_bucket or None, tflite=args.tflite, precision=args.precision, **arguments,
+            length_bucket=args.length_bucket or None, tflite=args.tflite, precision=args.precision,
+            check_data=check_data, **arguments,
         )
     except (ExportError, ValueError) as e:
         raise CommandError(str(e)) from None
@@ -116,5 +176,6 @@ def run(args) -> int:
         "path": result.path, "version": result.version, "signatures": result.signatures,
         "tensorflow_text_ops": result.ops_report.text_ops, **result.serving_configs,
         **({"tflite": {k: result.tflite[k] for k in ("file", "mode", "bytes")}} if result.tflite else {}),
+        **({"accuracy_check": note} if (note := _accuracy_note(result, args)) else {}),
     }, indent=2))
     return 0
