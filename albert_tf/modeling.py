@@ -99,19 +99,32 @@ def _weight_as(variable, dtype, training=None):
     Only for `training=False` in a `tf.function` graph and outside any distribution strategy (whose
     replicas each read their own copy of a variable); everywhere else a plain cast.
     """
+    return _once_per_graph((variable,), tf.as_dtype(dtype).name, lambda: ops.cast(variable, dtype), training)
+
+
+def _weights_concat(variables, training=None):
+    """`variables` (same dtype, same leading shape) concatenated along their last axis: one matmul
+    for several dense layers of the same input. Made once per traced inference graph, as `_weight_as`."""
+    return _once_per_graph(tuple(variables), "concat", lambda: tf.concat([ops.convert_to_tensor(v) for v in variables],
+                                                                         axis=-1), training)
+
+
+def _once_per_graph(variables, what: str, make, training):
+    """`make()`, in a traced inference graph made once for `variables` and `what` and then reused;
+    everywhere else (training, eager, under a distribution strategy) made at each call."""
     if training is not False or tf.executing_eagerly() or tf.distribute.has_strategy():
-        return ops.cast(variable, dtype)
+        return make()
     graph = tf.compat.v1.get_default_graph()
-    casts = _weight_casts.setdefault(graph, {})
-    key = (id(variable), tf.as_dtype(dtype).name)
-    if key in casts and casts[key][0]() is variable:
-        return graph.get_tensor_by_name(casts[key][1])
-    cast = ops.cast(variable, dtype)
-    casts[key] = (weakref.ref(variable), cast.name)
-    return cast
+    made = _weight_casts.setdefault(graph, {})
+    key = (tuple(id(v) for v in variables), what)
+    if key in made and all(ref() is v for ref, v in zip(made[key][0], variables)):
+        return graph.get_tensor_by_name(made[key][1])
+    tensor = make()
+    made[key] = (tuple(weakref.ref(v) for v in variables), tensor.name)
+    return tensor
 
 
-# {graph: {(id(variable), dtype name): (weak reference to the variable, name of its cast)}}. Names
+# {graph: {(variable ids, what): (weak references to the variables, name of the tensor made)}}. Names
 # and weak references only: a tensor in the values would keep its graph, the key, alive forever.
 _weight_casts = weakref.WeakKeyDictionary()
 
@@ -262,6 +275,21 @@ class AlbertAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))
 
+    def _heads(self, layers, rows, batch, seq, training):
+        """`layers` (of query / key / value) on `rows`, each split into heads [batch, heads, seq, size].
+
+        In the bf16 export graph (`matmul_dtype`, inference) they run as one matmul of their
+        concatenated weights and one transpose: at batch 1 the per-op cost of three small matmuls and
+        three transposes per layer, not their arithmetic, is what the attention's projections take."""
+        plain = [layer for layer in layers if getattr(layer, "quantization_mode", None) is None]
+        if len(layers) == 1 or self.matmul_dtype is None or training is not False or len(plain) != len(layers):
+            return [self._split_heads(dense_rows(layer, rows, training), batch, seq) for layer in layers]
+        kernel = _weights_concat([layer.kernel for layer in layers], training)
+        bias = _weights_concat([layer.bias for layer in layers], training)
+        x = tf.nn.bias_add(tf.matmul(ops.cast(rows, kernel.dtype), kernel), bias)
+        x = ops.reshape(x, (batch, seq, len(layers), self.num_heads, self.head_size))
+        return tf.unstack(ops.transpose(x, (2, 0, 3, 1, 4)))
+
     def call(self, hidden_states, attention_bias, training=None, first_token_only=False):
         """`first_token_only`: queries (and the output) for position 0 only, [batch, 1, hidden]."""
         shape = ops.shape(hidden_states)
@@ -272,9 +300,11 @@ class AlbertAttention(keras.layers.Layer):
         # The rows in the dense layers' dtype, cast once for all three (no-op unless `matmul_dtype`).
         dense_in = ops.cast(rows, self.query.compute_dtype)
         query_in = ops.cast(query_rows, self.query.compute_dtype) if first_token_only else dense_in
-        q = self._split_heads(dense_rows(self.query, query_in, training), batch, queries)
-        k = self._split_heads(dense_rows(self.key, dense_in, training), batch, seq)
-        v = self._split_heads(dense_rows(self.value, dense_in, training), batch, seq)
+        if first_token_only:
+            (q,) = self._heads([self.query], query_in, batch, queries, training)
+            k, v = self._heads([self.key, self.value], dense_in, batch, seq, training)
+        else:
+            q, k, v = self._heads([self.query, self.key, self.value], dense_in, batch, seq, training)
         scale = 1.0 / math.sqrt(self.head_size)
         if training:
             # Scale q rather than the [B, N, S, S] scores: same result, fewer multiplies.

@@ -142,14 +142,19 @@ def test_a_bf16_export_stores_bf16_weights_and_casts_no_variable_read(shared_sta
     for key, nodes in ops.items():
         assert _weight_casts(nodes) == [], key
     reads = {key: sum(n.op == "ReadVariableOp" for _, n in nodes) for key, nodes in ops.items()}
-    assert reads[2, "mixed_bfloat16"] == reads[2, "float32"]
+    # bf16 reads the query, key and value weights once more, into their concatenation (one matmul):
+    # made once per graph, for the last layer's key / value alone too (it computes [CLS]'s query only).
+    assert reads[2, "mixed_bfloat16"] == reads[2, "float32"] + 6
+    assert reads[4, "mixed_bfloat16"] - reads[2, "mixed_bfloat16"] == 8  # the LayerNorms' gamma and beta, as float32
     casts = {key: sum(n.op == "Cast" for _, n in nodes) for key, nodes in ops.items()}
     # What casts remain are activations': into a bf16 matmul, out of it into a float32 LayerNorm or
     # softmax; a fixed number per layer, none per weight.
     per_layer = (casts[4, "mixed_bfloat16"] - casts[2, "mixed_bfloat16"]) / 2
     assert per_layer <= 7, casts
     bf16_matmuls = [n for _, n in ops[2, "mixed_bfloat16"] if n.op == "MatMul" and n.attr["T"].type == tf.bfloat16.as_datatype_enum]
-    assert len(bf16_matmuls) >= 6  # q, k, v, output, intermediate, output of the shared block
+    # The projection; layer 1: q|k|v (one matmul), output, intermediate, output; layer 2 the same with
+    # q (of its [CLS] row only, for the pooler) apart from k|v.
+    assert len(bf16_matmuls) == 1 + 4 + 5
     for op in ("Softmax", "FusedBatchNormV3"):
         assert {n.attr["T"].type for _, n in ops[2, "mixed_bfloat16"] if n.op == op} == {tf.float32.as_datatype_enum}, op
     for layers in (2, 4):
