@@ -204,12 +204,14 @@ def test_the_accuracy_check_passes_a_trained_model_and_refuses_a_flipped_one(tas
 
 def test_a_bf16_export_with_check_data_records_the_accuracies(task_family, tmp_path):
     """`export_saved_model(check_data=...)`: both graphs score the texts as served; the record is in
-    export.json; a non-classifier or texts of the wrong shape are refused before anything is written."""
+    export.json; a non-classifier or texts of the wrong shape are refused before anything is written.
+    With `tflite=`, the LiteRT model (no bf16 builtins) is the float32 graph's, checked against it."""
     trained = task_family("classifier")
     result = trained.model.export(tmp_path, model_name="clf", precision="mixed_bfloat16", check=False,
-                                  check_data=_texts(trained), **trained.case.export_kwargs)
+                                  check_data=_texts(trained), tflite="float32", **trained.case.export_kwargs)
     info = json.loads((Path(result.path) / "assets" / "export.json").read_text())
-    assert info["accuracy_check"] == result.accuracy_check
+    assert info["accuracy_check"] == result.accuracy_check and info["tflite"] == result.tflite
+    assert result.tflite["check"]["logits"]["max_abs_diff"] < 1e-4
     assert result.accuracy_check["examples"] == 32 and result.accuracy_check["reference_accuracy"] > 0.9
     assert result.accuracy_check["drop"] <= 0.005
     pairs = LabelledTexts(["a good dog"], [1], texts_b=["x"])
