@@ -17,6 +17,12 @@ The layout is TF Serving's: `<export_base>/<model_name>/<version>/` with
   only, for TF Serving's `--prefer_tflite_model` (`albert_tf.export.tflite`), checked against the
   `tokens` signature and described in `export.json`'s `tflite`.
 
+A bf16 export (`precision="mixed_bfloat16"`, `albert_tf.export.precision.export_form`) stores its
+dense weights as bf16 variables; with `check_data` (a classifier's labelled texts) its reloaded
+`serving_default` must score within half a point of the float32 graph's accuracy
+(`albert_tf.export.accuracy_check`, recorded in `export.json`'s `accuracy_check`), else the export
+is refused; without, it is compared with float32 at the reload only, at bf16's tolerance.
+
 A version is written into a hidden temporary directory inside `<export_base>/<model_name>/` (not
 an integer name, so TF Serving never loads it), checked (`albert_tf.export.compatibility`: ops,
 and a fresh-process reload that must reproduce the in-memory outputs), and only then renamed to

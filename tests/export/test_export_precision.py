@@ -264,3 +264,22 @@ def test_cli_export_refuses_a_bf16_graph_that_loses_accuracy(task_family, tmp_pa
     assert cli(common + ["--check-data", data]) == (0, "")
     printed = json.loads(capsys.readouterr().out)
     assert printed["version"] == 1 and printed["accuracy_check"]["drop"] <= 0.005, printed
+
+
+def test_cli_output_says_which_check_a_bf16_export_had(shared_stack_exports):
+    """Without --check-data a bf16 export was compared with float32 at the reload's tolerance only,
+    and `albert-tf export` says so (or that it was not compared at all, with --skip-check)."""
+    import argparse
+
+    from albert_tf.cli.export import _accuracy_note
+
+    def note(precision, **flags):
+        result = argparse.Namespace(path=shared_stack_exports[2, precision], accuracy_check=None)
+        return _accuracy_note(result, argparse.Namespace(**{"check_data": None, "skip_check": False, **flags}))
+
+    assert note("mixed_bfloat16") == ("not run (no --check-data): the mixed_bfloat16 graph was checked only against "
+                                      "float32 at the reload (rtol 0.02, atol 0.02)")
+    assert note("mixed_bfloat16", skip_check=True) == (
+        "not run (no --check-data, --skip-check): the mixed_bfloat16 graph was not compared with float32")
+    assert note("float32") is None
+    assert note("float32", check_data="dir") == "not run: a float32 export is the reference"
