@@ -108,8 +108,7 @@ def _check_data(args):
     spec = TaskSpec.read(args.model_dir)
     if spec.kind != "classification":
         raise CommandError(f"--check-data scores classifiers; {args.model_dir} is a {spec.kind} model")
-    with library_errors():
-        examples = task_family(spec).read_split(spec, args.check_data, args.check_split)
+    examples = task_family(spec).read_split(spec, args.check_data, args.check_split)
     ids = {label: i for i, label in enumerate(spec.labels)}
     for example in examples:
         if example.label not in ids:
@@ -160,8 +159,8 @@ def run(args) -> int:
         raise CommandError(str(e)) from None
     if args.length_bucket < 0:
         raise CommandError(f"--length-bucket must be >= 0 (0: fixed length), got {args.length_bucket}")
-    check_data = _check_data(args) if args.check_data else None
     with library_errors():
+        check_data = _check_data(args) if args.check_data else None
         model, layer, arguments, extra = _from_model_dir(args) if args.model_dir else _from_init(args)
     try:
         result = export_saved_model(

@@ -247,6 +247,9 @@ def test_cli_export_refuses_a_bf16_graph_that_loses_accuracy(task_family, tmp_pa
     assert cli(common + ["--check-data", tmp_path / "nowhere"]) == (2, f"--check-data not found: {tmp_path / 'nowhere'}")
     status, message = cli(common + ["--check-data", data, "--check-split", "test"])
     assert status == 2 and "\n" not in message and "test" in message
+    tagger = task_family("tagger").paths["model.finetune"]
+    assert cli(["export", "--model-dir", tagger, *common[3:], "--check-data", data]) == (
+        2, f"--check-data scores classifiers; {tagger} is a tagging model")
     original = precision.export_form
 
     def doctored(model, asked):
