@@ -301,7 +301,7 @@ def export_saved_model(
     non_predict = module.method_names()
     method_names = {key: non_predict.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
     logger.info("exported %s version %d to %s (signatures %s)", model_name, version, final, ", ".join(method_names))
-    return ExportResult(final, version, method_names, report, configs, tflite_info, accuracy)
+    return ExportResult(final, version, method_names, report, configs, tflite_info, accuracy_check=accuracy)
 
 
 def _write_and_check(staging, module, model_name, pair, extra_assets, task_spec, tflite, check):
