@@ -84,6 +84,9 @@ def dense_rows(layer: keras.layers.Dense, rows, training=None):
     """
     if getattr(layer, "quantization_mode", None) is not None:
         return layer(rows, training=training)
+    # A layer of its own compute dtype (`AlbertEncoder(matmul_dtype=...)`) takes its rows in it and
+    # answers in it; the caller casts back where it needs its own dtype.
+    rows = ops.cast(rows, layer.compute_dtype)
     kernel = _weight_as(layer.kernel, rows.dtype, training)
     return tf.nn.bias_add(tf.matmul(rows, kernel), _weight_as(layer.bias, rows.dtype, training))
 
@@ -96,19 +99,32 @@ def _weight_as(variable, dtype, training=None):
     Only for `training=False` in a `tf.function` graph and outside any distribution strategy (whose
     replicas each read their own copy of a variable); everywhere else a plain cast.
     """
+    return _once_per_graph((variable,), tf.as_dtype(dtype).name, lambda: ops.cast(variable, dtype), training)
+
+
+def _weights_concat(variables, training=None):
+    """`variables` (same dtype, same leading shape) concatenated along their last axis: one matmul
+    for several dense layers of the same input. Made once per traced inference graph, as `_weight_as`."""
+    return _once_per_graph(tuple(variables), "concat", lambda: tf.concat([ops.convert_to_tensor(v) for v in variables],
+                                                                         axis=-1), training)
+
+
+def _once_per_graph(variables, what: str, make, training):
+    """`make()`, in a traced inference graph made once for `variables` and `what` and then reused;
+    everywhere else (training, eager, under a distribution strategy) made at each call."""
     if training is not False or tf.executing_eagerly() or tf.distribute.has_strategy():
-        return ops.cast(variable, dtype)
+        return make()
     graph = tf.compat.v1.get_default_graph()
-    casts = _weight_casts.setdefault(graph, {})
-    key = (id(variable), tf.as_dtype(dtype).name)
-    if key in casts and casts[key][0]() is variable:
-        return graph.get_tensor_by_name(casts[key][1])
-    cast = ops.cast(variable, dtype)
-    casts[key] = (weakref.ref(variable), cast.name)
-    return cast
+    made = _weight_casts.setdefault(graph, {})
+    key = (tuple(id(v) for v in variables), what)
+    if key in made and all(ref() is v for ref, v in zip(made[key][0], variables)):
+        return graph.get_tensor_by_name(made[key][1])
+    tensor = make()
+    made[key] = (tuple(weakref.ref(v) for v in variables), tensor.name)
+    return tensor
 
 
-# {graph: {(id(variable), dtype name): (weak reference to the variable, name of its cast)}}. Names
+# {graph: {(variable ids, what): (weak references to the variables, name of the tensor made)}}. Names
 # and weak references only: a tensor in the values would keep its graph, the key, alive forever.
 _weight_casts = weakref.WeakKeyDictionary()
 
@@ -220,18 +236,21 @@ class AlbertEmbeddings(keras.layers.Layer):
 class AlbertAttention(keras.layers.Layer):
     """Multi-head self-attention, output dense, dropout and the post-LN residual (`attention_1`)."""
 
-    def __init__(self, hidden_size, num_heads, dropout=0.0, attention_dropout=0.0, initializer_range=0.02, **kwargs):
+    def __init__(self, hidden_size, num_heads, dropout=0.0, attention_dropout=0.0, initializer_range=0.02,
+                 matmul_dtype=None, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.dropout = dropout
         self.attention_dropout = attention_dropout
         self.initializer_range = initializer_range
+        self.matmul_dtype = matmul_dtype
         self.head_size = hidden_size // num_heads
 
         def dense(name):
             return keras.layers.Dense(
-                hidden_size, kernel_initializer=_initializer(initializer_range), dtype=self.dtype_policy, name=name
+                hidden_size, kernel_initializer=_initializer(initializer_range), dtype=matmul_dtype or self.dtype_policy,
+                name=name,
             )
 
         self.query = dense("query")
@@ -256,6 +275,21 @@ class AlbertAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
         return ops.transpose(x, (0, 2, 1, 3))
 
+    def _heads(self, layers, rows, batch, seq, training):
+        """`layers` (of query / key / value) on `rows`, each split into heads [batch, heads, seq, size].
+
+        In the bf16 export graph (`matmul_dtype`, inference) they run as one matmul of their
+        concatenated weights and one transpose: at batch 1 the per-op cost of three small matmuls and
+        three transposes per layer, not their arithmetic, is what the attention's projections take."""
+        plain = [layer for layer in layers if getattr(layer, "quantization_mode", None) is None]
+        if len(layers) == 1 or self.matmul_dtype is None or training is not False or len(plain) != len(layers):
+            return [self._split_heads(dense_rows(layer, rows, training), batch, seq) for layer in layers]
+        kernel = _weights_concat([layer.kernel for layer in layers], training)
+        bias = _weights_concat([layer.bias for layer in layers], training)
+        x = tf.nn.bias_add(tf.matmul(ops.cast(rows, kernel.dtype), kernel), bias)
+        x = ops.reshape(x, (batch, seq, len(layers), self.num_heads, self.head_size))
+        return tf.unstack(ops.transpose(x, (2, 0, 3, 1, 4)))
+
     def call(self, hidden_states, attention_bias, training=None, first_token_only=False):
         """`first_token_only`: queries (and the output) for position 0 only, [batch, 1, hidden]."""
         shape = ops.shape(hidden_states)
@@ -263,20 +297,30 @@ class AlbertAttention(keras.layers.Layer):
         rows = ops.reshape(hidden_states, (-1, self.hidden_size))
         query_rows = ops.reshape(hidden_states[:, :1, :], (-1, self.hidden_size)) if first_token_only else rows
         queries = 1 if first_token_only else seq
-        q = self._split_heads(dense_rows(self.query, query_rows, training), batch, queries)
-        k = self._split_heads(dense_rows(self.key, rows, training), batch, seq)
-        v = self._split_heads(dense_rows(self.value, rows, training), batch, seq)
-        scale = ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
+        # The rows in the dense layers' dtype, cast once for all three (no-op unless `matmul_dtype`).
+        dense_in = ops.cast(rows, self.query.compute_dtype)
+        query_in = ops.cast(query_rows, self.query.compute_dtype) if first_token_only else dense_in
+        if first_token_only:
+            (q,) = self._heads([self.query], query_in, batch, queries, training)
+            k, v = self._heads([self.key, self.value], dense_in, batch, seq, training)
+        else:
+            q, k, v = self._heads([self.query, self.key, self.value], dense_in, batch, seq, training)
+        scale = 1.0 / math.sqrt(self.head_size)
         if training:
             # Scale q rather than the [B, N, S, S] scores: same result, fewer multiplies.
-            scores = ops.matmul(q * scale, ops.transpose(k, (0, 1, 3, 2)))
+            scores = ops.matmul(q * ops.cast(scale, q.dtype), ops.transpose(k, (0, 1, 3, 2)))
+        elif q.dtype != self.compute_dtype:
+            # bf16 matmuls in a float32 block (the bf16 export graph): scale, mask and softmax in
+            # float32, as PyTorch's autocast does; the probabilities go back to bf16 for the matmul.
+            scores = ops.cast(ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))), self.compute_dtype)
+            scores = scores * ops.cast(scale, self.compute_dtype)
         else:
             # BatchMatMul -> Mul -> AddV2 is one fused oneDNN kernel in inference (Grappler's remapper).
-            scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * scale
+            scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * ops.cast(scale, q.dtype)
         scores = scores + ops.cast(attention_bias, scores.dtype)
         probs = ops.softmax(scores, axis=-1)
         probs = self.attention_dropout_layer(probs, training=training)
-        context = ops.matmul(probs, v)
+        context = ops.matmul(ops.cast(probs, v.dtype), v)
         context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_size))
         output = self.output_dropout(dense_rows(self.output_dense, context, training), training=training)
         output = self.layer_norm(output, residual=query_rows, training=training)
@@ -294,31 +338,33 @@ class AlbertAttention(keras.layers.Layer):
             attention_dropout=self.attention_dropout,
             initializer_range=self.initializer_range,
         )
-        return config
+        return _with_matmul_dtype(config, self.matmul_dtype)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertFeedForward(keras.layers.Layer):
     """Dense H -> I with the activation, dense I -> H, dropout and the post-LN residual (`ffn_1`)."""
 
-    def __init__(self, hidden_size, intermediate_size, activation="gelu", dropout=0.0, initializer_range=0.02, **kwargs):
+    def __init__(self, hidden_size, intermediate_size, activation="gelu", dropout=0.0, initializer_range=0.02,
+                 matmul_dtype=None, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
         self.activation = activation
         self.dropout = dropout
         self.initializer_range = initializer_range
+        self.matmul_dtype = matmul_dtype
         init = _initializer(initializer_range)
         get_activation(activation)  # fails early on an unknown name
         # The activation is applied in `call`, where it can use the fused training kernel.
         self.intermediate = keras.layers.Dense(
             intermediate_size,
             kernel_initializer=init,
-            dtype=self.dtype_policy,
+            dtype=matmul_dtype or self.dtype_policy,
             name="intermediate",
         )
         self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name="output_dense"
+            hidden_size, kernel_initializer=init, dtype=matmul_dtype or self.dtype_policy, name="output_dense"
         )
         self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="output_dropout")
         # Named after the original scope `inner_group_K/LayerNorm_1`.
@@ -352,7 +398,12 @@ class AlbertFeedForward(keras.layers.Layer):
             dropout=self.dropout,
             initializer_range=self.initializer_range,
         )
-        return config
+        return _with_matmul_dtype(config, self.matmul_dtype)
+
+
+def _with_matmul_dtype(config: dict, matmul_dtype: Optional[str]) -> dict:
+    """`config` with `matmul_dtype` when one is set: a config of the usual models stays as it was."""
+    return config if matmul_dtype is None else {**config, "matmul_dtype": matmul_dtype}
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -370,6 +421,11 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
         type_vocab_size, initializer_range: as the `albert_config.json` fields of the same meaning.
         sharing: "all" (the original groups x inner groups), "attention", "ffn" or "none".
         output_all_layers: also return every layer's output.
+        matmul_dtype: the dtype policy of the blocks' dense layers and `embedding_hidden_mapping_in`
+            (their weights stored and multiplied in it) where the rest computes in `dtype`: the bf16
+            export graph (`albert_tf.export.precision`) is `dtype="float32", matmul_dtype="bfloat16"`,
+            bf16 weights read once with LayerNorm, softmax, embeddings and heads in float32.
+            Default None: `dtype` everywhere.
 
     Example:
 
@@ -404,6 +460,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
         sharing="all",
         output_all_layers=False,
         dtype=None,
+        matmul_dtype=None,
         **kwargs,
     ):
         if sharing not in SHARING_MODES:
@@ -429,7 +486,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
             projection = keras.layers.Dense(
                 hidden_size,
                 kernel_initializer=_initializer(initializer_range),
-                dtype=dtype,
+                dtype=matmul_dtype or dtype,
                 name="embedding_hidden_mapping_in",
             )
         share_attention = sharing in ("all", "attention")
@@ -450,6 +507,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
                         dropout=hidden_dropout,
                         attention_dropout=attention_dropout,
                         initializer_range=initializer_range,
+                        matmul_dtype=matmul_dtype,
                         dtype=dtype,
                         name=a_name,
                     )
@@ -460,6 +518,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
                         activation=hidden_act,
                         dropout=hidden_dropout,
                         initializer_range=initializer_range,
+                        matmul_dtype=matmul_dtype,
                         dtype=dtype,
                         name=f_name,
                     )
@@ -517,6 +576,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
         self.initializer_range = initializer_range
         self.sharing = sharing
         self.output_all_layers = output_all_layers
+        self.matmul_dtype = matmul_dtype
 
     def pooled_output(self, inputs, training=None):
         """The `pooled_output` alone (float32 [batch, hidden]), with less work than `self(inputs)`.
@@ -570,7 +630,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
         )
 
     def get_config(self):
-        return {
+        config = {
             "vocab_size": self.vocab_size,
             "embedding_size": self.embedding_size,
             "hidden_size": self.hidden_size,
@@ -592,6 +652,7 @@ class AlbertEncoder(RefuseKerasQuantize, keras.Model):
             # The functional Model does not keep a dtype policy of its own; its layers carry it.
             "dtype": keras.saving.serialize_keras_object(self.embeddings.dtype_policy),
         }
+        return _with_matmul_dtype(config, self.matmul_dtype)
 
     @classmethod
     def from_config(cls, config):

@@ -19,6 +19,7 @@ nothing else. Then:
     python benchmarks/profile_encoder.py                          # ALBERT-base bf16, batch 32, length 128
     python benchmarks/profile_encoder.py --text                   # raw text through the in-graph tokenizer first
     python benchmarks/profile_encoder.py --precision float32 --min-seconds 5
+    python benchmarks/profile_encoder.py --precision export-bfloat16   # the bf16 export's encoder
     python benchmarks/profile_encoder.py --per-shape              # also each matmul shape alone (GFLOP/s)
 
 Op times are summed over the executor's threads, so with inter-op parallelism their total can exceed
@@ -43,6 +44,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import bench_common  # noqa: E402
 
+# `--precision export-bfloat16`: the bf16 export's encoder (`albert_tf.export.precision.export_form`):
+# bf16 dense weights in float32 blocks, LayerNorm and softmax in float32.
+EXPORT_BFLOAT16 = "export-bfloat16"
 GROUPS = ("matmul", "softmax", "masking", "GELU", "layer norm", "casts", "transposes", "embedding gather",
           "tokenizer", "other")
 _OP_EVENT = re.compile(r"^([^:\s]+):([A-Za-z_][A-Za-z0-9_]*)$")
@@ -71,9 +75,13 @@ def build_encoder(preset: str, precision: str, batch: int, seq: int, text: bool)
 
     from albert_tf import AlbertConfig, AlbertEncoder
 
-    keras.mixed_precision.set_global_policy(precision)
     config = AlbertConfig.preset(preset)
-    model = AlbertEncoder.from_albert_config(config)
+    if precision == EXPORT_BFLOAT16:  # the graph `export --precision mixed_bfloat16` writes
+        keras.mixed_precision.set_global_policy("float32")
+        model = AlbertEncoder.from_albert_config(config, matmul_dtype="bfloat16")
+    else:
+        keras.mixed_precision.set_global_policy(precision)
+        model = AlbertEncoder.from_albert_config(config)
     if not text:
         rng = np.random.default_rng(0)
         feed = {
@@ -283,7 +291,8 @@ def group_table(totals, title: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="base-v2")
-    parser.add_argument("--precision", default="mixed_bfloat16", help="a Keras dtype policy (default mixed_bfloat16)")
+    parser.add_argument("--precision", default="mixed_bfloat16", help="a Keras dtype policy (default mixed_bfloat16), or export-bfloat16: the graph of "
+                        "`export --precision mixed_bfloat16` (bf16 dense weights, LayerNorm and softmax in float32)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--text", action="store_true",

@@ -68,7 +68,7 @@ SHARED_RUN_MODULES = {
 SHARED_RUN_GROUP = "shared pipeline run"
 # The modules that read the task families' shared models (the `task_family` fixture): one unit of
 # work under -n, so that one worker trains and exports each family once for both.
-TASK_FAMILY_MODULES = {"test_task_battery", "test_round_trip"}
+TASK_FAMILY_MODULES = {"test_task_battery", "test_round_trip", "test_export_precision"}
 TASK_FAMILY_GROUP = "task families"
 # Units of work made of several modules, each module's by its name.
 _GROUPS = {**{module: SHARED_RUN_GROUP for module in SHARED_RUN_MODULES},

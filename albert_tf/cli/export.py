@@ -21,8 +21,14 @@ dynamic-int8` (or `float32`) also writes `model.tflite`, the token-ids model for
 also writes the OpenVINO IR (raw text in) to `<export-base>/openvino/<model-name>/<version>/` with
 OVMS's `openvino/config.json` (`albert_tf.export.openvino`); int8 is calibrated on
 `--openvino-calibration` (a task data directory, whose train split is read, or a file of texts;
-default: the training data `finetuning.json` records). `--check-data DIR` checks the
-OpenVINO model's accuracy on the task's dev split (at most 0.5 point below float32's).
+default: the training data `finetuning.json` records).
+
+`--precision mixed_bfloat16` writes bf16 dense weights read without casts, LayerNorm and softmax in
+float32 (`albert_tf.export.precision`), checked at the reload at bf16's tolerance. With
+`--check-data DIR` (a classifier's `--model-dir`) the labelled `--check-split` (default dev) of the
+task's data is scored by each lower-precision graph (bf16, OpenVINO) and the float32 one; more than
+half a point of accuracy lost refuses the export (`albert_tf.export.accuracy_check`). The output's
+`accuracy_check` says which check a bf16 export had.
 """
 
 from __future__ import annotations
@@ -75,15 +81,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the training data the model directory records)",
     )
     parser.add_argument(
-        "--check-data", metavar="DIR",
-        help="a task data directory whose dev split the OpenVINO model's accuracy is checked on (at most 0.5 point "
-        "below float32's)",
-    )
-    parser.add_argument(
         "--precision", choices=("float32", "mixed_bfloat16"),
         help="the graph's precision, whatever the model was trained in (default: the model's); mixed_bfloat16 "
         "computes in bf16 (fastest on CPUs with AVX512_BF16 or AMX), its answers checked at bf16's tolerance",
     )
+    parser.add_argument(
+        "--check-data",
+        metavar="DIR",
+        help="for a bf16 or OpenVINO export of a classifier (--model-dir): the task's data directory; each "
+        "lower-precision graph's accuracy on --check-split may be at most 0.5 point below float32's, else nothing "
+        "is exported",
+    )
+    parser.add_argument("--check-split", default="dev", help="the labelled split of --check-data to score (default dev)")
     parser.add_argument("--skip-check", action="store_true", help="skip the compatibility check (not recommended)")
 
 
@@ -100,6 +109,50 @@ def _from_model_dir(args):
     model = load_model(args.model_dir)
     layer = tokenizer_layer_from_model_dir(args.model_dir, spec)
     return model, layer, arguments, [os.path.join(args.model_dir, "task.json")]
+
+
+def _check_data(args):
+    """The labelled `--check-split` of `--check-data`, read as `albert-tf evaluate` reads a split."""
+    from albert_tf.export.accuracy_check import AccuracyCheckError, LabelledTexts
+    from albert_tf.tasks.family import task_family
+    from albert_tf.tasks.spec import TaskSpec
+
+    if not args.model_dir:
+        raise CommandError("--check-data is for a classifier's --model-dir, not --init")
+    if not os.path.isdir(args.check_data):
+        raise CommandError(f"--check-data not found: {args.check_data}")
+    spec = TaskSpec.read(args.model_dir)
+    if spec.kind != "classification":
+        raise CommandError(f"--check-data scores classifiers; {args.model_dir} is a {spec.kind} model")
+    examples = task_family(spec).read_split(spec, args.check_data, args.check_split)
+    ids = {label: i for i, label in enumerate(spec.labels)}
+    for example in examples:
+        if example.label not in ids:
+            where = f"{example.source}:{example.line}"
+            what = "no label" if example.label is None else f"label {example.label!r}, not one of the model's"
+            raise CommandError(f"--check-split {args.check_split}: {where} has {what}")
+    pair = any(example.text_b is not None for example in examples)
+    try:
+        return LabelledTexts([e.text_a for e in examples], [ids[e.label] for e in examples],
+                             [e.text_b or "" for e in examples] if pair else None)
+    except AccuracyCheckError as e:
+        raise CommandError(f"--check-split {args.check_split}: {e}") from None
+
+
+def _accuracy_note(result, args) -> object:
+    """The output's `accuracy_check`: the record, or which check a bf16 export had without one."""
+    if result.accuracy_check is not None:
+        return result.accuracy_check
+    from albert_tf.export.precision import FLOAT32, TOLERANCES
+    from albert_tf.export.saved_model import read_export_info
+
+    precision = read_export_info(result.path).get("precision", FLOAT32)
+    if precision == FLOAT32:
+        return "not run: a float32 export is the reference" if args.check_data else None
+    if args.skip_check:
+        return f"not run (no --check-data, --skip-check): the {precision} graph was not compared with float32"
+    tolerance = ", ".join(f"{k} {v:g}" for k, v in TOLERANCES[precision].items())
+    return f"not run (no --check-data): the {precision} graph was checked only against float32 at the reload ({tolerance})"
 
 
 def _from_init(args):
@@ -121,13 +174,12 @@ def _train_texts(spec):
     return lambda data: [e.text_a for e in task_family(spec).read_split(spec, data, "train")]
 
 
-def _openvino_data(args):
-    """`(calibration texts, LabelledTexts)` for `--openvino` from the flags (one-line errors)."""
+def _openvino_calibration(args):
+    """The calibration texts of `--openvino int8` (None for other modes), one-line errors."""
     if args.openvino is None:
-        if args.openvino_calibration or args.check_data:
-            raise CommandError("--openvino-calibration and --check-data go with --openvino")
-        return None, None
-    from albert_tf.export.accuracy_check import AccuracyCheckError, LabelledTexts
+        if args.openvino_calibration:
+            raise CommandError("--openvino-calibration goes with --openvino")
+        return None
     from albert_tf.export.openvino import OpenVinoExportError, default_calibration_path, read_calibration_texts
 
     spec = None
@@ -142,17 +194,8 @@ def _openvino_data(args):
             "of texts (the model directory records no training data)"
         )
     try:
-        calibration = read_calibration_texts(path, _train_texts(spec)) if path and args.openvino == "int8" else None
-        if not args.check_data:
-            return calibration, None
-        if spec is None:
-            raise CommandError("--check-data needs --model-dir (the task reads the data)")
-        from albert_tf.tasks.family import task_family
-
-        examples = task_family(spec).read_split(spec, args.check_data, "dev")
-        labels = [spec.labels.index(str(e.label)) if spec.labels else float(e.label) for e in examples]
-        return calibration, LabelledTexts([e.text_a for e in examples], labels)
-    except (OpenVinoExportError, AccuracyCheckError, OSError, ValueError) as e:
+        return read_calibration_texts(path, _train_texts(spec)) if path and args.openvino == "int8" else None
+    except (OpenVinoExportError, OSError, ValueError) as e:
         raise CommandError(str(e).splitlines()[0]) from None
 
 
@@ -167,7 +210,8 @@ def run(args) -> int:
     if args.length_bucket < 0:
         raise CommandError(f"--length-bucket must be >= 0 (0: fixed length), got {args.length_bucket}")
     with library_errors():
-        calibration, check_data = _openvino_data(args)
+        calibration = _openvino_calibration(args)
+        check_data = _check_data(args) if args.check_data else None
         model, layer, arguments, extra = _from_model_dir(args) if args.model_dir else _from_init(args)
     try:
         result = export_saved_model(
@@ -184,5 +228,6 @@ def run(args) -> int:
         **({"tflite": {k: result.tflite[k] for k in ("file", "mode", "bytes")}} if result.tflite else {}),
         **({"openvino": {k: result.openvino[k] for k in ("dir", "mode", "inference_precision_hint", "runtime_precisions")}}
            if result.openvino else {}),
+        **({"accuracy_check": note} if (note := _accuracy_note(result, args)) else {}),
     }, indent=2))
     return 0

@@ -20,6 +20,12 @@ The layout is TF Serving's: `<export_base>/<model_name>/<version>/` with
   `<export_base>/openvino/<model_name>/<version>/` (`albert_tf.export.openvino`), checked against
   the SavedModel and described in `export.json`'s `openvino`, and OVMS's `openvino/config.json`.
 
+A bf16 export (`precision="mixed_bfloat16"`, `albert_tf.export.precision.export_form`) stores its
+dense weights as bf16 variables; with `check_data` (a classifier's labelled texts) its reloaded
+`serving_default` must score within half a point of the float32 graph's accuracy
+(`albert_tf.export.accuracy_check`, recorded in `export.json`'s `accuracy_check`), else the export
+is refused; without, it is compared with float32 at the reload only, at bf16's tolerance.
+
 A version is written into a hidden temporary directory inside `<export_base>/<model_name>/` (not
 an integer name, so TF Serving never loads it), checked (`albert_tf.export.compatibility`: ops,
 and a fresh-process reload that must reproduce the in-memory outputs), and only then renamed to
@@ -43,7 +49,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from albert_tf import file_io, weight_index
-from albert_tf.export import compatibility, serving_config, signatures, tflite as tflite_export, warmup
+from albert_tf.export import accuracy_check, compatibility, serving_config, signatures, tflite as tflite_export, warmup
 from albert_tf.export import openvino as openvino_export
 from albert_tf.export import precision as export_precision
 from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET
@@ -55,6 +61,9 @@ CONFIG_ASSET = "albert_config.json"
 SENTENCEPIECE_ASSET = "spiece.model"
 WORDPIECE_ASSET = "vocab.txt"
 TEMP_PREFIX = ".tmp-export-"
+# `albert_tf.tasks.classification.CLASSIFICATION`, the kind the accuracy check scores (the export
+# imports no task module).
+CLASSIFICATION = "classification"
 
 
 class ExportError(ValueError):
@@ -73,6 +82,7 @@ class ExportResult:
       serving_configs: paths of `models.config` and `batching_parameters.txt`.
       tflite: `export.json`'s `tflite` entry when a `model.tflite` was written, else None.
       openvino: `export.json`'s `openvino` entry when an OpenVINO IR was written, else None.
+      accuracy_check: `export.json`'s `accuracy_check` entry when `check_data` was scored, else None.
     """
 
     path: str
@@ -82,6 +92,7 @@ class ExportResult:
     serving_configs: Dict[str, str]
     tflite: Optional[Dict[str, Any]] = None
     openvino: Optional[Dict[str, Any]] = None
+    accuracy_check: Optional[Dict[str, Any]] = None
 
 
 def _check_name(model_name: str) -> None:
@@ -144,6 +155,8 @@ def _write_assets(directory: str, module: signatures.ServingModule, extra_assets
         "qa": module.qa_settings,
         "dtype_policy": export_precision.model_precision(module.model),
         "precision": export_precision.model_precision(module.model),
+        # What the SavedModel's variables hold: a bf16 export stores its dense weights in bf16.
+        "variable_dtypes": export_precision.variable_dtypes(module.exported_variables),
     }
     if module.task_settings is not None:  # token classifiers and multiple choice only
         info["task_settings"] = module.task_settings
@@ -179,11 +192,7 @@ def _openvino_beside(staging, module, mode, export_base, model_name, version, ca
             info = openvino_export.write_openvino(
                 directory, module, mode, calibration_texts=calibration, check_texts=WARMUP_TEXTS, check_data=check_data)
             info["dir"] = f"{openvino_export.OPENVINO_BASE}/{model_name}/{version}"
-            info_path = os.path.join(staging, "assets", EXPORT_INFO_FILE)
-            with open(info_path, encoding="utf-8") as f:
-                export_info = json.load(f)
-            export_info["openvino"] = info
-            file_io.atomic_write_text(info_path, json.dumps(export_info, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+            _add_export_info(staging, openvino=info)
             yield info
     except openvino_export.OpenVinoExportError as e:
         raise ExportError(str(e)) from None
@@ -210,7 +219,7 @@ def export_saved_model(
     tflite: Optional[str] = None,
     openvino: Optional[str] = None,
     openvino_calibration: Optional[Sequence[str]] = None,
-    check_data: Optional["LabelledTexts"] = None,  # noqa: F821 (albert_tf.export.accuracy_check)
+    check_data: Optional[accuracy_check.LabelledTexts] = None,
 ) -> ExportResult:
     """Exports `model` with in-graph tokenization as `<export_base>/<model_name>/<version>/`.
 
@@ -235,8 +244,10 @@ def export_saved_model(
         `albert_tf.tasks.multiple_choice.serving`).
       extra_assets: more files to copy into `assets/` (e.g. a model directory's `task.json`).
       precision: the graph's precision, "float32" or "mixed_bfloat16" (`albert_tf.export.precision`),
-        whatever the model was trained in; default the model's. Recorded in export.json, and
-        the reload check compares at its tolerance.
+        whatever the model was trained in; default the model's. "mixed_bfloat16" exports bf16
+        dense weights read without casts, LayerNorm and softmax in float32
+        (`precision.export_form`). Recorded in export.json (`precision`, and `variable_dtypes`:
+        the saved variables by dtype), and the reload check compares at its tolerance.
       task_spec: the `task.json` to write into `assets/` (a `TaskSpec` as a dict) when no
         `extra_assets` file brings one: what `from_pretrained` rebuilds the whole model from.
       check: run the compatibility check (ops + fresh-process reload); on by default, as TF
@@ -248,7 +259,15 @@ def export_saved_model(
         `tokens` signatures take ids of any length up to the sequence length; None exports the
         fixed-length graphs (every row padded to the sequence length). Recorded in export.json.
       tflite: also write `model.tflite` of the token-ids function, in this mode
-        ("dynamic-int8" or "float32", `albert_tf.export.tflite`), checked against `tokens`.
+        ("dynamic-int8" or "float32", `albert_tf.export.tflite`), checked against `tokens`. A bf16
+        export's is converted from (and checked against) the float32 graph of the same weights:
+        LiteRT's builtins have no bfloat16.
+      check_data: for a bf16 export of a classifier, labelled texts (class ids) that the exported
+        `serving_default` (reloaded, as served) and the float32 graph both score; the export is
+        refused when its accuracy is more than half a point below float32's
+        (`albert_tf.export.accuracy_check`), else the record goes into export.json's
+        `accuracy_check`. Without it a bf16 export is checked only at the reload tolerance
+        (`precision.TOLERANCES`). Not run for a float32 export (it is the reference).
 
     Returns:
       An `ExportResult`.
@@ -271,15 +290,23 @@ def export_saved_model(
     if os.path.exists(final):
         raise ExportError(f"{final} exists: a served version is never overwritten; pick another version")
     try:
-        model = export_precision.with_precision(model, precision)
+        exported = export_precision.export_form(model, precision)
         if openvino is not None:
             openvino_export.check_mode(openvino, openvino_calibration)
     except ValueError as e:  # OpenVinoExportError is one
         raise ExportError(str(e)) from None
-    module = signatures.ServingModule(
-        model, tokenizer_layer, labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings,
-        length_bucket=length_bucket,
-    )
+    module_kwargs = dict(labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings,
+                         length_bucket=length_bucket)
+    module = signatures.ServingModule(exported, tokenizer_layer, **module_kwargs)
+    lower_precision = export_precision.model_precision(exported) != export_precision.FLOAT32
+    if check_data is not None and lower_precision and module.kind != CLASSIFICATION:
+        raise ExportError(f"the accuracy check (check_data) is for classification models, not a {module.kind} export")
+    # The float32 graph of the same weights: the accuracy check's reference, and what LiteRT converts
+    # (its builtins have no bfloat16).
+    reference = None
+    if lower_precision and (tflite is not None or openvino is not None or check_data is not None):
+        reference = signatures.ServingModule(export_precision.with_precision(model, export_precision.FLOAT32),
+                                             tokenizer_layer, **module_kwargs)
     if tflite is not None:
         try:
             tflite_export.check_request(module, tflite)
@@ -290,55 +317,104 @@ def export_saved_model(
             openvino_export.check_request(module, openvino, openvino_calibration)
         except openvino_export.OpenVinoExportError as e:
             raise ExportError(str(e)) from None
-    tflite_info = None
+    tflite_info = accuracy = openvino_info = None
     # Staged under a name that is no integer, so TF Serving never loads a half-written version.
-    openvino_info = None
     with contextlib.ExitStack() as stack:
         staging = stack.enter_context(file_io.staged_directory(final, prefix=f"{TEMP_PREFIX}{version}-", create=False))
-        functions = module.signatures()
-        tf.saved_model.save(module, staging, signatures=functions)
-        set_method_names(staging, module.method_names())
-        _write_assets(staging, module, extra_assets, task_spec)
-        meta_graph = compatibility.read_meta_graph(staging)
-        inputs = warmup.warmup_inputs(meta_graph.signature_def, pair, module.sequence_length)
-        # TF Serving replays the warmup on a preferred model.tflite too, whose one signature is
-        # `tokens`: then the `tokens` request is the one both can run.
-        if tflite is not None:
-            logs = warmup.prediction_logs(model_name, meta_graph.signature_def, {"tokens": inputs["tokens"]})
-        else:
-            per_bucket = warmup.bucket_warmup_inputs(meta_graph.signature_def, module, pair)
-            logs = warmup.prediction_logs(model_name, meta_graph.signature_def, inputs, per_bucket)
-        warmup.write_warmup_file(staging, logs)
-        report = compatibility.check_ops(staging)
-        if check:
-            if not report.ok:
-                raise ExportError("the export is not servable by TF Serving 2.20:\n  " + "\n  ".join(report.problems))
-            tolerance = export_precision.TOLERANCES[export_precision.model_precision(module.model)]
-            try:
-                compatibility.check_reload(staging, inputs, _in_memory_outputs(module, inputs), **tolerance)
-            except compatibility.CompatibilityError as e:
-                raise ExportError(str(e)) from None
+        report = _write_and_check(staging, module, model_name, pair, extra_assets, task_spec, tflite, check)
+        if check_data is not None and reference is not None:
+            accuracy = _check_accuracy(staging, reference, check_data, pair)
+            _add_export_info(staging, accuracy_check=accuracy)
         if tflite is not None:
             try:
-                tflite_info = tflite_export.write_tflite(staging, module, tflite)
+                tflite_info = tflite_export.write_tflite(staging, reference or module, tflite)
             except tflite_export.TfliteExportError as e:
                 raise ExportError(str(e)) from None
-            info_path = os.path.join(staging, "assets", EXPORT_INFO_FILE)
-            with open(info_path, encoding="utf-8") as f:
-                info = json.load(f)
-            info["tflite"] = tflite_info
-            file_io.atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+            _add_export_info(staging, tflite=tflite_info)
         if openvino is not None:
-            # Entered last: the IR is published only after every check passed, just before the SavedModel.
+            # Entered last: the IR is published only after every check passed, just before the
+            # SavedModel. It is converted from the float32 graph: OpenVINO applies its own precision.
             openvino_info = stack.enter_context(_openvino_beside(
-                staging, module, openvino, export_base, model_name, version, openvino_calibration, check_data))
+                staging, reference or module, openvino, export_base, model_name, version, openvino_calibration,
+                check_data))
     configs = serving_config.write_serving_configs(export_base, container_base, batching)
     if openvino is not None:
         configs["ovms_config"] = openvino_export.write_ovms_config(export_base, container_base)
     non_predict = module.method_names()
     method_names = {key: non_predict.get(key, signatures.PREDICT_METHOD) for key in module.signatures_keys()}
     logger.info("exported %s version %d to %s (signatures %s)", model_name, version, final, ", ".join(method_names))
-    return ExportResult(final, version, method_names, report, configs, tflite_info, openvino_info)
+    return ExportResult(final, version, method_names, report, configs, tflite_info, openvino_info, accuracy)
+
+
+def _write_and_check(staging, module, model_name, pair, extra_assets, task_spec, tflite, check):
+    """Saves `module` with its assets and warmup into `staging` and checks it (ops, and a fresh-process
+    reload at the precision's tolerance); returns the ops report."""
+    import tensorflow as tf
+
+    functions = module.signatures()
+    tf.saved_model.save(module, staging, signatures=functions)
+    set_method_names(staging, module.method_names())
+    _write_assets(staging, module, extra_assets, task_spec)
+    meta_graph = compatibility.read_meta_graph(staging)
+    inputs = warmup.warmup_inputs(meta_graph.signature_def, pair, module.sequence_length)
+    # TF Serving replays the warmup on a preferred model.tflite too, whose one signature is
+    # `tokens`: then the `tokens` request is the one both can run.
+    if tflite is not None:
+        logs = warmup.prediction_logs(model_name, meta_graph.signature_def, {"tokens": inputs["tokens"]})
+    else:
+        per_bucket = warmup.bucket_warmup_inputs(meta_graph.signature_def, module, pair)
+        logs = warmup.prediction_logs(model_name, meta_graph.signature_def, inputs, per_bucket)
+    warmup.write_warmup_file(staging, logs)
+    report = compatibility.check_ops(staging)
+    if check:
+        if not report.ok:
+            raise ExportError("the export is not servable by TF Serving 2.20:\n  " + "\n  ".join(report.problems))
+        tolerance = export_precision.TOLERANCES[export_precision.model_precision(module.model)]
+        try:
+            compatibility.check_reload(staging, inputs, _in_memory_outputs(module, inputs), **tolerance)
+        except compatibility.CompatibilityError as e:
+            raise ExportError(str(e)) from None
+    return report
+
+
+def _add_export_info(staging: str, **entries) -> None:
+    info_path = os.path.join(staging, "assets", EXPORT_INFO_FILE)
+    with open(info_path, encoding="utf-8") as f:
+        info = json.load(f)
+    info.update(entries)
+    file_io.atomic_write_text(info_path, json.dumps(info, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def signature_scorer(function, pair: bool, output: str = "logits") -> accuracy_check.Scorer:
+    """A text signature of a classifier (`text`, and `text_b` for pairs) as the accuracy check's scorer."""
+    import tensorflow as tf
+
+    def score(texts, texts_b=None):
+        feeds = {signatures.TEXT_KEY: tf.constant(list(texts))}
+        if pair:
+            feeds[signatures.TEXT_B_KEY] = tf.constant(list(texts_b))
+        return function(**feeds)[output].numpy()
+
+    return score
+
+
+def _check_accuracy(staging: str, reference: signatures.ServingModule, data: accuracy_check.LabelledTexts,
+                    pair: bool) -> Dict[str, Any]:
+    """The staged graph's `serving_default`, loaded as TF Serving loads it, against the float32 graph's."""
+    import tensorflow as tf
+
+    if pair != (data.texts_b is not None):
+        raise ExportError(f"the accuracy check's texts are {'pairs' if data.texts_b is not None else 'single'}, "
+                          f"the model takes {'pairs' if pair else 'single texts'}")
+    key = tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+    served = tf.saved_model.load(staging).signatures[key]
+    try:
+        return accuracy_check.check_accuracy(
+            signature_scorer(reference.signatures()[key], pair), signature_scorer(served, pair), data,
+            what="bf16 graph",
+        )
+    except accuracy_check.AccuracyCheckError as e:
+        raise ExportError(str(e)) from None
 
 
 def read_export_info(saved_model_dir: str) -> Dict:

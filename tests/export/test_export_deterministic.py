@@ -31,6 +31,8 @@ config = AlbertConfig(vocab_size=64, embedding_size=8, hidden_size=16, num_hidde
 model = AlbertForClassification(AlbertEncoder.from_albert_config(config), num_labels=2)
 tokenizer = AlbertTokenizerLayer.from_sentencepiece(sys.argv[1], sequence_length=16)
 export_saved_model(model, tokenizer, sys.argv[2], "m", 1, labels=["neg", "pos"], check=False)
+# The bf16 graph (bf16 variables, the q|k|v concatenation made once per graph) as well.
+export_saved_model(model, tokenizer, sys.argv[2], "b", 1, labels=["neg", "pos"], check=False, precision="mixed_bfloat16")
 """
 
 COMPARED = ("saved_model.pb", "variables/variables.index", "variables/variables.data-00000-of-00001",
@@ -44,11 +46,12 @@ def test_two_processes_export_identical_bytes(tmp_path, tiny_spm_model):
         proc = subprocess.run([sys.executable, "-c", EXPORT, str(tiny_spm_model), str(base)],
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        exports.append(base / "m" / "1")
-    first, second = exports
-    for name in COMPARED:
-        assert (first / name).read_bytes() == (second / name).read_bytes(), name
-    assert fingerprint(str(first)) == fingerprint(str(second))
+        exports.append(base)
+    for model in ("m", "b"):
+        first, second = (base / model / "1" for base in exports)
+        for name in COMPARED:
+            assert (first / name).read_bytes() == (second / name).read_bytes(), (model, name)
+        assert fingerprint(str(first)) == fingerprint(str(second))
 
 
 @pytest.mark.slow
