@@ -277,7 +277,6 @@ def export_saved_model(
         OpenVINO model that cannot be written or misses its tolerance (nothing is published then).
       TypeError: an unsupported model.
     """
-    import tensorflow as tf
 
     _check_name(model_name)
     model_dir = os.path.join(export_base, model_name)
