@@ -270,7 +270,7 @@ def test_cli_refuses_int8_without_calibration(tmp_path, spm):
     common = ["--model-dir", str(model_dir), "--export-base", str(tmp_path / "cli"), "--model-name", "m"]
     with pytest.raises(CommandError, match=r"^int8 needs calibration texts .*records no training data\)$"):
         export_cli.run(parser.parse_args(common + ["--openvino", "int8"]))
-    with pytest.raises(CommandError, match="^--openvino-calibration and --check-data go with --openvino$"):
+    with pytest.raises(CommandError, match="^--openvino-calibration goes with --openvino$"):
         export_cli.run(parser.parse_args(common + ["--openvino-calibration", str(spm)]))
     with pytest.raises(CommandError, match=r"^calibration texts: .*absent does not exist$"):
         export_cli.run(parser.parse_args(common + ["--openvino", "int8", "--openvino-calibration", str(tmp_path / "absent")]))
