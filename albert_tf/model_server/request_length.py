@@ -74,7 +74,8 @@ class RequestLengths:
         return cls(info["length_bucket"], info["sequence_length"], tokenizer)
 
     def length(self, definition, inputs: Dict[str, np.ndarray]) -> Optional[int]:
-        """The packed length of a request's longest row, or None when it cannot be known."""
+        """The packed length of a request's longest row (at most the sequence length), or None
+        when it cannot be known."""
         if _variable_length_signature(definition):
             widths = {np.shape(value)[1] for value in inputs.values() if np.ndim(value) == 2}
             return widths.pop() if len(widths) == 1 else None
@@ -89,7 +90,7 @@ class RequestLengths:
                 rows = [n + len(self.tokenizer.tokenize(t)) + 1 for n, t in zip(rows, inputs["text_b"])]
         except (ValueError, TypeError, UnicodeError):
             return None  # the graph refuses such text itself; the batcher only needs to place it
-        return max(rows) if rows else None
+        return min(max(rows), self.sequence_length) if rows else None  # longer texts are truncated
 
     def bucket(self, definition, inputs: Dict[str, np.ndarray]) -> Optional[int]:
         """The width a batch of this request alone is padded to (its bucket), or None."""
