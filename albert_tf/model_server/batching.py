@@ -37,7 +37,7 @@ SEQUENCE_INPUT_PADDING = {"input_ids": 0, "input_mask": 0, "segment_ids": 0, "p_
 
 
 @dataclasses.dataclass
-class _Task:
+class BatchTask:
     signature: str
     inputs: Dict[str, np.ndarray]
     output_filter: Tuple[str, ...]
@@ -51,7 +51,7 @@ class _Task:
     bucket: Optional[int] = None
 
 
-def _variable_length_signature(definition) -> bool:
+def variable_length_signature(definition) -> bool:
     """Whether every input of a signature is a `[-1, -1]` token input (`SEQUENCE_INPUT_PADDING`)."""
     for name, info in definition.inputs.items():
         if name not in SEQUENCE_INPUT_PADDING or info.tensor_shape.unknown_rank:
@@ -76,7 +76,7 @@ class Batcher:
     def __init__(self, servable: SessionServable, config: Optional[BatchingConfig]):
         self.servable = servable
         self.config = config
-        self._queue: "queue.Queue[Optional[_Task]]" = queue.Queue()
+        self._queue: "queue.Queue[Optional[BatchTask]]" = queue.Queue()
         self._stopped = threading.Event()
         self._threads: List[threading.Thread] = []
         if config is not None:
@@ -95,7 +95,7 @@ class Batcher:
         self._enqueue(task)
         return task.future.result()
 
-    def _task(self, signature: str, inputs: Dict[str, np.ndarray], output_filter: Sequence[str]) -> Optional[_Task]:
+    def _task(self, signature: str, inputs: Dict[str, np.ndarray], output_filter: Sequence[str]) -> Optional[BatchTask]:
         """The batch task of a request, or None for one that runs on its own (unbatchable inputs)."""
         self.servable.validate_inputs(signature, inputs)
         definition = self.servable.signature(signature)
@@ -116,21 +116,21 @@ class Batcher:
             )
         length = None
         lengths = {value.shape[1] for value in inputs.values() if value.ndim == 2}
-        if self.config.pad_variable_length_inputs and len(lengths) == 1 and _variable_length_signature(definition):
+        if self.config.pad_variable_length_inputs and len(lengths) == 1 and variable_length_signature(definition):
             length = lengths.pop()
         key = (signature or "serving_default", tuple(output_filter), length is not None) + tuple(
             (name, value.dtype.str, value.shape[1:] if length is None else ()) for name, value in sorted(inputs.items())
         )
-        return _Task(signature, inputs, tuple(output_filter), size, key, Future(), length)
+        return BatchTask(signature, inputs, tuple(output_filter), size, key, Future(), length)
 
-    def _enqueue(self, task: _Task) -> None:
+    def _enqueue(self, task: BatchTask) -> None:
         """Queues a task for the batch threads; UNAVAILABLE when the queue is full."""
         if self._queue.qsize() >= self.config.max_enqueued_batches * self.config.max_batch_size:
             raise ServingError(UNAVAILABLE, "The batch scheduling queue to which this task was submitted is full")
         self._queue.put(task)
 
     def _work(self) -> None:
-        pending: "collections.deque[_Task]" = collections.deque()
+        pending: "collections.deque[BatchTask]" = collections.deque()
         timeout = self.config.batch_timeout_micros / 1e6
         while not self._stopped.is_set():
             if pending:
@@ -169,7 +169,7 @@ class Batcher:
         for task in pending:
             task.future.set_exception(ServingError(UNAVAILABLE, "the servable was unloaded"))
 
-    def _run_batch(self, batch: List[_Task]) -> None:
+    def _run_batch(self, batch: List[BatchTask]) -> None:
         first = batch[0]
         try:
             if len(batch) == 1:

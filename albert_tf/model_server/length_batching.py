@@ -35,7 +35,7 @@ import time
 from typing import Deque, Dict, List, Optional, Tuple
 
 from albert_tf.export.serving_config import BatchingConfig
-from albert_tf.model_server.batching import Batcher, _Task
+from albert_tf.model_server.batching import Batcher, BatchTask
 from albert_tf.model_server.request_length import RequestLengths
 from albert_tf.model_server.servable import UNAVAILABLE, ServingError
 
@@ -58,12 +58,12 @@ class LengthGroupingBatcher(Batcher):
         self.lengths = lengths
         self._condition = threading.Condition()
         # (batch key, bucket) -> the queued tasks, oldest first; their row counts.
-        self._groups: Dict[Tuple[tuple, Optional[int]], Deque[_Task]] = {}
+        self._groups: Dict[Tuple[tuple, Optional[int]], Deque[BatchTask]] = {}
         self._rows: Dict[Tuple[tuple, Optional[int]], int] = {}
         self._queued = 0
         super().__init__(servable, config)
 
-    def _enqueue(self, task: _Task) -> None:
+    def _enqueue(self, task: BatchTask) -> None:
         task.bucket = self.lengths.bucket(self.servable.signature(task.signature), task.inputs)
         group = (task.key, task.bucket)
         with self._condition:
@@ -85,7 +85,7 @@ class LengthGroupingBatcher(Batcher):
                 return
             self._run_batch(batch)
 
-    def _wait_for_batch(self) -> Optional[List[_Task]]:
+    def _wait_for_batch(self) -> Optional[List[BatchTask]]:
         """The next batch (held: `_condition`), waiting until one is ready; None once stopped."""
         timeout = self.config.batch_timeout_micros / 1e6
         while not self._stopped.is_set():
@@ -103,7 +103,7 @@ class LengthGroupingBatcher(Batcher):
             self._condition.wait(max(wake - now, 0.0))
         return None
 
-    def _take(self, group) -> List[_Task]:
+    def _take(self, group) -> List[BatchTask]:
         """Up to `max_batch_size` rows of `group`, oldest first; a lone request also takes the next
         longer bucket's queued requests."""
         batch = self._pop(group, self.config.max_batch_size)
@@ -114,7 +114,7 @@ class LengthGroupingBatcher(Batcher):
                 batch += self._pop((key, above), self.config.max_batch_size - batch[0].size)
         return batch
 
-    def _pop(self, group, room: int) -> List[_Task]:
+    def _pop(self, group, room: int) -> List[BatchTask]:
         tasks, batch, size = self._groups[group], [], 0
         while tasks and size + tasks[0].size <= room:
             task = tasks.popleft()

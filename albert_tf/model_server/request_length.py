@@ -24,7 +24,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from albert_tf.model_server.batching import _variable_length_signature
+from albert_tf.model_server.batching import variable_length_signature
 from albert_tf.tokenization.packing import bucketed_width
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class RequestLengths:
     def length(self, definition, inputs: Dict[str, np.ndarray]) -> Optional[int]:
         """The packed length of a request's longest row (at most the sequence length), or None
         when it cannot be known."""
-        if _variable_length_signature(definition):
+        if variable_length_signature(definition):
             widths = {np.shape(value)[1] for value in inputs.values() if np.ndim(value) == 2}
             return widths.pop() if len(widths) == 1 else None
         names = set(definition.inputs)

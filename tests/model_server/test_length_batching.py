@@ -421,3 +421,41 @@ def test_concurrent_mixed_lengths_answer_as_alone_over_rest(export):
     for batch in batches:  # one bucket, or a lone request with the next longer bucket
         buckets = sorted(bucket_of[t] for t in batch)
         assert len(set(buckets)) == 1 or (buckets.count(buckets[0]) == 1 and set(buckets[1:]) == {buckets[1]}), buckets
+
+
+# --- batch scoring: predict and bulk inference -----------------------------------------------------
+
+PREDICT_TEXTS = ["the film was good fun and a long film was good", "bad", "a dull and long film", "good fun",
+                 "the film", "dull dull dull film that was long and dull and bad", "fun", "a good and fun film"]
+
+
+@pytest.fixture(scope="module")
+def text_classifier(tiny_encoder, tiny_spm_model):
+    from albert_tf.tasks.classification.text_model import AlbertTextClassifier
+    from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
+
+    layer = AlbertTokenizerLayer.from_sentencepiece(tiny_spm_model, sequence_length=32)
+    return AlbertTextClassifier(tiny_encoder, layer, num_classes=2, compile=False)
+
+
+def test_predict_and_bulk_score_by_piece_count_in_input_order(text_classifier, monkeypatch):
+    import tensorflow as tf
+
+    from albert_tf.inference import bulk
+
+    model = text_classifier
+    order = model.length_order(tf.constant(PREDICT_TEXTS))
+    lengths = model.preprocessor.tokenize(tf.constant(PREDICT_TEXTS)).row_lengths().numpy()
+    assert sorted(order.tolist()) == list(range(len(PREDICT_TEXTS))) and list(lengths[order]) == sorted(lengths)
+    assert order.tolist() != list(range(len(PREDICT_TEXTS)))  # the input is not already in that order
+    alone = np.concatenate([model.predict([t], verbose=0) for t in PREDICT_TEXTS])
+    seen = []
+    original = model.make_dataset
+    monkeypatch.setattr(model, "make_dataset", lambda x, **k: seen.append(x) or original(x, **k))
+    grouped = model.predict(PREDICT_TEXTS, batch_size=2, verbose=0)
+    np.testing.assert_allclose(grouped, alone, rtol=1e-5, atol=1e-6)  # input order, answers of each alone
+    assert [t.decode() for t in seen[-1].numpy()] == [PREDICT_TEXTS[i] for i in order]  # scored by piece count
+    np.testing.assert_allclose(bulk.score_texts(model, PREDICT_TEXTS, 3), alone, rtol=1e-5, atol=1e-6)
+    pairs = model.length_order((tf.constant(PREDICT_TEXTS), tf.constant(PREDICT_TEXTS[::-1])))
+    both = lengths + lengths[::-1]
+    assert list(both[pairs]) == sorted(both)
