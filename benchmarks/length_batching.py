@@ -3,9 +3,9 @@
 An ALBERT classifier (random weights: speed does not depend on them; `--export-base` serves an
 existing export instead) is exported length-aware (`length_bucket` 16) with a SentencePiece model
 trained on the Rotten Tomatoes train split (realistic piece counts: dev averages about 48
-pieces). `albert-tf serve` runs it in a subprocess twice: with the length-grouping batcher (the
-default) and with `--no-length-grouping` (arrival order, as TF Serving batches). For each
-client count of `--clients`, N closed-loop clients on loopback (gRPC, or REST with
+pieces). `albert-tf serve` runs it in two subprocesses: with the length-grouping batcher (the default)
+and with `--no-length-grouping` (arrival order, as TF Serving batches). For each client count of
+`--clients`, one batcher after the other, N closed-loop clients on loopback (gRPC, or REST with
 `--protocol rest`) send the Rotten Tomatoes dev texts one per request, in a random order, for
 `--seconds` after `--warmup-seconds` untimed; the table gives throughput (texts/s) and latency
 p50 / p90 / p99 per case.
@@ -272,17 +272,22 @@ def main(argv=None) -> int:
             base = os.path.join(tmp, "export")
             log("exporting")
             export(base, args, spm)
-        for mode in ("arrival", "length"):
-            server = Server(base, grouping=mode == "length")
-            try:
-                for count in clients:
+        # Both servers up at once, the cases interleaved (each client count: arrival order, then
+        # length buckets), so that a change of load on the machine hits both batchers alike.
+        servers = {}
+        try:
+            for mode in ("arrival", "length"):
+                servers[mode] = Server(base, grouping=mode == "length")
+            for count in clients:
+                for mode, server in servers.items():
                     log(f"{mode}: {count} clients")
                     latencies, seconds, errors = load(server, args.protocol, count, texts, args.seconds,
                                                       args.warmup_seconds, args.seed)
                     if errors:
                         raise SystemExit(f"{mode}, {count} clients: {len(errors)} failed clients, first: {errors[0]}")
                     results[(mode, count)] = summarize(latencies, seconds)
-            finally:
+        finally:
+            for server in servers.values():
                 server.stop()
         stats = piece_stats(spm, texts, args.seq, args.max_batch_size, args.seed) if spm else None
     report(args, results, stats)

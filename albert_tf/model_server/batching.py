@@ -38,6 +38,8 @@ SEQUENCE_INPUT_PADDING = {"input_ids": 0, "input_mask": 0, "segment_ids": 0, "p_
 
 @dataclasses.dataclass
 class BatchTask:
+    """One request waiting for its batch: its inputs, batch key, rows, and the future of its answer."""
+
     signature: str
     inputs: Dict[str, np.ndarray]
     output_filter: Tuple[str, ...]

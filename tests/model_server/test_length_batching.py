@@ -357,6 +357,7 @@ def _texts():
     return [" ".join(rng.choice(WORDS, size=n)) for n in (1, 20, 2, 9, 1, 16, 4, 28, 1, 12, 3, 22)]
 
 
+@pytest.mark.slow
 def test_piece_count_is_the_graphs_packed_length(export):
     import tensorflow as tf
 
@@ -382,6 +383,7 @@ def test_piece_count_is_the_graphs_packed_length(export):
         servable.close()
 
 
+@pytest.mark.slow
 def test_concurrent_mixed_lengths_answer_as_alone_over_rest(export):
     from albert_tf.model_server.servable import SessionServable
     from albert_tf.model_server.server import LocalModelServer
@@ -438,6 +440,7 @@ def text_classifier(tiny_encoder, tiny_spm_model):
     return AlbertTextClassifier(tiny_encoder, layer, num_classes=2, compile=False)
 
 
+@pytest.mark.slow
 def test_predict_and_bulk_score_by_piece_count_in_input_order(text_classifier, monkeypatch):
     import tensorflow as tf
 
