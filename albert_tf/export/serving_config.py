@@ -66,6 +66,7 @@ class BatchingConfig:
             lines.append(f"{name} {{ value: {getattr(self, name)} }}")
         # A plain proto3 bool in BatchingParameters, not a wrapper message.
         lines.append(f"pad_variable_length_inputs: {str(self.pad_variable_length_inputs).lower()}")
+        lines.append("# For albert-tf serve only; a comment to TF Serving, whose BatchingParameters has no such field:")
         lines.append(f"{DIRECTIVE_PREFIX} length_grouping: {str(self.length_grouping).lower()}")
         return "\n".join(lines) + "\n"
 
