@@ -73,6 +73,8 @@ class BatchingConfig:
 
 # The BatchingParameters fields written as `google.protobuf.Int64Value` messages.
 WRAPPED_FIELDS = ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads")
+# The plain (not wrapper) scalar fields of BatchingParameters.
+PLAIN_FIELDS = ("pad_variable_length_inputs", "allowed_batch_sizes")
 # This project's settings TF Serving has no field for, written as comments (see the module doc).
 DIRECTIVE_PREFIX = "# albert_tf"
 DIRECTIVES = ("length_grouping",)
@@ -98,12 +100,16 @@ def read_batching_parameters(path: str) -> BatchingConfig:
             raise ValueError(f"{path}: albert_tf setting {name} must be true or false, got {value!r}")
         values[name] = value == "true"
     stripped = re.sub(r"#[^\n]*", "", text)
-    # `name { value: N }` (wrapper messages) and `name: V` (plain fields such as the bool
-    # pad_variable_length_inputs; files written before it was fixed use the wrapper form).
-    field = r"(\w+)\s*(?:\{\s*value\s*:\s*(-?\d+|true|false)\s*\}|:\s*(-?\d+|true|false)\b)"
+    # `name { value: N }` (the wrapper messages; also pad_variable_length_inputs as files written
+    # before it was fixed have it) and `name: V` for the plain fields only, as TF Serving parses them.
+    plain = "|".join(PLAIN_FIELDS)
+    field = rf"(?:(\w+)\s*\{{\s*value\s*:\s*(-?\d+|true|false)\s*\}}|({plain})\s*:\s*(-?\d+|true|false)\b)"
     for match in re.finditer(field, stripped):
-        value = match.group(2) or match.group(3)
-        values[match.group(1)] = value == "true" if value in ("true", "false") else int(value)
+        name, value = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+        if name in DIRECTIVES:
+            raise ValueError(f"{path}: {name} is no BatchingParameters field (TF Serving would refuse the file): "
+                             f"write it as the comment `{DIRECTIVE_PREFIX} {name}: {value}`")
+        values[name] = value == "true" if value in ("true", "false") else int(value)
     leftover = re.sub(field, "", stripped)
     if leftover.strip():
         raise ValueError(f"{path}: not a BatchingParameters text proto near {leftover.strip()[:40]!r}")

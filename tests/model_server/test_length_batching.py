@@ -295,6 +295,9 @@ def test_batching_parameters_round_trip_and_stay_valid_for_tf_serving(tmp_path):
     path.write_text("# albert_tf length_groupin: false\n")
     with pytest.raises(ValueError, match="unknown albert_tf setting 'length_groupin'"):
         serving_config.read_batching_parameters(str(path))
+    path.write_text("length_grouping { value: false }\n")
+    with pytest.raises(ValueError, match="write it as the comment `# albert_tf length_grouping: false`"):
+        serving_config.read_batching_parameters(str(path))
     path.write_text("# any other comment: false\n")
     assert serving_config.read_batching_parameters(str(path)) == serving_config.BatchingConfig()
 
