@@ -466,3 +466,29 @@ def test_predict_and_bulk_score_by_piece_count_in_input_order(text_classifier, m
     pairs = model.length_order((tf.constant(PREDICT_TEXTS), tf.constant(PREDICT_TEXTS[::-1])))
     both = lengths + lengths[::-1]
     assert list(both[pairs]) == sorted(both)
+
+
+def test_serve_cli_switch_overrides_the_file(tmp_path, monkeypatch):
+    import argparse
+
+    from albert_tf.cli import CommandError
+    from albert_tf.cli import serve as serve_cli
+    from albert_tf.model_server import server as server_module
+
+    started = []
+
+    class FakeServer:
+        def __init__(self, **kwargs):
+            self.manager = type("Manager", (), {"batching": serving_config.BatchingConfig()})()
+
+        def start(self):
+            started.append(self.manager.batching)
+            raise OSError("stop here")
+
+    monkeypatch.setattr(server_module, "LocalModelServer", FakeServer)
+    parser = argparse.ArgumentParser()
+    serve_cli.add_arguments(parser)
+    for flags, grouping in (([], True), (["--no-length-grouping"], False)):
+        with pytest.raises(CommandError, match="stop here"):
+            serve_cli.run(parser.parse_args(["--export-base", str(tmp_path), *flags]))
+        assert started[-1].length_grouping is grouping
