@@ -39,14 +39,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from albert_tf.export.serving_config import BatchingConfig, model_versions
-from albert_tf.model_server.batching import SEQUENCE_INPUT_PADDING, Batcher  # noqa: F401 - their home before batching.py
+from albert_tf.model_server.batching import Batcher
 from albert_tf.model_server.length_batching import make_batcher
 from albert_tf.model_server.model_config import LATEST, ModelConfigError, ModelEntry, VersionPolicy
 from albert_tf.model_server.servable import (
     FAILED_PRECONDITION,
     INVALID_ARGUMENT,
     NOT_FOUND,
-    UNAVAILABLE,
     ServingError,
     SessionServable,
 )

@@ -366,7 +366,7 @@ def test_batcher_merges_token_requests_of_different_lengths(tmp_path, layer, mod
     import threading
 
     from albert_tf.export import saved_model, serving_config
-    from albert_tf.model_server.manager import Batcher
+    from albert_tf.model_server.batching import Batcher
     from albert_tf.model_server.servable import SessionServable
 
     fixed, aware = modules["tagging"]
