@@ -99,7 +99,11 @@ class LengthGroupingBatcher(Batcher):
                 else:
                     wake = min(wake, head.enqueued + timeout)
             if ready is not None:
-                return self._take(ready)
+                batch = self._take(ready)
+                if self._groups:
+                    # This thread is busy now: another one times the queues that are left.
+                    self._condition.notify()
+                return batch
             self._condition.wait(max(wake - now, 0.0))
         return None
 

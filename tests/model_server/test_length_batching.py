@@ -46,6 +46,7 @@ class FakeServable:
     batch (each row's first id names its request) and waits for `gate` when it is cleared."""
 
     path = "/nonexistent"
+    slow_above = 1_000_000  # batches wider than this take half a second
 
     def __init__(self):
         self.definition = _tokens_signature()
@@ -64,6 +65,8 @@ class FakeServable:
         self.running.set()
         self.gate.wait(10)
         ids = inputs["input_ids"]
+        if ids.shape[1] > self.slow_above:
+            time.sleep(0.5)
         self.batches.append((ids[:, 0].tolist(), ids.shape[1]))
         return {"id_sum": ids.sum(axis=1)}
 
@@ -240,6 +243,22 @@ def test_oldest_bucket_is_not_starved_by_full_batches():
     batcher.stop()
     # Its head timed out before the full batches were taken: it goes first.
     assert servable.batches[1] == ([1], 40)
+
+
+def test_a_slow_batch_does_not_hold_another_bucket_past_its_timeout():
+    servable = FakeServable()
+    servable.slow_above = 32
+    batcher = grouping(servable, num_batch_threads=2, batch_timeout_micros=20_000)
+    client = Client(batcher)
+    client.send(1, 40)
+    start = time.monotonic()
+    client.send(2, 5)
+    client.threads[1].join(10)
+    short = time.monotonic() - start
+    client.join()
+    batcher.stop()
+    assert short < 0.4  # the other thread ran it at its timeout, while the long batch ran
+    assert sorted(servable.batches) == [([1], 40), ([2], 5)]
 
 
 # --- batching_parameters.txt ---------------------------------------------------------------------
