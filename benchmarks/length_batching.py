@@ -116,7 +116,7 @@ class Server:
             self.process.kill()
 
 
-def grpc_sender(port: int):
+def grpc_sender(port: int, model: str):
     import grpc
     from tensorflow.core.framework import tensor_pb2, types_pb2
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
@@ -126,7 +126,7 @@ def grpc_sender(port: int):
 
     def send(text: str) -> None:
         request = predict_pb2.PredictRequest()
-        request.model_spec.name = MODEL_NAME
+        request.model_spec.name = model
         tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[text.encode()])
         tensor.tensor_shape.dim.add(size=1)
         request.inputs["text"].CopyFrom(tensor)
@@ -136,11 +136,11 @@ def grpc_sender(port: int):
     return send, channel.close
 
 
-def rest_sender(port: int):
+def rest_sender(port: int, model: str):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
 
     def send(text: str) -> None:
-        connection.request("POST", f"/v1/models/{MODEL_NAME}:predict", json.dumps({"instances": [text]}),
+        connection.request("POST", f"/v1/models/{model}:predict", json.dumps({"instances": [text]}),
                            {"Content-Type": "application/json"})
         response = connection.getresponse()
         body = response.read()
@@ -150,7 +150,7 @@ def rest_sender(port: int):
     return send, connection.close
 
 
-def load(server: Server, protocol: str, clients: int, texts, seconds: float, warmup: float, seed: int):
+def load(server: Server, protocol: str, model: str, clients: int, texts, seconds: float, warmup: float, seed: int):
     """N closed-loop clients for `warmup` + `seconds`; the latencies of the requests that started
     in the timed window, and its length."""
     rng = random.Random(seed)
@@ -162,7 +162,7 @@ def load(server: Server, protocol: str, clients: int, texts, seconds: float, war
     timed_from, stop_at = start + warmup, start + warmup + seconds
 
     def client():
-        send, close = (grpc_sender(server.grpc_port) if protocol == "grpc" else rest_sender(server.rest_port))
+        send, close = grpc_sender(server.grpc_port, model) if protocol == "grpc" else rest_sender(server.rest_port, model)
         mine = []
         try:
             send(order[0])  # the connection, outside the window
@@ -239,7 +239,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seq", type=int, default=128, help="sequence length (RT dev's longest is about 100 pieces)")
     parser.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece model trained on RT train")
     parser.add_argument("--spm-model", help="an existing SentencePiece model instead")
-    parser.add_argument("--export-base", help=f"serve this export base's `{MODEL_NAME}` model instead of exporting one")
+    parser.add_argument("--export-base", help="serve this export base's --model-name model instead of exporting one "
+                        "(its batching_parameters.txt then sets the batching; length-aware: exported with length_bucket)")
+    parser.add_argument("--model-name", default=MODEL_NAME, help=f"the served model (default {MODEL_NAME})")
     parser.add_argument("--data", default=str(RT / "dev.tsv"), help="the texts sent (TSV label<TAB>text)")
     parser.add_argument("--clients", default="4,8,16,32,64", help="closed-loop client counts, comma-separated")
     parser.add_argument("--seconds", type=float, default=30.0, help="timed seconds per case")
@@ -281,8 +283,8 @@ def main(argv=None) -> int:
             for count in clients:
                 for mode, server in servers.items():
                     log(f"{mode}: {count} clients")
-                    latencies, seconds, errors = load(server, args.protocol, count, texts, args.seconds,
-                                                      args.warmup_seconds, args.seed)
+                    latencies, seconds, errors = load(server, args.protocol, args.model_name, count, texts,
+                                                      args.seconds, args.warmup_seconds, args.seed)
                     if errors:
                         raise SystemExit(f"{mode}, {count} clients: {len(errors)} failed clients, first: {errors[0]}")
                     results[(mode, count)] = summarize(latencies, seconds)
@@ -299,9 +301,11 @@ def report(args, results, stats) -> None:
 
     isa = bench_common.cpu_isa()
     model = "export " + args.export_base if args.export_base else ("tiny" if args.tiny else args.preset)
+    batching = ("the export's batching_parameters.txt" if args.export_base else
+                f"max_batch_size {args.max_batch_size}, batch_timeout_micros {args.batch_timeout_micros}, "
+                f"num_batch_threads {args.num_batch_threads}")
     print(f"\n{model}, seq {args.seq}, {args.protocol}, one RT text per request, closed loop, {args.seconds:g} s per "
-          f"case after {args.warmup_seconds:g} s; max_batch_size {args.max_batch_size}, batch_timeout_micros "
-          f"{args.batch_timeout_micros}, num_batch_threads {args.num_batch_threads}; TF {tf.__version__}, "
+          f"case after {args.warmup_seconds:g} s; {batching}; TF {tf.__version__}, "
           f"Python {sys.version.split()[0]}; CPU {isa['model']} ({', '.join(isa['flags']) or 'none of'}"
           f"{'; no ' + ', '.join(isa['missing']) if isa['missing'] else ''}), {os.cpu_count()} logical CPUs")
     if stats:
