@@ -252,7 +252,8 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     Every subclass takes `length_bucket` (default 16; in its config, and configs saved without
     it load with the default): `predict` pads each batch only to its longest text rounded up to
     a multiple of it (the same answers as fixed-length packing, padding being masked out, for
-    less work on short texts), and `export` writes length-aware signatures with it; None packs
+    less work on short texts), scoring a list of texts by piece count where the subclass has
+    `predict_by_length` (the classifier and the regressor), and `export` writes length-aware signatures with it; None packs
     to `sequence_length` everywhere. `fit` and `evaluate` always pack to `sequence_length`.
 
     Every subclass also takes `task_model_name`, the name of its head (`task_model`; default the
