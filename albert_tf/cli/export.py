@@ -15,7 +15,9 @@ one is accepted with `--allow-vocab-mismatch`). The version goes to
 `<export-base>/<model-name>/<version>/`, atomically, after the TF Serving compatibility check;
 `models.config` and `batching_parameters.txt` are written for the export base. `--length-bucket N`
 (default 16) exports length-aware signatures (a batch padded to its longest text rounded up to a
-multiple of N); `--length-bucket 0` the fixed-length ones. `--tflite
+multiple of N); `--length-bucket 0` the fixed-length ones. `--no-length-grouping` records in
+`batching_parameters.txt` that `albert-tf serve` batches in arrival order rather than by length
+bucket (`albert_tf.model_server.length_batching`). `--tflite
 dynamic-int8` (or `float32`) also writes `model.tflite`, the token-ids model for TF Serving's
 `--prefer_tflite_model` and in-process LiteRT (`albert_tf.export.tflite`). `--openvino int8|bf16|f32`
 also writes the OpenVINO IR (raw text in) to `<export-base>/openvino/<model-name>/<version>/` with
@@ -61,6 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-batch-size", type=int, default=32, help="batching_parameters.txt max_batch_size")
     parser.add_argument("--batch-timeout-micros", type=int, default=2000, help="batching_parameters.txt batch_timeout_micros")
+    parser.add_argument(
+        "--no-length-grouping", action="store_true",
+        help="batching_parameters.txt: albert-tf serve batches in arrival order instead of by length bucket",
+    )
     parser.add_argument("--container-base", default="/models", help="where the server mounts --export-base (models.config)")
     parser.add_argument(
         "--length-bucket", type=int, default=16,
@@ -204,7 +210,10 @@ def run(args) -> int:
     from albert_tf.export.serving_config import BatchingConfig
 
     try:
-        batching = BatchingConfig(max_batch_size=args.max_batch_size, batch_timeout_micros=args.batch_timeout_micros)
+        batching = BatchingConfig(
+            max_batch_size=args.max_batch_size, batch_timeout_micros=args.batch_timeout_micros,
+            length_grouping=not args.no_length_grouping,
+        )
     except ValueError as e:
         raise CommandError(str(e)) from None
     if args.length_bucket < 0:

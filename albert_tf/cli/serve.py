@@ -14,6 +14,10 @@ policies `latest`/`specific`/`all`, version labels; re-read every
 `--model_config_file_poll_wait_seconds`). The two are exclusive (TF Serving ignores
 `--model_base_path` beside `--model_config_file`; this command refuses the pair rather than ignore
 a flag); a field of the file it does not support is refused in one line naming it.
+
+Batching follows `batching_parameters.txt`: on a length-aware export requests are batched by
+length bucket (`albert_tf.model_server.length_batching`) unless the file turns it off or
+`--no-length-grouping` is given (arrival order, as TF Serving); `--no-batching` runs each alone.
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rest-api-port", type=int, default=8501, help="REST port (default 8501)")
     parser.add_argument("--poll-seconds", type=float, default=1.0, help="version polling interval (0: never)")
     parser.add_argument("--no-batching", action="store_true", help="run every request on its own")
+    parser.add_argument(
+        "--no-length-grouping", action="store_true",
+        help="batch in arrival order, not by length bucket, whatever batching_parameters.txt says",
+    )
     parser.add_argument(
         "--max-request-bytes", type=_positive(int), default=None,
         help="largest request, REST body or gRPC message (default: what the largest batch needs, "
@@ -126,6 +134,7 @@ def _positive(kind):
 
 
 def run(args) -> int:
+    import dataclasses
     import logging
     import os
 
@@ -153,6 +162,8 @@ def run(args) -> int:
         )
         if args.no_batching:
             server.manager.batching = None
+        elif args.no_length_grouping and server.manager.batching is not None:
+            server.manager.batching = dataclasses.replace(server.manager.batching, length_grouping=False)
         server.start()
     except (ValueError, OSError) as e:
         raise CommandError(str(e)) from None

@@ -6,6 +6,12 @@ server sees it (`container_base/<name>`, `/models` in the official image) and th
 version policy. `batching_parameters.txt` is a `BatchingParameters` text proto
 (`--enable_batching --batching_parameters_file`). `read_batching_parameters` parses the latter
 for the local development server, so both servers batch with the same settings.
+
+Settings only `albert-tf serve` has (`length_grouping`) are written as comment lines
+`# albert_tf <name>: <value>`: TF Serving parses the file as the `BatchingParameters` text proto
+and fails on an unknown field, and its `BatchingParameters` (session_bundle_config.proto) has no
+field that groups requests by length, so a comment is the one form both servers read: TF
+Serving skips it, `read_batching_parameters` takes it.
 """
 
 from __future__ import annotations
@@ -40,12 +46,13 @@ class BatchingConfig:
     max_enqueued_batches: int = 100
     num_batch_threads: int = 4
     pad_variable_length_inputs: bool = True
+    length_grouping: bool = True
 
     def __post_init__(self):
-        if not isinstance(self.pad_variable_length_inputs, bool):
-            raise ValueError(f"pad_variable_length_inputs must be a bool, got {self.pad_variable_length_inputs!r}")
         for field in dataclasses.fields(self):
-            if field.name == "pad_variable_length_inputs":
+            if field.type in (bool, "bool"):
+                if not isinstance(getattr(self, field.name), bool):
+                    raise ValueError(f"{field.name} must be a bool, got {getattr(self, field.name)!r}")
                 continue
             value = getattr(self, field.name)
             minimum = 0 if field.name == "batch_timeout_micros" else 1
@@ -53,26 +60,56 @@ class BatchingConfig:
                 raise ValueError(f"{field.name} must be an integer >= {minimum}, got {value!r}")
 
     def to_text_proto(self) -> str:
-        def text(value):
-            return str(value).lower() if isinstance(value, bool) else str(value)
+        """The `BatchingParameters` text proto, with this project's own settings as comments."""
+        lines = []
+        for name in WRAPPED_FIELDS:
+            lines.append(f"{name} {{ value: {getattr(self, name)} }}")
+        # A plain proto3 bool in BatchingParameters, not a wrapper message.
+        lines.append(f"pad_variable_length_inputs: {str(self.pad_variable_length_inputs).lower()}")
+        lines.append("# For albert-tf serve only; a comment to TF Serving, whose BatchingParameters has no such field:")
+        lines.append(f"{DIRECTIVE_PREFIX} length_grouping: {str(self.length_grouping).lower()}")
+        return "\n".join(lines) + "\n"
 
-        return "".join(f"{f.name} {{ value: {text(getattr(self, f.name))} }}\n" for f in dataclasses.fields(self))
+
+# The BatchingParameters fields written as `google.protobuf.Int64Value` messages.
+WRAPPED_FIELDS = ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads")
+# The plain (not wrapper) scalar fields of BatchingParameters.
+PLAIN_FIELDS = ("pad_variable_length_inputs", "allowed_batch_sizes")
+# This project's settings TF Serving has no field for, written as comments (see the module doc).
+DIRECTIVE_PREFIX = "# albert_tf"
+DIRECTIVES = ("length_grouping",)
 
 
 def read_batching_parameters(path: str) -> BatchingConfig:
-    """The `BatchingConfig` of a `batching_parameters.txt` text proto (unknown fields ignored).
+    """The `BatchingConfig` of a `batching_parameters.txt` text proto (unknown fields ignored),
+    with the `# albert_tf name: value` settings; a setting not in the file takes its default.
 
     Raises:
-      ValueError: a file that is not in the `name { value: N }` form.
+      ValueError: a file that is not in the `name { value: N }` / `name: V` form, or an
+        unknown `# albert_tf` setting.
     """
     with open(path, encoding="utf-8") as f:
         text = f.read()
     values: Dict[str, object] = {}
+    directive = re.escape(DIRECTIVE_PREFIX) + r"\s+(\w+)\s*:\s*(\S+)[ \t]*$"
+    for match in re.finditer(directive, text, flags=re.MULTILINE):
+        name, value = match.group(1), match.group(2)
+        if name not in DIRECTIVES:
+            raise ValueError(f"{path}: unknown albert_tf setting {name!r} (known: {', '.join(DIRECTIVES)})")
+        if value not in ("true", "false"):
+            raise ValueError(f"{path}: albert_tf setting {name} must be true or false, got {value!r}")
+        values[name] = value == "true"
     stripped = re.sub(r"#[^\n]*", "", text)
-    field = r"(\w+)\s*\{\s*value\s*:\s*(-?\d+|true|false)\s*\}"
+    # `name { value: N }` (the wrapper messages; also pad_variable_length_inputs as files written
+    # before it was fixed have it) and `name: V` for the plain fields only, as TF Serving parses them.
+    plain = "|".join(PLAIN_FIELDS)
+    field = rf"(?:(\w+)\s*\{{\s*value\s*:\s*(-?\d+|true|false)\s*\}}|({plain})\s*:\s*(-?\d+|true|false)\b)"
     for match in re.finditer(field, stripped):
-        value = match.group(2)
-        values[match.group(1)] = value == "true" if value in ("true", "false") else int(value)
+        name, value = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+        if name in DIRECTIVES:
+            raise ValueError(f"{path}: {name} is no BatchingParameters field (TF Serving would refuse the file): "
+                             f"write it as the comment `{DIRECTIVE_PREFIX} {name}: {value}`")
+        values[name] = value == "true" if value in ("true", "false") else int(value)
     leftover = re.sub(field, "", stripped)
     if leftover.strip():
         raise ValueError(f"{path}: not a BatchingParameters text proto near {leftover.strip()[:40]!r}")

@@ -18,9 +18,10 @@ How it scales and resumes:
 * The texts are cut into shards of `shard_size` texts in input order (shard i holds texts
   ``i*shard_size ...``): the same inputs and settings always give the same shards.
 * One Beam element per shard. Each worker process loads the model once (the DoFn's `setup`, cached
-  per process) and scores a shard length-aware: its texts are sorted by length, so each batch of
-  `batch_size` is packed to the length of its own longest text (the text models' `length_bucket`),
-  and short texts do not pay for long ones; the answers go back to input order.
+  per process) and scores a shard length-aware: its texts are scored in the order of their piece
+  count (the text models' `predict`), so each batch of `batch_size` is packed to the length of its
+  own longest text (`length_bucket`), and short texts do not pay for long ones; the answers go
+  back to input order.
 * A shard's files are written under temporary names and renamed into place, its answers first and
   its logs last: a shard is complete when its log file exists, and nothing half-written is ever
   taken for complete.
@@ -167,16 +168,13 @@ def load_scoring_model(path: str, kind: str, threads: Optional[int] = None):
 def score_texts(model, texts: Sequence[str], batch_size: int):
     """The model's raw outputs (logits `[n, classes]` or predictions `[n]`) for `texts`, in their order.
 
-    Length-aware: the texts are scored sorted by length, so that each batch holds texts of similar
-    length and the model packs it to its own longest text (`length_bucket`).
+    Length-aware: the text models' `predict` scores the texts in the order of their piece count
+    (`AlbertTextTask.length_order`), so that each batch holds texts of similar length and is
+    packed to its own longest text (`length_bucket`), and returns the outputs in input order.
     """
     import numpy as np
 
-    order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
-    outputs = np.asarray(model.predict(np.array([texts[i] for i in order], dtype=object), batch_size=batch_size, verbose=0))
-    result = np.empty_like(outputs)
-    result[np.asarray(order)] = outputs
-    return result
+    return np.asarray(model.predict(np.array(list(texts), dtype=object), batch_size=batch_size, verbose=0))
 
 
 # --- one shard ------------------------------------------------------------------------------------

@@ -237,6 +237,10 @@ class _FamilyOfKind:
         return next((family for family in families() if owner.kind in family.kinds), None)
 
 
+# Texts tokenized at once by `length_order` (bounds its memory on a long list).
+_LENGTH_ORDER_CHUNK = 8192
+
+
 class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     """The raw-text template: tokenizer in `tf.data`, encoder + head in the Keras graph.
 
@@ -248,7 +252,8 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     Every subclass takes `length_bucket` (default 16; in its config, and configs saved without
     it load with the default): `predict` pads each batch only to its longest text rounded up to
     a multiple of it (the same answers as fixed-length packing, padding being masked out, for
-    less work on short texts), and `export` writes length-aware signatures with it; None packs
+    less work on short texts), scoring a list of texts by piece count where the subclass has
+    `predict_by_length` (the classifier and the regressor), and `export` writes length-aware signatures with it; None packs
     to `sequence_length` everywhere. `fit` and `evaluate` always pack to `sequence_length`.
 
     Every subclass also takes `task_model_name`, the name of its head (`task_model`; default the
@@ -262,6 +267,9 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
     family = _FamilyOfKind()
     # The dev metric `finetune` keeps the best weights by (a name `evaluate` returns).
     best_metric = "loss"
+    # Whether `predict` scores raw texts in the order of their piece count: the subclasses whose
+    # inputs are texts (or text pairs) that `preprocessor` alone packs into one row each.
+    predict_by_length = False
     # `get_config` / `from_config` (`NestedLayersConfig`): the encoder and the tokenizer layer
     # nested, then these; subclasses add their own arguments in `get_config`.
     config_layers = ("encoder", "preprocessor")
@@ -724,8 +732,36 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
 
     def predict(self, x, batch_size=None, **kwargs):
         """`keras.Model.predict` on raw text: the task's outputs as NumPy arrays (packed
-        length-aware with the model's `length_bucket`)."""
+        length-aware with the model's `length_bucket`).
+
+        With `predict_by_length`, texts given as a list, array or tensor (or a pair of them) are
+        scored from the fewest pieces to the most (`length_order`), so that a batch holds texts
+        of similar length and is packed to its own longest, not to the longest of whatever came
+        beside it; the outputs come back in input order. A dataset is scored in its own order.
+        """
+        if self.predict_by_length and self.length_bucket is not None and not isinstance(x, (tf.data.Dataset, dict)):
+            texts = self._texts_to_tensors(x)
+            order = self.length_order(texts)
+            ordered = tf.nest.map_structure(lambda t: tf.gather(t, order), texts)
+            outputs = super().predict(
+                self.make_dataset(ordered, batch_size=batch_size, length_bucket=self.length_bucket), **kwargs)
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(len(order))
+            return keras.tree.map_structure(lambda o: np.asarray(o)[inverse], outputs)
         return super().predict(self.make_dataset(x, batch_size=batch_size, length_bucket=self.length_bucket), **kwargs)
+
+    def length_order(self, texts) -> np.ndarray:
+        """The indices of raw texts (a `[n]` string tensor, or a pair of them) from the fewest
+        pieces to the most (stable: equal counts keep their order), counted by the model's own
+        tokenizer, a chunk at a time."""
+        parts = texts if isinstance(texts, tuple) else (texts,)
+        count = int(parts[0].shape[0])
+        lengths = np.zeros(count, np.int64)
+        for start in range(0, count, _LENGTH_ORDER_CHUNK):
+            for part in parts:
+                ids = self.preprocessor.tokenize(part[start:start + _LENGTH_ORDER_CHUNK])
+                lengths[start:start + _LENGTH_ORDER_CHUNK] += ids.row_lengths().numpy()
+        return np.argsort(lengths, kind="stable")
 
     # --- serialization --------------------------------------------------------------------------
 

@@ -366,7 +366,7 @@ def test_batcher_merges_token_requests_of_different_lengths(tmp_path, layer, mod
     import threading
 
     from albert_tf.export import saved_model, serving_config
-    from albert_tf.model_server.manager import Batcher
+    from albert_tf.model_server.batching import Batcher
     from albert_tf.model_server.servable import SessionServable
 
     fixed, aware = modules["tagging"]
@@ -408,7 +408,8 @@ def test_batching_parameters_pad_variable_length_inputs(tmp_path):
 
     config = serving_config.BatchingConfig()
     assert config.pad_variable_length_inputs is True
-    assert "pad_variable_length_inputs { value: true }" in config.to_text_proto()
+    # A plain bool in TF Serving's BatchingParameters: `name: value`, not a wrapper message.
+    assert "pad_variable_length_inputs: true" in config.to_text_proto()
     path = tmp_path / "batching_parameters.txt"
     path.write_text(config.to_text_proto())
     assert serving_config.read_batching_parameters(str(path)) == config
@@ -416,3 +417,5 @@ def test_batching_parameters_pad_variable_length_inputs(tmp_path):
     assert serving_config.read_batching_parameters(str(path)).pad_variable_length_inputs is False
     path.write_text("max_batch_size { value: 4 }\n")  # files written before the field
     assert serving_config.read_batching_parameters(str(path)).pad_variable_length_inputs is True
+    path.write_text("pad_variable_length_inputs { value: false }\n")  # files written in the old form
+    assert serving_config.read_batching_parameters(str(path)).pad_variable_length_inputs is False

@@ -166,6 +166,7 @@ class AlbertTextClassifier(AlbertTextTask):
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
     best_metric = "accuracy"
+    predict_by_length = True
 
     def _labels_array(self, y, features=None):
         """Class ids 0..num_classes-1, or label names mapped through `labels` (one-line errors
@@ -303,6 +304,7 @@ class AlbertTextRegressor(AlbertTextTask):
         return [keras.metrics.PearsonCorrelation(name="pearson")]
 
     best_metric = "pearson"
+    predict_by_length = True
 
     def _labels_array(self, y, features=None):
         """The scores as float32; one line for a label that is no number (a name, None, NaN)."""
