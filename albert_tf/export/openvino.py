@@ -146,14 +146,28 @@ def token_model(module):
     from albert_tf.export.tflite import token_function
 
     ov = require_openvino()
+    function = token_function(module)
     try:
-        model = ov.convert_model(token_function(module))
+        model = ov.convert_model(function)
     except Exception as e:  # the frontend raises OpConversionFailure and plain RuntimeErrors
         first = next((line for line in str(e).splitlines() if line.strip()), type(e).__name__)
         raise OpenVinoExportError(f"OpenVINO conversion of the {module.kind} model failed: {first}") from None
+    _name_outputs(model, function)
     if module.labels is not None:
         _fix_label_table(model, module.labels)
     return model
+
+
+def _name_outputs(model, function) -> None:
+    """Names the converted outputs as the SavedModel's signature names them. The frontend names an
+    output after its tensor, and a tensor that is also an op's output (`logits`, the classifier's
+    MatMul once its bias is folded) can come out named after the op, so the names are set from
+    the function's structured outputs (the converted outputs are in their flattened order)."""
+    keys = sorted(function.structured_outputs)  # tf.nest flattens a dict by sorted key
+    if len(keys) != len(model.outputs):
+        raise OpenVinoExportError(f"the converted model has {len(model.outputs)} outputs, the signature {len(keys)}")
+    for key, output in zip(keys, model.outputs):
+        output.get_tensor().set_names({key})
 
 
 def _fix_label_table(model, labels: Sequence[str]) -> None:

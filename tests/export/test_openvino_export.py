@@ -141,6 +141,22 @@ def test_f32_model_answers_as_the_saved_model_on_text(exported):
     assert [s.encode() for s in got["label"].tolist()] == reference["label"].tolist()
 
 
+def test_outputs_keep_the_signature_names_whatever_the_layers_are_called(layer):
+    """A model whose Keras names carry a suffix (not the first of its class in the process): the
+    converter named its `logits` after the classifier's MatMul, and the export was refused."""
+    from albert_tf.export.signatures import ServingModule
+    from albert_tf.tasks.classification import AlbertForClassification
+
+    models = [AlbertForClassification(_encoder(seed), num_labels=2) for seed in (1, 2)]
+    ids = {k: np.zeros((1, 4), "int32") for k in ("input_ids", "input_mask", "segment_ids")}
+    for model in models:
+        model(ids)
+    assert models[1].name.endswith("_1") or models[1].name != models[0].name
+    converted = ov_export.token_model(ServingModule(models[1], layer, labels=["neg", "pos"]))
+    assert sorted(o.get_any_name() for o in converted.outputs) == ["label", "label_id", "logits", "probabilities"]
+    assert all(len(o.get_names()) == 1 for o in converted.outputs)
+
+
 def test_int8_is_calibrated_and_agrees_by_argmax(trained, layer, tmp_path):
     from albert_tf.export import signatures
 
