@@ -30,6 +30,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -50,6 +51,40 @@ def set_enabled(enabled: bool) -> None:
 def enabled() -> bool:
     """Whether the layers use the fused kernels when training."""
     return _enabled
+
+
+# The inference LayerNorm's form for a converter that fuses the textbook one: OpenVINO turns
+# `(x - mean) / sqrt(var + eps)` into one MVN op, but not Keras's folded form (x * inv + (beta -
+# mean * inv)), which it runs as ten elementwise ops and two reductions per LayerNorm.
+_mvn_form = False
+
+
+@contextlib.contextmanager
+def mvn_layer_norm_form():
+    """In the block, inference LayerNorms are traced as `mvn_layer_norm` (for OpenVINO's converter)."""
+    global _mvn_form
+    saved, _mvn_form = _mvn_form, True
+    try:
+        yield
+    finally:
+        _mvn_form = saved
+
+
+def mvn_form() -> bool:
+    """Whether inference LayerNorms are traced as `mvn_layer_norm` now."""
+    return _mvn_form
+
+
+def mvn_layer_norm(x, gamma, beta, epsilon: float):
+    """LayerNorm over the last axis written as `(x - mean) / sqrt(mean((x - mean)^2) + eps) * gamma
+    + beta`, statistics in float32: the pattern OpenVINO's MVN fusion recognises."""
+    dtype = x.dtype
+    x = tf.cast(x, tf.float32)
+    # Axes as a list: MVN takes 1-D axes, and a scalar one fails the fused node's validation.
+    centered = x - tf.reduce_mean(x, axis=[-1], keepdims=True)
+    variance = tf.reduce_mean(centered * centered, axis=[-1], keepdims=True)
+    y = centered / tf.sqrt(variance + epsilon)
+    return tf.cast(y * tf.cast(gamma, tf.float32) + tf.cast(beta, tf.float32), dtype)
 
 
 def in_xla_context() -> bool:

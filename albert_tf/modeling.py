@@ -148,6 +148,8 @@ class AlbertLayerNorm(keras.layers.LayerNormalization):
             return fused_ops.layer_norm(inputs, self.gamma, self.beta, self.epsilon, residual=residual)
         if residual is not None:
             inputs = inputs + ops.cast(residual, inputs.dtype)
+        if plain and not training and fused_ops.mvn_form():
+            return fused_ops.mvn_layer_norm(inputs, self.gamma, self.beta, self.epsilon)
         if plain and not training and inputs.shape[-1] is not None and _fused_ops_apply():
             return fused_ops.inference_layer_norm(inputs, self.gamma, self.beta, self.epsilon)
         return super().call(inputs)

@@ -145,8 +145,11 @@ def token_model(module):
     """The `tokens` computation of `module` as an `openvino.Model` (token ids in, `[-1, -1]`)."""
     from albert_tf.export.tflite import token_function
 
+    from albert_tf import fused_ops
+
     ov = require_openvino()
-    function = token_function(module)
+    with fused_ops.mvn_layer_norm_form():  # LayerNorms OpenVINO fuses into MVN ops
+        function = token_function(module)
     try:
         model = ov.convert_model(function)
     except Exception as e:  # the frontend raises OpConversionFailure and plain RuntimeErrors

@@ -141,7 +141,7 @@ def test_f32_model_answers_as_the_saved_model_on_text(exported):
     assert [s.encode() for s in got["label"].tolist()] == reference["label"].tolist()
 
 
-def test_outputs_keep_the_signature_names_whatever_the_layers_are_called(layer):
+def test_the_converted_graph_keeps_the_signature_names_and_fuses_layer_norms(layer):
     """A model whose Keras names carry a suffix (not the first of its class in the process): the
     converter named its `logits` after the classifier's MatMul, and the export was refused."""
     from albert_tf.export.signatures import ServingModule
@@ -155,6 +155,10 @@ def test_outputs_keep_the_signature_names_whatever_the_layers_are_called(layer):
     converted = ov_export.token_model(ServingModule(models[1], layer, labels=["neg", "pos"]))
     assert sorted(o.get_any_name() for o in converted.outputs) == ["label", "label_id", "logits", "probabilities"]
     assert all(len(o.get_names()) == 1 for o in converted.outputs)
+    # Every LayerNorm (the embeddings' and two per layer) is one MVN op, as in a converted PyTorch
+    # model: Keras's folded form ran as a dozen elementwise ops and two reductions each.
+    types = [op.get_type_name() for op in converted.get_ops()]
+    assert types.count("MVN") == 1 + 2 * 2 and "SquaredDifference" not in types
 
 
 def test_int8_is_calibrated_and_agrees_by_argmax(trained, layer, tmp_path):
