@@ -160,6 +160,19 @@ class SessionServable:
                     "ids index the embedding table and must be >= 0",
                 )
 
+    def checked_request(self, signature_name: Optional[str], inputs: Dict[str, np.ndarray], output_filter: Iterable[str]):
+        """`(signature, the output names to return)` of a request, after the checks every runtime
+        makes (the signature, the inputs, the outputs asked for, a servable still loaded)."""
+        signature = self.signature(signature_name)
+        self.validate_inputs(signature_name, inputs)
+        wanted = list(output_filter) or sorted(signature.outputs)
+        for name in wanted:
+            if name not in signature.outputs:
+                raise ServingError(INVALID_ARGUMENT, f"output tensor alias not found in signature: {name}")
+        if self._closed:
+            raise ServingError(UNAVAILABLE, f"the servable at {self.path} was unloaded")
+        return signature, wanted
+
     def run(self, signature_name: Optional[str], inputs: Dict[str, np.ndarray], output_filter: Iterable[str] = ()) -> Dict[str, np.ndarray]:
         """Runs a signature on numpy inputs; returns `{output_name: array}`.
 
@@ -169,16 +182,9 @@ class SessionServable:
         """
         import tensorflow as tf
 
-        signature = self.signature(signature_name)
-        self.validate_inputs(signature_name, inputs)
-        wanted = list(output_filter) or sorted(signature.outputs)
-        for name in wanted:
-            if name not in signature.outputs:
-                raise ServingError(INVALID_ARGUMENT, f"output tensor alias not found in signature: {name}")
+        signature, wanted = self.checked_request(signature_name, inputs, output_filter)
         fetches = {name: signature.outputs[name].name for name in wanted}
         feeds = {signature.inputs[name].name: value for name, value in inputs.items()}
-        if self._closed:
-            raise ServingError(UNAVAILABLE, f"the servable at {self.path} was unloaded")
         try:
             return self.session.run(fetches, feeds)
         except tf.errors.OpError as e:

@@ -20,7 +20,6 @@ import numpy as np
 from albert_tf.model_server.servable import (
     FAILED_PRECONDITION,
     INVALID_ARGUMENT,
-    UNAVAILABLE,
     ServingError,
     SessionServable,
 )
@@ -74,14 +73,7 @@ class TfliteServable(SessionServable):
 
     def run(self, signature_name: Optional[str], inputs: Dict[str, np.ndarray], output_filter: Iterable[str] = ()) -> Dict[str, np.ndarray]:
         """Runs the TFLite signature on numpy inputs; returns `{output_name: array}` (ServingError on failure)."""
-        signature = self.signature(signature_name)
-        self.validate_inputs(signature_name, inputs)
-        wanted = list(output_filter) or sorted(signature.outputs)
-        for name in wanted:
-            if name not in signature.outputs:
-                raise ServingError(INVALID_ARGUMENT, f"output tensor alias not found in signature: {name}")
-        if self._closed:
-            raise ServingError(UNAVAILABLE, f"the servable at {self.path} was unloaded")
+        _, wanted = self.checked_request(signature_name, inputs, output_filter)
         try:
             outputs = self.model(inputs)
         except ValueError as e:
