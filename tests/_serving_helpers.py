@@ -15,6 +15,21 @@ LABELS = ["neg", "pos"]
 WORDS = "the nation of and to congress people states year law it's in good bad 1,000".split()
 
 
+def toy_texts(n, seed):
+    """`n` texts of random filler words with one sentiment word, and their labels (an array): 1
+    for "good", 0 for "bad"; a task a tiny classifier learns in a few epochs."""
+    rng = np.random.default_rng(seed)
+    filler = [w for w in WORDS if w not in ("good", "bad")]
+    texts, labels = [], []
+    for _ in range(n):
+        words = list(rng.choice(filler, size=int(rng.integers(3, 9))))
+        label = int(rng.integers(0, 2))
+        words.insert(int(rng.integers(0, len(words) + 1)), "good" if label else "bad")
+        texts.append(" ".join(words))
+        labels.append(label)
+    return texts, np.array(labels)
+
+
 def tiny_spm(directory: Path) -> str:
     from albert_tf.tokenization import sentencepiece_vocab
 

@@ -37,20 +37,6 @@ def _encoder(seed=0):
         intermediate_size=64, max_position_embeddings=SEQ))
 
 
-def _toy_texts(n, seed):
-    """Random filler words with one sentiment word: label 1 for "good", 0 for "bad"."""
-    rng = np.random.default_rng(seed)
-    filler = [w for w in helpers.WORDS if w not in ("good", "bad")]
-    texts, labels = [], []
-    for _ in range(n):
-        words = list(rng.choice(filler, size=int(rng.integers(3, 9))))
-        label = int(rng.integers(0, 2))
-        words.insert(int(rng.integers(0, len(words) + 1)), "good" if label else "bad")
-        texts.append(" ".join(words))
-        labels.append(label)
-    return texts, labels
-
-
 @pytest.fixture(scope="module")
 def spm(tmp_path_factory):
     return helpers.tiny_spm(tmp_path_factory.mktemp("openvino_spm"))
@@ -72,7 +58,7 @@ def trained(layer):
     from albert_tf.tasks.classification import AlbertForClassification
 
     model = AlbertForClassification(_encoder(), num_labels=2, dropout=0.0)
-    texts, labels = _toy_texts(192, seed=0)
+    texts, labels = helpers.toy_texts(192, seed=0)
     x = {k: v.numpy() for k, v in layer(tf.constant(texts)).items()}
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
     model.fit(dict(x, labels=np.array(labels)), batch_size=32, epochs=3, verbose=0)
@@ -85,7 +71,7 @@ def exported(trained, layer, tmp_path_factory):
     from albert_tf.export.accuracy_check import LabelledTexts
 
     base = tmp_path_factory.mktemp("openvino_base")
-    texts, labels = _toy_texts(64, seed=1)
+    texts, labels = helpers.toy_texts(64, seed=1)
     result = export_saved_model(trained, layer, str(base), "cls", labels=helpers.LABELS, check=False,
                                 openvino="f32", check_data=LabelledTexts(texts, labels))
     return base, result
@@ -129,7 +115,7 @@ def test_f32_export_is_written_in_ovms_layout_and_recorded(exported):
 
 def test_f32_model_answers_as_the_saved_model_on_text(exported):
     base, result = exported
-    texts = _toy_texts(24, seed=2)[0] + ["", "  GOOD   people ", "Café bad 1,000 year"]
+    texts = helpers.toy_texts(24, seed=2)[0] + ["", "  GOOD   people ", "Café bad 1,000 year"]
     reference = _saved_model_text(result.path, texts)
     compiled = ov_export.compile_model(str(base / "openvino" / "cls" / "1" / "model.xml"))
     assert compiled.get_property("INFERENCE_PRECISION_HINT").to_string() == "f32"
@@ -165,8 +151,8 @@ def test_int8_is_calibrated_and_agrees_by_argmax(trained, layer, tmp_path):
     from albert_tf.export import signatures
 
     module = signatures.ServingModule(trained, layer, labels=helpers.LABELS)
-    calibration, _ = _toy_texts(32, seed=3)
-    check, _ = _toy_texts(32, seed=4)
+    calibration, _ = helpers.toy_texts(32, seed=3)
+    check, _ = helpers.toy_texts(32, seed=4)
     info = ov_export.write_openvino(str(tmp_path), module, "int8", calibration_texts=calibration, check_texts=check)
     assert info["mode"] == "int8" and info["calibration"]["texts"] == 32
     assert info["check"]["texts"] == 32 + 32

@@ -56,20 +56,6 @@ def layer(spm):
     return AlbertTokenizerLayer.from_sentencepiece(spm, sequence_length=SEQ)
 
 
-def _toy_texts(n, seed):
-    """Random filler words with one sentiment word: label 1 for "good", 0 for "bad"."""
-    rng = np.random.default_rng(seed)
-    filler = [w for w in helpers.WORDS if w not in ("good", "bad")]
-    texts, labels = [], []
-    for _ in range(n):
-        words = list(rng.choice(filler, size=int(rng.integers(3, 9))))
-        label = int(rng.integers(0, 2))
-        words.insert(int(rng.integers(0, len(words) + 1)), "good" if label else "bad")
-        texts.append(" ".join(words))
-        labels.append(label)
-    return texts, np.array(labels)
-
-
 @pytest.fixture(scope="module")
 def trained(layer):
     """A classifier trained on the toy task (accuracy parity needs a model that has learned)."""
@@ -79,7 +65,7 @@ def trained(layer):
     from albert_tf.tasks.classification import AlbertForClassification
 
     model = AlbertForClassification(_encoder(), num_labels=2, dropout=0.0)
-    texts, labels = _toy_texts(320, seed=0)
+    texts, labels = helpers.toy_texts(320, seed=0)
     x = {k: v.numpy() for k, v in layer(tf.constant(texts)).items()}
     model.compile(optimizer=keras.optimizers.Adam(2e-3))  # the task model's own loss on x["labels"]
     model.fit(dict(x, labels=labels), batch_size=32, epochs=4, verbose=0)
@@ -217,7 +203,7 @@ def test_tflite_matches_the_saved_model_tokens_signature(exports, loose, layer):
     import tensorflow as tf
 
     _, results = exports
-    texts, labels = _toy_texts(256, seed=1)
+    texts, labels = helpers.toy_texts(256, seed=1)
     inputs = {k: v.numpy() for k, v in layer(tf.constant(texts)).items()}
     reference = _tokens_outputs(results["cls"].path, inputs)
     int8 = tflite.TfliteModel(os.path.join(results["cls"].path, tflite.TFLITE_FILE))(inputs)
