@@ -70,7 +70,8 @@ def apply_activation(name: str, x, training=None):
 
 
 def dense_rows(layer: keras.layers.Dense, rows, training=None):
-    """A built `Dense` (no activation) applied to 2-D `rows` [batch * seq, in] as MatMul + BiasAdd.
+    """A built `Dense` (no activation) applied to 2-D `rows` [batch * seq, in] as MatMul + BiasAdd
+    (or to 3-D hidden states under `fused_ops.openvino_form`, `_dense_input`).
 
     The blocks run their dense layers this way rather than through `Dense.__call__` on 3-D inputs,
     which puts a Reshape between the MatMul and the bias and adds the bias with AddV2: that blocks
@@ -89,6 +90,16 @@ def dense_rows(layer: keras.layers.Dense, rows, training=None):
     rows = ops.cast(rows, layer.compute_dtype)
     kernel = _weight_as(layer.kernel, rows.dtype, training)
     return tf.nn.bias_add(tf.matmul(rows, kernel), _weight_as(layer.bias, rows.dtype, training))
+
+
+def _dense_input(hidden_states, hidden_size: int, training=None):
+    """The blocks' dense layers' input from 3-D `hidden_states`, and the function that makes it:
+    2-D rows (`dense_rows`), or in inference under `fused_ops.openvino_form` the 3-D tensor as it
+    is (the reshapes around every dense layer would keep OpenVINO's int8 quantizers unfused)."""
+    if not training and fused_ops.in_openvino_form():
+        return hidden_states, lambda x: x
+    as_rows = lambda x: ops.reshape(x, (-1, hidden_size))  # noqa: E731
+    return as_rows(hidden_states), as_rows
 
 
 def _weight_as(variable, dtype, training=None):
@@ -148,7 +159,7 @@ class AlbertLayerNorm(keras.layers.LayerNormalization):
             return fused_ops.layer_norm(inputs, self.gamma, self.beta, self.epsilon, residual=residual)
         if residual is not None:
             inputs = inputs + ops.cast(residual, inputs.dtype)
-        if plain and not training and fused_ops.mvn_form():
+        if plain and not training and fused_ops.in_openvino_form():
             return fused_ops.mvn_layer_norm(inputs, self.gamma, self.beta, self.epsilon)
         if plain and not training and inputs.shape[-1] is not None and _fused_ops_apply():
             return fused_ops.inference_layer_norm(inputs, self.gamma, self.beta, self.epsilon)
@@ -296,8 +307,8 @@ class AlbertAttention(keras.layers.Layer):
         """`first_token_only`: queries (and the output) for position 0 only, [batch, 1, hidden]."""
         shape = ops.shape(hidden_states)
         batch, seq = shape[0], shape[1]
-        rows = ops.reshape(hidden_states, (-1, self.hidden_size))
-        query_rows = ops.reshape(hidden_states[:, :1, :], (-1, self.hidden_size)) if first_token_only else rows
+        rows, as_rows = _dense_input(hidden_states, self.hidden_size, training)
+        query_rows = as_rows(hidden_states[:, :1, :]) if first_token_only else rows
         queries = 1 if first_token_only else seq
         # The rows in the dense layers' dtype, cast once for all three (no-op unless `matmul_dtype`).
         dense_in = ops.cast(rows, self.query.compute_dtype)
@@ -323,10 +334,11 @@ class AlbertAttention(keras.layers.Layer):
         probs = ops.softmax(scores, axis=-1)
         probs = self.attention_dropout_layer(probs, training=training)
         context = ops.matmul(ops.cast(probs, v.dtype), v)
-        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_size))
+        context_shape = (batch, queries, self.hidden_size) if rows is hidden_states else (-1, self.hidden_size)
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), context_shape)
         output = self.output_dropout(dense_rows(self.output_dense, context, training), training=training)
         output = self.layer_norm(output, residual=query_rows, training=training)
-        return ops.reshape(output, (batch, queries, self.hidden_size))
+        return output if rows is hidden_states else ops.reshape(output, (batch, queries, self.hidden_size))
 
     def compute_output_shape(self, input_shape, *args):
         return input_shape
@@ -382,11 +394,11 @@ class AlbertFeedForward(keras.layers.Layer):
 
     def call(self, hidden_states, training=None):
         shape = ops.shape(hidden_states)
-        rows = ops.reshape(hidden_states, (-1, self.hidden_size))
+        rows, _ = _dense_input(hidden_states, self.hidden_size, training)
         x = apply_activation(self.activation, dense_rows(self.intermediate, rows, training), training=training)
         x = self.output_dropout(dense_rows(self.output_dense, x, training), training=training)
         x = self.layer_norm(x, residual=rows, training=training)
-        return ops.reshape(x, (shape[0], shape[1], self.hidden_size))
+        return x if rows is hidden_states else ops.reshape(x, (shape[0], shape[1], self.hidden_size))
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -148,7 +148,7 @@ def token_model(module):
     from albert_tf import fused_ops
 
     ov = require_openvino()
-    with fused_ops.mvn_layer_norm_form():  # LayerNorms OpenVINO fuses into MVN ops
+    with fused_ops.openvino_form():  # LayerNorms as MVN, dense layers on 3-D tensors
         function = token_function(module)
     try:
         model = ov.convert_model(function)

@@ -145,6 +145,23 @@ def test_the_converted_graph_keeps_the_signature_names_and_fuses_layer_norms(lay
     # model: Keras's folded form ran as a dozen elementwise ops and two reductions each.
     types = [op.get_type_name() for op in converted.get_ops()]
     assert types.count("MVN") == 1 + 2 * 2 and "SquaredDifference" not in types
+    # The blocks' dense layers take the 3-D hidden states: a Reshape between a LayerNorm (with its
+    # scale and shift) and the next MatMul kept NNCF's int8 quantizers from fusing into the LayerNorm.
+    assert "Reshape" not in _consumers_past_elementwise(converted, "MVN")
+
+
+def _consumers_past_elementwise(model, type_name: str) -> set:
+    """The types of the first non-elementwise ops fed by the `type_name` ops of `model`."""
+    elementwise = {"Multiply", "Add", "Convert"}
+    found, todo = set(), [op for op in model.get_ops() if op.get_type_name() == type_name]
+    while todo:
+        op = todo.pop()
+        for target in (t.get_node() for output in op.outputs() for t in output.get_target_inputs()):
+            if target.get_type_name() in elementwise:
+                todo.append(target)
+            else:
+                found.add(target.get_type_name())
+    return found
 
 
 def test_int8_is_calibrated_and_agrees_by_argmax(trained, layer, tmp_path):
