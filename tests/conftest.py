@@ -38,6 +38,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, _cores() // _workers)))
 
+# OpenVINO's converter sends usage telemetry unless CI is set, each event from a fork of the
+# process (of a TensorFlow process: dozens of forks a conversion, about half of the OpenVINO
+# tests' CPU, all failing offline anyway); NNCF sends none under pytest. Set before any test
+# converts, and inherited by the processes tests start (the frontier benchmark's exports).
+os.environ.setdefault("CI", "true")
+
 # A 64-piece SentencePiece model (unigram, lower-cased, trained with seed 0 on the sentences of
 # `TINY_SPM_CORPUS`), committed so that tests need not train one.
 TINY_SPM_MODEL = TESTS / "fixtures" / "tiny_spm.model"

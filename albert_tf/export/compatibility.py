@@ -46,6 +46,9 @@ XLA_MUST_COMPILE_ATTR = "_XlaMustCompile"
 RELOAD_TIMEOUT_S = 600
 # A reload process with no check for this long ends (the next check starts another).
 RELOAD_IDLE_S = 300
+# Environment variables that change while nothing the child does would: pytest sets this one at
+# every test phase, which replaced the child (about 5 s of CPU) at each test that exports.
+_VOLATILE_ENVIRONMENT = frozenset({"PYTEST_CURRENT_TEST"})
 
 
 class CompatibilityError(RuntimeError):
@@ -151,16 +154,16 @@ class ReloadProcess:
     """The fresh interpreter that runs this process's reload checks, one at a time.
 
     `for_this_process()` starts it at the first check and reuses it while it lives, in this process
-    (not in a fork of it) and with the same environment; a check that fails to load a model keeps
-    it, a check that times out or kills it replaces it at the next check. It ends at exit, or
-    after `RELOAD_IDLE_S` seconds without a check.
+    (not in a fork of it) and with the same environment (`_VOLATILE_ENVIRONMENT` aside); a check
+    that fails to load a model keeps it, a check that times out or kills it replaces it at the next
+    check. It ends at exit, or after `RELOAD_IDLE_S` seconds without a check.
     """
 
     _current: Optional["ReloadProcess"] = None
 
     def __init__(self):
         self.owner = os.getpid()
-        self.environment = dict(os.environ)
+        self.environment = _environment()
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
         self.process = subprocess.Popen(
             [sys.executable, "-m", RELOAD_CHILD, "--serve", str(RELOAD_IDLE_S)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -183,7 +186,7 @@ class ReloadProcess:
         return current
 
     def usable(self) -> bool:
-        return self.owner == os.getpid() and self.process.poll() is None and self.environment == dict(os.environ)
+        return self.owner == os.getpid() and self.process.poll() is None and self.environment == _environment()
 
     def _read_replies(self) -> None:
         for line in self.process.stdout:
@@ -236,6 +239,10 @@ class ReloadProcess:
                 self.process.wait()
         if ReloadProcess._current is self:
             ReloadProcess._current = None
+
+
+def _environment() -> Dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _VOLATILE_ENVIRONMENT}
 
 
 def _reload_failed(saved_model_dir: str, lines: List[str]) -> CompatibilityError:

@@ -100,6 +100,13 @@ def test_one_reload_process_serves_the_checks_and_a_stuck_or_dead_one_is_replace
     compatibility.check_reload(path, inputs, expected)
     first = compatibility.ReloadProcess._current
     assert first is not None and first.process.poll() is None
+    # The environment the child inherits decides whether it still serves; pytest's per-test
+    # variable does not (it replaced the child at every test that exports).
+    monkeypatch.setenv("ALBERT_TF_RELOAD_TEST", "1")
+    assert not first.usable()
+    monkeypatch.delenv("ALBERT_TF_RELOAD_TEST")
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test (call)")
+    assert first.usable()
     # A SavedModel that does not load: the child's traceback names it, and the child stays.
     broken = tmp_path / "broken"
     broken.mkdir()

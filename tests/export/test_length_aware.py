@@ -133,14 +133,18 @@ def _model(kind, vocab_size):
     return model
 
 
-def _module(kind, model, layer, length_bucket):
-    kwargs = {}
+def _module_kwargs(kind):
+    kwargs = {"pair": kind == "regression"}
     if kind == "tagging":
         kwargs["labels"] = TAGS
     if kind in QA_KINDS:
         # Exhaustive span search: the fixed path's n-best also ranks padding positions.
         kwargs["qa_settings"] = dict(doc_stride=16, max_query_length=8, n_best_size=SEQ, max_answer_length=30)
-    return signatures.ServingModule(model, layer, pair=kind == "regression", length_bucket=length_bucket, **kwargs)
+    return kwargs
+
+
+def _module(kind, model, layer, length_bucket):
+    return signatures.ServingModule(model, layer, length_bucket=length_bucket, **_module_kwargs(kind))
 
 
 def _text_inputs(kind):
@@ -198,14 +202,40 @@ def _short_tokens(module, fixed_module, inputs):
 
 
 @pytest.fixture(scope="module")
-def modules(layer):
+def exported(layer, tmp_path_factory):
+    """Per kind: the fixed-length module, and the length-aware one that `export_saved_model` made
+    (caught as it is made) with its export's result: one trace of each length-aware module serves
+    the in-memory and the exported checks."""
+    from albert_tf.export import saved_model
+
     # All models first: seeding clears TF's eager kernel cache, and with it the kernel-owned
     # SentencePiece resource of a QA graph built before.
     models = {kind: _model(kind, layer.vocab_size) for kind in KINDS}
-    return {kind: (_module(kind, model, layer, None), _module(kind, model, layer, BUCKET)) for kind, model in models.items()}
+    base = tmp_path_factory.mktemp("length_aware_exports")
+    made, track = [], signatures.ServingModule.track_resources
+
+    def tracked(module):  # the last step of a module's construction
+        track(module)
+        made.append(module)
+
+    results = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(signatures.ServingModule, "track_resources", tracked)
+        for kind, model in models.items():
+            made.clear()
+            result = saved_model.export_saved_model(model, layer, str(base), kind.replace("_", "-"), check=False,
+                                                    length_bucket=BUCKET, **_module_kwargs(kind))
+            (aware,) = made
+            results[kind] = (aware, result)
+    return {kind: (_module(kind, models[kind], layer, None), aware, result) for kind, (aware, result) in results.items()}
 
 
-@pytest.mark.slow  # builds 16 serving modules (about 2 minutes on 2 busy cores)
+@pytest.fixture(scope="module")
+def modules(exported):
+    return {kind: (fixed, aware) for kind, (fixed, aware, _) in exported.items()}
+
+
+@pytest.mark.slow  # exports 8 serving modules and builds 8 more
 @pytest.mark.parametrize("kind", KINDS)
 def test_length_aware_signatures_answer_as_the_fixed_length_ones(modules, kind):
     fixed, aware = modules[kind]
@@ -287,16 +317,11 @@ def _signature_def(function):
 
 
 @pytest.mark.slow
-def test_exported_length_aware_savedmodels_answer_as_the_fixed_length_path(tmp_path, layer, modules):
+def test_exported_length_aware_savedmodels_answer_as_the_fixed_length_path(exported):
     from albert_tf.export import saved_model, warmup
 
     for kind in KINDS:
-        fixed, aware = modules[kind]
-        kwargs = {"labels": TAGS} if kind == "tagging" else {}
-        if kind in QA_KINDS:
-            kwargs["qa_settings"] = aware.qa_settings
-        result = saved_model.export_saved_model(aware.model, layer, str(tmp_path), kind.replace("_", "-"), check=False,
-                                                pair=aware.pair, length_bucket=BUCKET, **kwargs)
+        fixed, aware, result = exported[kind]
         assert saved_model.read_export_info(result.path)["length_bucket"] == BUCKET
         loaded = tf.saved_model.load(result.path)
         inputs = _text_inputs(kind)
@@ -362,15 +387,14 @@ def test_question_answerer_predict_is_length_aware_with_fixed_length_answers(lay
 
 
 @pytest.mark.slow
-def test_batcher_merges_token_requests_of_different_lengths(tmp_path, layer, modules):
+def test_batcher_merges_token_requests_of_different_lengths(exported):
     import threading
 
-    from albert_tf.export import saved_model, serving_config
+    from albert_tf.export import serving_config
     from albert_tf.model_server.batching import Batcher
     from albert_tf.model_server.servable import SessionServable
 
-    fixed, aware = modules["tagging"]
-    result = saved_model.export_saved_model(aware.model, layer, str(tmp_path), "tagger", labels=TAGS, check=False)
+    fixed, aware, result = exported["tagging"]  # exported length-aware, the default
     servable = SessionServable(result.path)
     runs = []
     original = servable.run
