@@ -164,13 +164,23 @@ def test_a_bf16_export_stores_bf16_weights_and_casts_no_variable_read(shared_sta
     assert list(f32["variable_dtypes"]) == ["float32"]
 
 
-def test_the_bf16_graph_answers_as_float32_within_bf16_tolerance(task_family, tmp_path):
-    """A trained classifier and tagger: the bf16 export's `tokens` logits are the float32 export's
-    within bf16's tolerance, and the classifier's labels are the same; outputs stay float32."""
+@pytest.fixture(scope="module")
+def checked_bf16_export(task_family, tmp_path_factory):
+    """The trained classifier's bf16 export with `check_data` (its training texts) and a float32
+    LiteRT model (`tflite="float32"`): the `ExportResult`."""
+    trained = task_family("classifier")
+    return trained.model.export(tmp_path_factory.mktemp("checked_bf16"), model_name="clf", precision="mixed_bfloat16",
+                                check=False, check_data=_texts(trained), tflite="float32", **trained.case.export_kwargs)
+
+
+def test_the_bf16_graph_answers_as_float32_within_bf16_tolerance(task_family, checked_bf16_export, tmp_path):
+    """A trained classifier (its export with the accuracy check: the same graph) and tagger: the
+    bf16 export's `tokens` logits are the float32 export's within bf16's tolerance, and the
+    classifier's labels are the same; outputs stay float32."""
     for name in ("classifier", "tagger"):
         trained = task_family(name)
-        bf16 = trained.model.export(tmp_path, model_name=name, precision="mixed_bfloat16", check=False,
-                                    **trained.case.export_kwargs)
+        bf16 = checked_bf16_export if name == "classifier" else trained.model.export(
+            tmp_path, model_name=name, precision="mixed_bfloat16", check=False, **trained.case.export_kwargs)
         ids = {"input_ids": tf.constant([[2, 10, 20, 30, 3, 0, 0, 0], [2, 11, 12, 3, 0, 0, 0, 0]], tf.int32)}
         ids["input_mask"] = tf.cast(ids["input_ids"] > 0, tf.int32)
         ids["segment_ids"] = tf.zeros_like(ids["input_ids"])
@@ -202,13 +212,11 @@ def test_the_accuracy_check_passes_a_trained_model_and_refuses_a_flipped_one(tas
                        what="bf16 graph")
 
 
-def test_a_bf16_export_with_check_data_records_the_accuracies(task_family, tmp_path):
+def test_a_bf16_export_with_check_data_records_the_accuracies(task_family, checked_bf16_export, tmp_path):
     """`export_saved_model(check_data=...)`: both graphs score the texts as served; the record is in
     export.json; a non-classifier or texts of the wrong shape are refused before anything is written.
     With `tflite=`, the LiteRT model (no bf16 builtins) is the float32 graph's, checked against it."""
-    trained = task_family("classifier")
-    result = trained.model.export(tmp_path, model_name="clf", precision="mixed_bfloat16", check=False,
-                                  check_data=_texts(trained), tflite="float32", **trained.case.export_kwargs)
+    trained, result = task_family("classifier"), checked_bf16_export
     info = json.loads((Path(result.path) / "assets" / "export.json").read_text())
     assert info["accuracy_check"] == result.accuracy_check and info["tflite"] == result.tflite
     assert result.tflite["check"]["logits"]["max_abs_diff"] < 1e-4

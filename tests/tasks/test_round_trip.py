@@ -33,6 +33,9 @@ from albert_tf import AlbertTextClassifier, AlbertTextTagger  # noqa: E402
 TOLERANCE = 1e-5
 PRODUCERS = ("model.finetune", "model.save", "export")
 REPO = Path(__file__).resolve().parents[2]
+# What the `albert-tf finetune` classifier and tagger answer, through every loader.
+CLI_TEXTS = ["great good fine", "dull bad awful", "a very good film", "the plot"]
+TAGGER_TEXTS = ["i live in london", "paris is big"]
 
 
 def _same(got, want, where, tolerance=TOLERANCE):
@@ -92,16 +95,26 @@ def test_from_pretrained_restores_the_whole_model(produced, producer):
         _same(second.predict(produced.case.probe, verbose=0), answers, where + ", a second load", tolerance=0.0)
 
 
+@pytest.fixture(scope="module")
+def fresh_process(every_family, cli_models, tmp_path_factory):
+    """{path: answers} of `_fresh_process_answers` for every `.keras` file the module loads in a new
+    interpreter: each family's `model.finetune` directory and `model.save` file (on its probe), and
+    the `albert-tf finetune` classifier and tagger (on `CLI_TEXTS`, `TAGGER_TEXTS`); one process for
+    all (each pays TensorFlow's import)."""
+    requests = [(path, produced.case.probe) for produced in every_family.values()
+                for path in (produced.paths["model.finetune"] / "model.keras", produced.paths["model.save"])]
+    requests += [(cli_models / "classifier" / "model.keras", CLI_TEXTS),
+                 (cli_models / "tagger" / "model.keras", TAGGER_TEXTS)]
+    answers = _fresh_process_answers(requests, tmp_path_factory.mktemp("fresh_process"))
+    return {path: answer for (path, _), answer in zip(requests, answers)}
+
+
 @pytest.mark.slow
-def test_keras_load_model_in_a_fresh_process_after_import_albert_tf(every_family, tmp_path):
+def test_keras_load_model_in_a_fresh_process_after_import_albert_tf(every_family, fresh_process):
     """Every family's `model.finetune` directory and `model.save` file, in one new interpreter."""
-    requests, expected = [], []
     for name, produced in sorted(every_family.items()):
         for path in (produced.paths["model.finetune"] / "model.keras", produced.paths["model.save"]):
-            requests.append((path, produced.case.probe))
-            expected.append((f"{name}: load_model({path.name})", produced.answers))
-    for answers, (where, want) in zip(_fresh_process_answers(requests, tmp_path), expected):
-        _same(answers, want, where)
+            _same(fresh_process[path], produced.answers, f"{name}: load_model({path.name})")
 
 
 @pytest.mark.slow
@@ -194,8 +207,8 @@ def _cli_json_lines(capsys, argv):
 
 
 @pytest.mark.slow
-def test_the_cli_classifier_round_trips_through_every_loader(cli_models, tmp_path, capsys):
-    texts = ["great good fine", "dull bad awful", "a very good film", "the plot"]
+def test_the_cli_classifier_round_trips_through_every_loader(cli_models, fresh_process, tmp_path, capsys):
+    texts = CLI_TEXTS
     model_dir = cli_models / "classifier"
     first = AlbertTextClassifier.from_pretrained(model_dir)
     second = AlbertTextClassifier.from_pretrained(model_dir)
@@ -213,13 +226,8 @@ def test_the_cli_classifier_round_trips_through_every_loader(cli_models, tmp_pat
     dev = [line.split("\t") for line in (cli_models / "sentiment" / "dev.tsv").read_text().splitlines()[1:]]
     predicted = first.predict([text for _, text in dev], verbose=0).argmax(-1)
     assert evaluated == pytest.approx(np.mean([first.labels[i] == label for i, (label, _) in zip(predicted, dev)]))
-    # keras.saving.load_model in a fresh process: the whole raw-text models, strings in (the tagger's too).
-    tagger_texts = ["i live in london", "paris is big"]
-    fresh = _fresh_process_answers([(model_dir / "model.keras", texts),
-                                    (cli_models / "tagger" / "model.keras", tagger_texts)], tmp_path)
-    _same(fresh[0], logits, "load_model")
-    _same(fresh[1], AlbertTextTagger.from_pretrained(cli_models / "tagger").predict(tagger_texts, verbose=0),
-          "load_model of the tagger")
+    # keras.saving.load_model in a fresh process: the whole raw-text model, strings in (the tagger's: below).
+    _same(fresh_process[model_dir / "model.keras"], logits, "load_model")
     # albert-tf export, then from_pretrained on the export and its served signature.
     assert cli(["export", "--model-dir", model_dir, "--export-base", tmp_path / "serving", "--model-name", "clf",
                 "--skip-check"])[0] == 0
@@ -230,12 +238,13 @@ def test_the_cli_classifier_round_trips_through_every_loader(cli_models, tmp_pat
 
 
 @pytest.mark.slow
-def test_the_cli_tagger_round_trips_with_one_answer_shape(cli_models, capsys, tmp_path):
-    texts = ["i live in london", "paris is big"]
+def test_the_cli_tagger_round_trips_with_one_answer_shape(cli_models, fresh_process, capsys, tmp_path):
+    texts = TAGGER_TEXTS
     model_dir = cli_models / "tagger"
     first = AlbertTextTagger.from_pretrained(model_dir)
     answers = first.predict(texts, verbose=0)
     _same(AlbertTextTagger.from_pretrained(model_dir).predict(texts, verbose=0), answers, "a second load", 0.0)
+    _same(fresh_process[model_dir / "model.keras"], answers, "load_model in a fresh process")
     assert answers[0] and answers[0][0]["label"] == "LOC" and answers[0][0]["text"] == "london"
     records = _cli_json_lines(capsys, ["predict", "--model-dir", model_dir, *texts])
     # albert-tf predict gives predict's records (character offsets), plus the word tags.

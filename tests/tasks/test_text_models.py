@@ -576,7 +576,7 @@ def test_multiple_choice_scores_choices(layouts):
     pair = model.preprocessor((tf.constant([contexts[1]]), tf.constant([choices[1][2]])))
     assert features["input_ids"].shape == (2, 3, SEQ)
     assert features["input_ids"][1, 2].numpy().tolist() == pair["input_ids"][0].numpy().tolist()
-    model.fit((contexts, choices), labels, batch_size=16, epochs=6, verbose=0)
+    model.fit((contexts, choices), labels, batch_size=16, epochs=4, verbose=0)  # right on the training set by the third
     dev_contexts, dev_choices, dev_labels = choice_task(90, seed=1)
     scores = model.predict((dev_contexts, dev_choices), verbose=0)
     assert scores.shape == (90, 3)
@@ -645,20 +645,38 @@ def _v2_right(predicted, answers):
             else (p["text"], p["start"], p["end"]) == ("good", a[1], a[1] + 4) for p, a in zip(predicted, answers)]
 
 
-@pytest.mark.slow
-def test_question_answerer_v2_fits_raw_strings_with_unanswerable_questions(layouts):
-    from albert_tf.tasks.squad import AlbertForSquadV2
-
-    keras.utils.set_random_seed(23)
+@pytest.fixture(scope="module")
+def trained_v2(layouts):
+    """A SQuAD v2 answerer from the fine-tuning layout, fitted on raw strings with unanswerable
+    questions (the v2 tests share it: each trace of a QA graph costs seconds)."""
+    keras.utils.set_random_seed(29)
     model = AlbertQuestionAnswerer.from_pretrained(str(layouts["finetuning"]), sequence_length=32, doc_stride=8,
                                                    max_query_length=6, max_answer_length=4, version="v2")
+    questions, contexts, answers = qa_v2_task(320, seed=0)
+    history = model.fit((questions, contexts), answers, batch_size=16, epochs=5, verbose=0)
+    return model, history
+
+
+@pytest.fixture
+def v2_model(trained_v2):
+    """`trained_v2`, its threshold set back after the test (tests change it)."""
+    model, history = trained_v2
+    threshold = model.null_score_diff_threshold
+    yield model, history
+    model.null_score_diff_threshold = threshold
+
+
+@pytest.mark.slow
+def test_question_answerer_v2_fits_raw_strings_with_unanswerable_questions(v2_model):
+    from albert_tf.tasks.squad import AlbertForSquadV2
+
+    model, history = v2_model
     assert isinstance(model.task_model, AlbertForSquadV2) and model.qa_settings["version"] == "v2"
     assert model.null_score_diff_threshold == 0.0 and model.dropout == 0.1
-    questions, contexts, answers = qa_v2_task(48, seed=0)
-    history = model.fit((questions, contexts), answers, batch_size=16, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     assert {f"{k}_accuracy" for k in ("start_log_probs", "end_log_probs", "cls_logits")} <= set(history.history)
     # The compiled loss is AlbertForSquadV2's (its own loss on the same batch, labels in the inputs).
+    questions, contexts, answers = qa_v2_task(48, seed=0)
     x, y = next(iter(model.make_dataset((questions, contexts), answers, batch_size=48)))
     impossible = y["cls_logits"][:, 0].numpy()
     assert impossible.sum() >= 16 and (y["end_log_probs"].numpy()[impossible == 1] == 0).all()  # [CLS]
@@ -669,15 +687,11 @@ def test_question_answerer_v2_fits_raw_strings_with_unanswerable_questions(layou
 
 
 @pytest.mark.slow
-def test_question_answerer_v2_round_trips_and_serves_what_predict_answers(layouts, tmp_path):
+def test_question_answerer_v2_round_trips_and_serves_what_predict_answers(v2_model, tmp_path):
     from albert_tf.tasks.squad.serving import QaGraph
     from albert_tf.export.saved_model import read_export_info
 
-    keras.utils.set_random_seed(23)
-    model = AlbertQuestionAnswerer.from_pretrained(str(layouts["finetuning"]), sequence_length=32, doc_stride=8,
-                                                   max_query_length=6, max_answer_length=4, version="v2")
-    questions, contexts, answers = qa_v2_task(16, seed=0)
-    model.fit((questions, contexts), answers, batch_size=16, verbose=0)  # a compiled model with optimizer state
+    model, _ = v2_model  # a compiled model with optimizer state
     dev_questions, dev_contexts, _ = qa_v2_task(24, seed=1)
     null_scores = QaGraph(model.task_model, model.preprocessor, model.qa_settings)(
         tf.constant(dev_questions), tf.constant(dev_contexts))["null_score"].numpy()
@@ -696,7 +710,7 @@ def test_question_answerer_v2_round_trips_and_serves_what_predict_answers(layout
     reloaded = keras.saving.load_model(path)
     assert type(reloaded) is AlbertQuestionAnswerer and reloaded.version == "v2"
     assert reloaded.qa_settings == model.qa_settings
-    assert int(reloaded.optimizer.iterations) == int(model.optimizer.iterations) == 1
+    assert int(reloaded.optimizer.iterations) == int(model.optimizer.iterations) > 0
     again = reloaded.predict((dev_questions, dev_contexts))
     assert [(p["text"], p["start"], p["end"]) for p in again] == [(p["text"], p["start"], p["end"]) for p in predicted]
     np.testing.assert_allclose([p["score"] for p in again], [p["score"] for p in predicted], rtol=1e-5, atol=1e-5)
@@ -715,12 +729,8 @@ def test_question_answerer_v2_round_trips_and_serves_what_predict_answers(layout
 
 
 @pytest.mark.slow
-def test_question_answerer_v2_learns_when_there_is_no_answer(layouts):
-    keras.utils.set_random_seed(29)
-    model = AlbertQuestionAnswerer.from_pretrained(str(layouts["finetuning"]), sequence_length=32, doc_stride=8,
-                                                   max_query_length=6, max_answer_length=4, version="v2")
-    questions, contexts, answers = qa_v2_task(320, seed=0)
-    history = model.fit((questions, contexts), answers, batch_size=16, epochs=5, verbose=0)
+def test_question_answerer_v2_learns_when_there_is_no_answer(v2_model):
+    model, history = v2_model
     assert history.history["loss"][-1] < history.history["loss"][0] / 4
     dev_questions, dev_contexts, dev_answers = qa_v2_task(30, seed=1)
     predicted = model.predict((dev_questions, dev_contexts))
