@@ -172,6 +172,11 @@ def test_int8_is_calibrated_and_agrees_by_argmax(trained, layer, tmp_path):
     check, _ = helpers.toy_texts(32, seed=4)
     info = ov_export.write_openvino(str(tmp_path), module, "int8", calibration_texts=calibration, check_texts=check)
     assert info["mode"] == "int8" and info["calibration"]["texts"] == 32
+    # No SmoothQuant: its per-channel activation scales sent the CPU plugin's int8 matmuls to their slow
+    # legacy kernel.
+    assert info["calibration"]["smooth_quant"] is False
+    ops = ov_export.require_openvino().Core().read_model(str(tmp_path / "model.xml")).get_ops()
+    assert not [op for op in ops if "smooth_quant" in op.get_friendly_name()]
     assert info["check"]["texts"] == 32 + 32
     assert info["check"]["argmax_agreement"] >= ov_export.TOLERANCES["int8"]["min_argmax_agreement"]
     # NNCF put int8 matmuls in the graph and the CPU runs them so.
