@@ -106,7 +106,7 @@ def token_function(module):
     was_enabled = fused_ops.enabled()
     fused_ops.set_enabled(False)
     try:
-        return tf.function(tokens, input_signature=specs).get_concrete_function()
+        return tf.function(tokens, input_signature=specs, autograph=False).get_concrete_function()
     finally:
         fused_ops.set_enabled(was_enabled)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.export.signatures import CLASSIFY_METHOD, REGRESS_METHOD, ServingModule, register_serving, string_spec
+from albert_tf.export.signatures import CLASSIFY_METHOD, REGRESS_METHOD, ServingModule, register_serving, serving_function, string_spec
 from albert_tf.tasks.classification import CLASSIFICATION, REGRESSION
 
 
@@ -44,7 +44,7 @@ class ClassifierServing(ServingModule):
 
     def _build_functions(self):
         super()._build_functions()
-        self.serve_classify = tf.function(self._classify, input_signature=[string_spec("inputs")])
+        self.serve_classify = serving_function(self._classify, input_signature=[string_spec("inputs")])
 
     def _classify(self, inputs):
         outputs = self._from_text(*self._parse_examples(inputs))
@@ -66,7 +66,7 @@ class RegressorServing(ServingModule):
 
     def _build_functions(self):
         super()._build_functions()
-        self.serve_regress = tf.function(self._regress, input_signature=[string_spec("inputs")])
+        self.serve_regress = serving_function(self._regress, input_signature=[string_spec("inputs")])
 
     def _regress(self, inputs):
         return {"outputs": self._from_text(*self._parse_examples(inputs))["score"]}

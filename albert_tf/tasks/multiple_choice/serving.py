@@ -33,7 +33,7 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, register_serving, string_spec
+from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, register_serving, serving_function, string_spec
 from albert_tf.tasks.multiple_choice import MULTIPLE_CHOICE
 from albert_tf.tasks.multiple_choice.data import DEFAULT_MAX_QA_LENGTH
 from albert_tf.tokenization.in_graph import check_length_bucket, packed_width, pad_columns, sanitize_utf8
@@ -199,7 +199,7 @@ class MultipleChoiceServing(ServingModule):
         return self._objects.task.scores(features)
 
     def _text_function(self):
-        return tf.function(
+        return serving_function(
             lambda text, question, choices: self._objects.task(text, question, choices),
             input_signature=[string_spec(TEXT_KEY), string_spec(QUESTION_KEY),
                              tf.TensorSpec([None, None], tf.string, name=CHOICES_KEY)],

@@ -60,7 +60,7 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, find_resources, register_serving, string_spec
+from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, find_resources, register_serving, serving_function, string_spec
 from albert_tf.tasks.squad import SQUAD_V1, SQUAD_V2, spans
 from albert_tf.tokenization import unicode_classes
 from albert_tf.tokenization.in_graph import check_length_bucket, lower_utf8, packed_width, pad_columns, sanitize_utf8
@@ -419,7 +419,7 @@ class SquadServing(ServingModule):
                 for k, v in outputs.items() if k != "unique_ids"}
 
     def _text_function(self):
-        return tf.function(
+        return serving_function(
             lambda question, context: self._objects.qa(question, context),
             input_signature=[string_spec(QUESTION_KEY), string_spec(CONTEXT_KEY)],
         )
@@ -443,7 +443,7 @@ class SquadV2Serving(SquadServing):
     no_tflite = "the SQuAD v2 head's beam search needs tf.Einsum and a new-axis tf.StridedSlice, no TFLite builtins"
 
     def _tokens_function(self):
-        return tf.function(
+        return serving_function(
             lambda input_ids, input_mask, segment_ids, p_mask: self._from_tokens(
                 {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids, "p_mask": p_mask}
             ),

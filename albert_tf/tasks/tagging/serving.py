@@ -53,7 +53,7 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from albert_tf.export.signatures import TEXT_KEY, ServingModule, register_serving, string_spec
+from albert_tf.export.signatures import TEXT_KEY, ServingModule, register_serving, serving_function, string_spec
 from albert_tf.tasks.tagging import TAGGING
 from albert_tf.tasks.tagging.data import TagVocab, check_token_unit
 from albert_tf.tasks.tagging.metrics import split_tag
@@ -291,4 +291,4 @@ class TaggerServing(ServingModule):
         }
 
     def _text_function(self):
-        return tf.function(lambda text: self._objects.task(text), input_signature=[string_spec(TEXT_KEY)])
+        return serving_function(lambda text: self._objects.task(text), input_signature=[string_spec(TEXT_KEY)])
