@@ -545,7 +545,9 @@ class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
             object.__setattr__(self, "_preprocess_functions", functions)
         preprocessor, function = functions.get(length_bucket, (None, None))
         if preprocessor is not self.preprocessor:
-            function = tf.function(lambda *args: self._preprocess_element(*args, length_bucket=length_bucket))
+            # Without AutoGraph, as the export's signatures (`serving_function`): nothing to convert.
+            function = tf.function(lambda *args: self._preprocess_element(*args, length_bucket=length_bucket),
+                                   autograph=False)
             functions[length_bucket] = (self.preprocessor, function)
         return function
 

@@ -369,7 +369,9 @@ class AlbertQuestionAnswerer(AlbertTextTask):
         cached = self.__dict__.get("_answer_cache")
         if cached is None or cached[0] is not self.task_model or cached[1] is not self.preprocessor or cached[2] != settings:
             graph = QaGraph(self.task_model, self.preprocessor, self.qa_settings, length_bucket=self.length_bucket)
-            cached = (self.task_model, self.preprocessor, settings, tf.function(graph.__call__, reduce_retracing=True))
+            # Without AutoGraph, as in the exported signature (`serving_function`).
+            answer = tf.function(graph.__call__, reduce_retracing=True, autograph=False)
+            cached = (self.task_model, self.preprocessor, settings, answer)
             object.__setattr__(self, "_answer_cache", cached)
         return cached[3]
 
