@@ -9,7 +9,8 @@ Rows (each one a case timed in the same run, one request each in turn):
   length) and length-aware (`length_bucket=16`, where the export has it), as LiteRT dynamic-range
   int8 (`tflite="dynamic-int8"` + `albert_tf.export.tflite.TfliteModel`, where the export has it)
   and as OpenVINO IR int8 / bf16 / f32 (`openvino=...`, raw text in, served by
-  `albert_tf.model_server.openvino_servable.OpenVinoServable`, where the export has it; else a note);
+  `albert_tf.model_server.openvino_servable.OpenVinoServable` in a worker process of its own, as the
+  peers run and as OpenVINO Model Server would, where the export has it; else a note);
 * each student in fp32 (length-aware where available), LiteRT int8 and OpenVINO int8 (the fast paths);
 * peers (`frontier_peers.py`, each runtime in a worker process of its own, `--threads` threads):
   PyTorch of every model (transformers' `AlbertModel` + the same head; fp32, bf16 autocast, dynamic
@@ -317,29 +318,19 @@ class TfliteCase:
         return [int(i) for i in self.model(features)["logits"].argmax(-1)]
 
 
-class OpenVinoCase:
+class OpenVinoCase(frontier_peers.PeerCase):
     """Our OpenVINO IR export (raw text in: openvino-tokenizers in the IR) through the model server's
-    `OpenVinoServable`, fed as the server feeds it (an object array of UTF-8 bytes)."""
+    `OpenVinoServable`, fed as the server feeds it (an object array of UTF-8 bytes), in a worker
+    process of its own (`frontier_peers.albert_tf_openvino_cases`), as the peers and OVMS run."""
 
-    runs_here = True
+    def __init__(self, version_dir: str, threads: int, work: str):
+        worker = frontier_peers.PeerWorker("albert_tf_openvino", {"models": [{"name": "m", "ir": version_dir}],
+                                                                  "threads": threads}, work)
+        super().__init__(worker, "m/ir")
+        self.precision = worker.precisions["m/ir"]
 
-    def __init__(self, version_dir: str, threads: int):
-        import numpy as np
-
-        from albert_tf.model_server.openvino_servable import OpenVinoServable
-
-        self._np = np
-        self.servable = OpenVinoServable(version_dir, num_threads=threads)
-        compiled = self.servable.compiled
-        hint = compiled.get_property("INFERENCE_PRECISION_HINT")
-        hint = hint.get_type_name() if hasattr(hint, "get_type_name") else hint
-        self.precision = f"hint {hint}: {frontier_peers.openvino_precisions(compiled)}"
-
-    def predict(self, texts):
-        text = self._np.array([t.encode("utf-8") for t in texts], dtype=object)
-        # label_id only: the string `label` output costs a conversion no row of the table needs.
-        outputs = self.servable.run("serving_default", {"text": text}, output_filter=("label_id",))
-        return [int(i) for i in self._np.asarray(outputs["label_id"]).reshape(-1)]
+    def close(self):
+        self.worker.close()
 
 
 def albert_tf_cases(source: Source, base: str, features: dict, threads: int, calibration: list, notes: list,
@@ -399,7 +390,7 @@ def openvino_export_cases(source, layer, base, slug, kinds, features, threads, c
         try:
             result = export_saved_model(source.model, layer, base, f"{slug}_ov_{kind}", labels=source.labels,
                                         check=False, openvino=kind, **kwargs)
-            case = OpenVinoCase(result.path, threads)
+            case = OpenVinoCase(result.path, threads, base)
         except (ServingError, ValueError, OSError, RuntimeError) as e:
             # The export target is new: one refusal must not lose the other rows of the run.
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -824,7 +815,7 @@ def run(args, argv) -> int:
             batches = [int(b) for b in args.batches.split(",")]
             records = measure(cases, meta, traffic, batches, dev_rows, args, date)
         finally:
-            for worker in workers:
+            for worker in workers + [case.worker for case in cases.values() if isinstance(case, OpenVinoCase)]:
                 worker.close()
     report(args, argv, records, notes, sources, workers, traffic, dev_path, dev_rows, load_start, out, date)
     return 0

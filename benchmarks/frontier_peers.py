@@ -12,6 +12,8 @@ worker process of its own (their thread pools and TF's slow each other down in o
   through shape-dependent nodes).
 * `openvino`: the ONNX model compiled with `INFERENCE_PRECISION_HINT` f32 and bf16, and NNCF int8
   (`nncf.quantize`, transformer model type, calibrated on training texts).
+* `albert_tf_openvino`: not a peer but our own OpenVINO IR exports (text in), through the model
+  server's `OpenVinoServable`, placed as the peers are (`deployment_frontier.OpenVinoCase`).
 
 Every peer tokenizes with transformers' ALBERT tokenizer built from the same SentencePiece model,
 pads each batch to its longest text, outside the timed call. Each worker reports the precision
@@ -407,7 +409,47 @@ def _openvino_forward(compiled):
     return forward
 
 
-BUILDERS = {"torch": torch_cases, "onnxruntime": onnxruntime_cases, "openvino": openvino_cases}
+def albert_tf_openvino_cases(spec: dict, threads: int):
+    """Our OpenVINO IR exports (text in), each through the model server's `OpenVinoServable`, in a
+    worker of their own as the peers are (and as OpenVINO Model Server runs them): not beside the
+    benchmark's TensorFlow thread pools."""
+    from albert_tf.model_server.openvino_servable import OpenVinoServable
+
+    import numpy as np
+
+    cases, precisions = {}, {}
+    for model_spec in spec["models"]:
+        servable = OpenVinoServable(model_spec["ir"], num_threads=threads)
+        hint = servable.compiled.get_property("INFERENCE_PRECISION_HINT")
+        hint = hint.get_type_name() if hasattr(hint, "get_type_name") else hint
+        name = f"{model_spec['name']}/ir"
+        cases[name] = _servable_forward(servable, np)
+        precisions[name] = f"hint {hint}: {openvino_precisions(servable.compiled)}"
+    return cases, precisions, [], "albert_tf OpenVINO servable"
+
+
+def _servable_forward(servable, np):
+    def forward(text):
+        # logits only: the string `label` output costs a conversion no row of the table needs.
+        return np.asarray(servable.run("serving_default", {"text": text}, output_filter=("logits",))["logits"])
+
+    return forward
+
+
+class TextFeed:
+    """Texts -> the object array of UTF-8 bytes the model server hands a text model."""
+
+    def __init__(self, model_spec: dict):
+        pass
+
+    def __call__(self, texts):
+        import numpy as np
+
+        return np.array([t.encode("utf-8") for t in texts], dtype=object)
+
+
+BUILDERS = {"torch": torch_cases, "onnxruntime": onnxruntime_cases, "openvino": openvino_cases,
+            "albert_tf_openvino": albert_tf_openvino_cases}
 
 
 def serve(runtime: str, spec_path: str) -> int:
@@ -422,7 +464,8 @@ def serve(runtime: str, spec_path: str) -> int:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     cases, precisions, notes, versions = BUILDERS[runtime](spec, spec["threads"])
-    encoders = {m["name"]: Encoder(m) for m in spec["models"]}
+    feed = TextFeed if runtime == "albert_tf_openvino" else Encoder
+    encoders = {m["name"]: feed(m) for m in spec["models"]}
     models = {m["name"]: m for m in spec["models"]}
 
     def logits(case, texts):
