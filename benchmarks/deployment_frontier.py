@@ -329,9 +329,6 @@ class OpenVinoCase(frontier_peers.PeerCase):
         super().__init__(worker, "m/ir")
         self.precision = worker.precisions["m/ir"]
 
-    def close(self):
-        self.worker.close()
-
 
 def albert_tf_cases(source: Source, base: str, features: dict, threads: int, calibration: list, notes: list,
                     quick: bool = False) -> list:

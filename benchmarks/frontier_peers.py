@@ -436,16 +436,11 @@ def _servable_forward(servable, np):
     return forward
 
 
-class TextFeed:
+def text_feed(texts):
     """Texts -> the object array of UTF-8 bytes the model server hands a text model."""
+    import numpy as np
 
-    def __init__(self, model_spec: dict):
-        pass
-
-    def __call__(self, texts):
-        import numpy as np
-
-        return np.array([t.encode("utf-8") for t in texts], dtype=object)
+    return np.array([t.encode("utf-8") for t in texts], dtype=object)
 
 
 BUILDERS = {"torch": torch_cases, "onnxruntime": onnxruntime_cases, "openvino": openvino_cases,
@@ -464,8 +459,7 @@ def serve(runtime: str, spec_path: str) -> int:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     cases, precisions, notes, versions = BUILDERS[runtime](spec, spec["threads"])
-    feed = TextFeed if runtime == "albert_tf_openvino" else Encoder
-    encoders = {m["name"]: feed(m) for m in spec["models"]}
+    encoders = {m["name"]: text_feed if runtime == "albert_tf_openvino" else Encoder(m) for m in spec["models"]}
     models = {m["name"]: m for m in spec["models"]}
 
     def logits(case, texts):
