@@ -19,6 +19,7 @@ from albert_tf.losses import scale_loss_for_replicas
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder, AlbertMLMHead, AlbertSOPHead
 from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.serialization import NestedLayersConfig
+from albert_tf.train_step_trace import BuildsOptimizerBeforeFit
 
 SENTENCE_TASKS = ("sop", "nsp")
 
@@ -42,7 +43,7 @@ def sentence_loss(sentence_logits, labels):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
+class AlbertPretrainer(RefuseKerasQuantize, NestedLayersConfig, BuildsOptimizerBeforeFit, keras.Model):
     """ALBERT pretraining model: encoder + tied MLM head + sentence-order head.
 
     Args:

@@ -24,6 +24,7 @@ from albert_tf.tasks.classification import REGRESSION
 from albert_tf.tasks.tagging import TAGGING
 from albert_tf.losses import scale_loss_for_replicas
 from albert_tf.modeling import ENCODER_INPUTS
+from albert_tf.train_step_trace import BuildsOptimizerBeforeFit
 
 TEACHER_OUTPUTS = "teacher_outputs"
 LABEL_WEIGHT = "label_weight"
@@ -41,7 +42,7 @@ def _last_attention_inputs(encoder, states):
     return block.query(x), block.key(x), block.value(x)
 
 
-class DistillationModel(keras.Model):
+class DistillationModel(BuildsOptimizerBeforeFit, keras.Model):
     """The student with the distillation loss (not saved itself: `student` is).
 
     Args:

@@ -22,13 +22,14 @@ from albert_tf.losses import scale_loss_for_replicas
 from albert_tf.modeling import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.quantization import RefuseKerasQuantize
 from albert_tf.serialization import NestedLayersConfig
+from albert_tf.train_step_trace import BuildsOptimizerBeforeFit
 
 # A task model's `.keras` file saved before the heads were renamed still loads (this module is
 # imported by every head, so before any of their weights are read).
 legacy_names.install()
 
 
-class AlbertTaskModel(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
+class AlbertTaskModel(RefuseKerasQuantize, NestedLayersConfig, BuildsOptimizerBeforeFit, keras.Model):
     """Encoder + head. Subclasses implement `build_head`, `compute_task_loss`, `update_task_metrics`.
 
     Args:

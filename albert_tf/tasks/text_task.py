@@ -61,6 +61,7 @@ from albert_tf.tokenization.in_graph import (
     check_length_bucket,
 )
 from albert_tf.tokenization.resolve import SENTENCEPIECE, WORDPIECE
+from albert_tf.train_step_trace import BuildsOptimizerBeforeFit
 
 
 DEFAULT_BATCH_SIZE = 32
@@ -241,7 +242,7 @@ class _FamilyOfKind:
 _LENGTH_ORDER_CHUNK = 8192
 
 
-class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, keras.Model):
+class AlbertTextTask(RefuseKerasQuantize, NestedLayersConfig, BuildsOptimizerBeforeFit, keras.Model):
     """The raw-text template: tokenizer in `tf.data`, encoder + head in the Keras graph.
 
     Subclasses build their token-level task model and the functional graph on the token ids, and
