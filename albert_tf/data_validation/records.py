@@ -1,4 +1,5 @@
-"""tf.Example records read without TensorFlow, so the validation steps skip its import (seconds).
+"""tf.Example records read and written without TensorFlow, so ExampleGen, VocabGen and the
+validation steps skip its import (seconds).
 
 The message classes are built from `tensorflow/core/example/{feature,example}.proto`'s
 definitions in a private descriptor pool (a pool of its own: TensorFlow's generated classes may be
@@ -66,7 +67,7 @@ def bytes_features(record: bytes) -> Dict[str, List[bytes]]:
 
 
 def serialize_bytes_example(features: Dict[str, List[bytes]]) -> bytes:
-    """A serialized tf.Example of bytes features (for tests and request logs)."""
+    """A serialized tf.Example of bytes features (ExampleGen's records, request logs)."""
     example = example_class()()
     for name, values in features.items():
         example.features.feature[name].bytes_list.value.extend(values)

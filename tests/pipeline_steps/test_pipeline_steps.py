@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -152,6 +154,37 @@ def test_example_gen_splits_and_reads_back(tmp_path):
     assert read_summary(str(tmp_path / "e"))["labels"] == ["0", "1"]
     # The split of a document depends on its own name only.
     assert all(example_gen.corpus_split(f"doc{i}.txt", 0.3) == example_gen.corpus_split(f"/other/doc{i}.txt", 0.3) for i in range(6))
+
+
+def test_example_gen_writes_what_tensorflow_writes_without_importing_it(tmp_path):
+    """ExampleGen writes its TFRecords without TensorFlow (its data steps need nothing else of it):
+    the files are byte for byte what `tf.io.TFRecordWriter` writes of the same `tf.train.Example`s,
+    TensorFlow reads them back, and a damaged file is one line naming the record."""
+    import tensorflow as tf
+
+    from albert_tf.data.tfrecords import read_records
+
+    corpus = write_corpus(tmp_path / "corpus", 2)
+    task = write_task(tmp_path / "task", [("1", "good fïlm 電影"), ("0", "bad film")], [("0", "dull")])
+    script = ("import sys\nfrom albert_tf.pipeline_steps import example_gen\n"
+              "example_gen.run_example_gen(*sys.argv[1:5], eval_fraction=0.3)\n"
+              "example_gen.read_split(sys.argv[4], 'train')\nassert 'tensorflow' not in sys.modules, 'TensorFlow was imported'\n")
+    subprocess.run([sys.executable, "-c", script, corpus, str(task), str(tmp_path / "c"), str(tmp_path / "e")],
+                   check=True, capture_output=True, timeout=120)
+    path = os.path.join(example_gen.split_dir(str(tmp_path / "e"), "train"), example_gen.EXAMPLES_FILE)
+    with tf.io.TFRecordWriter(str(tmp_path / "tf.tfrecord")) as writer:
+        for label, text in (("1", "good fïlm 電影"), ("0", "bad film")):
+            feature = {k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode("utf-8")]))
+                       for k, v in (("text", text), ("label", label))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    written = open(path, "rb").read()
+    assert written == (tmp_path / "tf.tfrecord").read_bytes()
+    assert list(tf.data.TFRecordDataset(path).as_numpy_iterator()) == list(read_records(path))
+    for name, damaged, what in (("cut", written[:-3], "truncated record 1"), ("header", written[:5], "truncated record 0"),
+                                ("flipped", written[:20] + bytes([written[20] ^ 1]) + written[21:], "corrupted record 0")):
+        (tmp_path / name).write_bytes(damaged)
+        with pytest.raises(ValueError, match=f"^{re.escape(str(tmp_path / name))}: {what} at byte "):
+            list(read_records(str(tmp_path / name)))
 
 
 def test_example_gen_names_bad_input_and_writes_nothing(tmp_path):
