@@ -81,16 +81,16 @@ def lower_utf8(texts: tf.Tensor) -> tf.Tensor:
     """`str.lower()` on a rank-1 string tensor of valid UTF-8.
 
     `tf.strings.lower(encoding="utf-8")` drops everything from the first NUL byte on, so the
-    NUL-separated parts are lowered separately and joined back with NUL.
+    NUL-separated parts are lowered separately and joined back with NUL. Dense ops only (the
+    split's sparse form, not a `RaggedTensor`): every text model's graph traces this, and the
+    ragged form made it ten times the ops.
     """
-    parts = tf.strings.split(texts, sep=_NUL)
-    lowered = tf.strings.lower(parts.flat_values, encoding="utf-8")
-    lengths = parts.row_lengths()
-    position = tf.ragged.range(lengths).flat_values
-    last = tf.repeat(lengths - 1, lengths)
-    # `reduce_join`'s separator is an attribute and loses a NUL as well: append it as data.
-    rejoined = tf.where(position < last, tf.strings.join([lowered, tf.fill(tf.shape(lowered), _NUL)]), lowered)
-    return tf.strings.reduce_join(parts.with_flat_values(rejoined), axis=-1)
+    parts = tf.raw_ops.StringSplitV2(input=texts, sep=_NUL)
+    # A separator attribute loses a NUL as well: each part gets one as data, the last is cut off.
+    lowered = tf.strings.join([tf.strings.lower(parts.values, encoding="utf-8"), _NUL])
+    joined = tf.strings.unsorted_segment_join(lowered, parts.indices[:, 0], tf.size(texts, out_type=tf.int64))
+    length = tf.strings.length(joined) - 1
+    return tf.strings.substr(joined, tf.zeros_like(length), length)
 
 
 def truncated_lengths(
@@ -165,6 +165,28 @@ def _decode_model_proto(model: Union[bytes, str]) -> bytes:
                 "get_config); to read a file use AlbertTokenizerLayer.from_sentencepiece(path)"
             ) from None
     raise TypeError(f"sentencepiece_model must be bytes or a base64 str, got {type(model).__name__}")
+
+
+def value_rowids(row_splits: tf.Tensor) -> tf.Tensor:
+    """`RaggedTensor.value_rowids()` (int32) from the row splits: a binary search, a few graph ops
+    where the ragged method builds seventy (each traced graph pays for them)."""
+    row_splits = tf.cast(row_splits, tf.int32)
+    # The row of value i is the number of rows that end at or before it (`tf.searchsorted`'s
+    # reshaping for any rank costs twenty ops more).
+    ends = row_splits[1:][None]
+    return tf.raw_ops.UpperBound(sorted_inputs=ends, values=tf.range(row_splits[-1])[None], out_type=tf.int32)[0]
+
+
+def positions_in_rows(row_splits: tf.Tensor, rows: tf.Tensor) -> tf.Tensor:
+    """`tf.ragged.range(row_lengths).flat_values` (int32): each value's position in its row, given
+    the row splits and `value_rowids(row_splits)`."""
+    row_splits = tf.cast(row_splits, tf.int32)
+    return tf.range(row_splits[-1]) - tf.gather(row_splits, rows)
+
+
+def masked(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """`tf.boolean_mask` of a vector by a vector, in a quarter of its graph ops."""
+    return tf.gather(values, tf.where(mask)[:, 0])
 
 
 class _DigitCommaPlan:
@@ -506,7 +528,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         values = tf.concat(
             [
                 tf.gather(flat, plan.unmatched_index),
-                tf.boolean_mask(plan.sub_ids, plan.keep),
+                masked(plan.sub_ids, plan.keep),
                 tf.fill([plan.num_matched], tf.constant(self._comma_id, flat.dtype)),
             ],
             axis=0,
@@ -532,9 +554,10 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         body = tf.strings.regex_replace(body, SPIECE_UNDERLINE, "")
         sub = self._sentencepiece.tokenize(body)
         sub_ids = sub.flat_values
-        sub_rows = tf.cast(sub.value_rowids(), tf.int32)
-        sub_starts = tf.cast(sub.row_splits[:-1], tf.int32)
-        sub_lengths = tf.cast(sub.row_lengths(), tf.int32)
+        sub_splits = tf.cast(sub.row_splits, tf.int32)
+        sub_rows = value_rowids(sub_splits)
+        sub_starts = sub_splits[:-1]
+        sub_lengths = sub_splits[1:] - sub_starts
         # First piece of each re-encoding ("" for none, which the kernel never returns).
         sub_pieces = tf.concat([tf.gather(self._pieces, sub_ids), [""]], axis=0)
         first = tf.gather(sub_pieces, tf.where(sub_lengths > 0, sub_starts, tf.size(sub_ids)))
@@ -563,11 +586,11 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         out_length = tf.tensor_scatter_nd_update(tf.ones_like(flat, tf.int32), match_index[:, None], kept + 1)
         out_start = tf.cumsum(out_length, exclusive=True)
         unmatched_index = tf.cast(tf.where(tf.logical_not(match))[:, 0], tf.int32)
-        kept_rows = tf.boolean_mask(sub_rows, keep)
+        kept_rows = masked(sub_rows, keep)
         positions = tf.concat(
             [
                 tf.gather(out_start, unmatched_index),
-                tf.gather(out_start, tf.gather(match_index, kept_rows)) + tf.boolean_mask(rank, keep),
+                tf.gather(out_start, tf.gather(match_index, kept_rows)) + masked(rank, keep),
                 tf.gather(out_start, match_index) + kept,
             ],
             axis=0,
@@ -625,10 +648,11 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         length = self.sequence_length
         ids_a = tf.cast(ids_a, tf.int32)
         len_a = tf.cast(ids_a.row_lengths(), tf.int32)
-        if ids_b is None:
-            ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros_like(ids_a.row_lengths()))
-        ids_b = tf.cast(ids_b, tf.int32)
-        len_b = tf.cast(ids_b.row_lengths(), tf.int32)
+        if ids_b is not None:
+            ids_b = tf.cast(ids_b, tf.int32)
+            len_b = tf.cast(ids_b.row_lengths(), tf.int32)
+        else:  # no second segment: its positions are never read (and an empty ragged one costs many ops)
+            len_b = tf.zeros_like(len_a)
         # As the original: the pair budget applies when b has tokens before truncation, and b
         # gets its [SEP] only when tokens are left after it.
         budget = tf.where(len_b > 0, length - 3, length - 2)
@@ -637,7 +661,7 @@ class AlbertTokenizerLayer(keras.layers.Layer):
         total = 2 + keep_a + keep_b + tf.cast(keep_b > 0, tf.int32)
         # Dense ops only: each output position reads its token from a, from b, or is special.
         dense_a = ids_a.to_tensor(default_value=0, shape=[None, length])
-        dense_b = ids_b.to_tensor(default_value=0, shape=[None, length])
+        dense_b = ids_b.to_tensor(default_value=0, shape=[None, length]) if ids_b is not None else tf.zeros_like(dense_a)
         width = packed_width(total, length, bucket)
         position = tf.range(width, dtype=tf.int32)[None, :]
         index_a = tf.broadcast_to(tf.clip_by_value(position - 1, 0, length - 1), tf.shape(position + keep_a))

@@ -36,7 +36,9 @@ import tensorflow as tf
 from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, register_serving, serving_function, string_spec
 from albert_tf.tasks.multiple_choice import MULTIPLE_CHOICE
 from albert_tf.tasks.multiple_choice.data import DEFAULT_MAX_QA_LENGTH
-from albert_tf.tokenization.in_graph import check_length_bucket, packed_width, pad_columns, sanitize_utf8
+from albert_tf.tokenization.in_graph import (
+    check_length_bucket, packed_width, pad_columns, positions_in_rows, sanitize_utf8, value_rowids,
+)
 
 TEXT_KEY = "text"
 QUESTION_KEY = "question"
@@ -99,9 +101,10 @@ class MultipleChoiceGraph:
         # `question.replace("_", option)`: the parts between the blanks, the option after all
         # but the last part (the rewrite of `regex_replace` is one scalar, not one per row).
         parts = tf.strings.split(question, sep="_")
-        rows = tf.cast(parts.value_rowids(), tf.int32)
-        position = tf.ragged.range(parts.row_lengths()).flat_values
-        last = tf.repeat(parts.row_lengths() - 1, parts.row_lengths())
+        rows = value_rowids(parts.row_splits)
+        position = positions_in_rows(parts.row_splits, rows)
+        splits = tf.cast(parts.row_splits, tf.int32)
+        last = tf.gather(splits[1:] - splits[:-1] - 1, rows)
         filled_parts = tf.where(
             position < last, tf.strings.join([parts.flat_values, tf.gather(option, rows)]), parts.flat_values
         )

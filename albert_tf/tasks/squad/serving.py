@@ -63,7 +63,9 @@ import tensorflow_text as tf_text
 from albert_tf.export.signatures import TOKEN_KEYS, ServingModule, find_resources, register_serving, serving_function, string_spec
 from albert_tf.tasks.squad import SQUAD_V1, SQUAD_V2, spans
 from albert_tf.tokenization import unicode_classes
-from albert_tf.tokenization.in_graph import check_length_bucket, lower_utf8, packed_width, pad_columns, sanitize_utf8
+from albert_tf.tokenization.in_graph import (
+    check_length_bucket, lower_utf8, masked, packed_width, pad_columns, positions_in_rows, sanitize_utf8, value_rowids,
+)
 from albert_tf.tokenization.text import SPIECE_UNDERLINE
 
 QUESTION_KEY = "question"
@@ -91,7 +93,7 @@ def qa_settings(settings: Optional[Dict[str, Any]], version: str) -> Dict[str, A
 
 
 def _row_ids(ragged: tf.RaggedTensor) -> tf.Tensor:
-    return tf.cast(ragged.value_rowids(), tf.int32)
+    return value_rowids(ragged.row_splits)
 
 
 class QaGraph:
@@ -131,7 +133,7 @@ class QaGraph:
         chars = tf.strings.unicode_split(context, "UTF-8")  # [B, (chars)]
         flat = chars.flat_values
         rows = _row_ids(chars)
-        position = tf.cast(tf.ragged.range(chars.row_lengths()).flat_values, tf.int32)
+        position = positions_in_rows(chars.row_splits, rows)
         is_space = tf.strings.regex_full_match(flat, unicode_classes.re2_class("isspace"))
         num_rows = tf.shape(context)[0]
         big = tf.int32.max
@@ -211,7 +213,7 @@ class QaGraph:
         sub_byte_end = sub_byte_start + sub_text_length
 
         def scatter(unmatched, body_values, comma):
-            values = tf.concat([tf.gather(unmatched, plan.unmatched_index), tf.boolean_mask(body_values, keep), comma], axis=0)
+            values = tf.concat([tf.gather(unmatched, plan.unmatched_index), masked(body_values, keep), comma], axis=0)
             return tf.scatter_nd(plan.positions[:, None], values, plan.total[None])
 
         out_ids = scatter(flat, sub_ids, tf.fill([plan.num_matched], tf.constant(layer.comma_id, tf.int32)))

@@ -58,7 +58,9 @@ from albert_tf.tasks.tagging import TAGGING
 from albert_tf.tasks.tagging.data import TagVocab, check_token_unit
 from albert_tf.tasks.tagging.metrics import split_tag
 from albert_tf.tokenization import unicode_classes
-from albert_tf.tokenization.in_graph import check_length_bucket, pad_columns, sanitize_utf8
+from albert_tf.tokenization.in_graph import (
+    check_length_bucket, masked, pad_columns, positions_in_rows, sanitize_utf8, value_rowids,
+)
 
 # Tag prefixes as small ints; "O" (and padding) is 0.
 _OUTSIDE, _BEGIN, _INSIDE, _END, _SINGLE = 0, 1, 2, 3, 4
@@ -117,8 +119,8 @@ class TaggingGraph:
         """(units ragged [B, (W)], start char, end char (exclusive) ragged int32 [B, (W)])."""
         chars = tf.strings.unicode_split(text, "UTF-8")
         flat = chars.flat_values
-        rows = tf.cast(chars.value_rowids(), tf.int32)
-        position = tf.cast(tf.ragged.range(chars.row_lengths()).flat_values, tf.int32)
+        rows = value_rowids(chars.row_splits)
+        position = positions_in_rows(chars.row_splits, rows)
         space = tf.strings.regex_full_match(flat, unicode_classes.re2_class("isspace"))
         keep = tf.logical_not(space)
         if self.settings["token_unit"] == "char":
@@ -130,12 +132,12 @@ class TaggingGraph:
         # out one after the other, and a unit never spans a row (position 0 always starts one).
         unit_of_char = tf.cumsum(tf.cast(starts_unit, tf.int32)) - 1
         num_units = tf.reduce_sum(tf.cast(starts_unit, tf.int32))
-        kept_unit = tf.boolean_mask(unit_of_char, keep)
-        kept_position = tf.boolean_mask(position, keep)
-        units = tf.strings.unsorted_segment_join(tf.boolean_mask(flat, keep), kept_unit, num_units)
+        kept_unit = masked(unit_of_char, keep)
+        kept_position = masked(position, keep)
+        units = tf.strings.unsorted_segment_join(masked(flat, keep), kept_unit, num_units)
         start = tf.math.unsorted_segment_min(kept_position, kept_unit, num_units)
         end = tf.math.unsorted_segment_max(kept_position, kept_unit, num_units) + 1
-        unit_rows = tf.boolean_mask(rows, starts_unit)
+        unit_rows = masked(rows, starts_unit)
         batch = tf.shape(text, out_type=tf.int64)[0]
         make = lambda values: tf.RaggedTensor.from_value_rowids(values, tf.cast(unit_rows, tf.int64), nrows=batch)  # noqa: E731
         return make(units), make(start), make(end)
@@ -162,7 +164,7 @@ class TaggingGraph:
         before = tf.cumsum(lengths, exclusive=True)
         padded = tf.concat([before, [tf.reduce_sum(lengths)]], axis=0)
         row_base = tf.gather(padded, tf.cast(units.row_splits[:-1], tf.int32))
-        within = before - tf.gather(row_base, tf.cast(units.value_rowids(), tf.int32))
+        within = before - tf.gather(row_base, value_rowids(units.row_splits))
         position = tf.where(within < self.seq - 2, within + 1, -1)
         width = tf.maximum(tf.cast(tf.reduce_max(tf.concat([units.row_lengths(), [0]], axis=0)), tf.int32), 1)
         features.update(
