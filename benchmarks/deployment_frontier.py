@@ -671,7 +671,7 @@ def parser_of() -> Parser:
                         help="leave the peer rows out (PyTorch, ONNX Runtime, OpenVINO)")
     parser.add_argument("--out", help="output prefix (default benchmarks/results/deployment_frontier_<date>)")
     parser.add_argument("--quick", action="store_true",
-                        help=f"functional check: {QUICK_SHAPES}, 16 texts, 0.2 s per case, batches 1 and 4")
+                        help=f"functional check: {QUICK_SHAPES}, 16 texts, 0.05 s per case, batches 1 and 4")
     return parser
 
 
@@ -706,7 +706,7 @@ def check_args(args) -> None:
         raise InputError(f"--traffic: unknown traffic set {', '.join(unknown)} (known: {', '.join(TRAFFIC)})")
     if args.quick:
         args.shapes = None if args.teacher else args.shapes or QUICK_SHAPES
-        args.texts, args.min_seconds, args.min_requests, args.batches = min(args.texts, 16), 0.2, 2, "1,4"
+        args.texts, args.min_seconds, args.min_requests, args.batches = min(args.texts, 16), 0.05, 2, "1,4"
         args.max_dev = args.max_dev or 32
         args.vocab_size = min(args.vocab_size, 400)
         args.calibration_texts = min(args.calibration_texts, 16)
