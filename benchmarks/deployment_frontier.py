@@ -333,7 +333,8 @@ class OpenVinoCase(frontier_peers.PeerCase):
 def albert_tf_cases(source: Source, base: str, features: dict, threads: int, calibration: list, notes: list,
                     quick: bool = False) -> list:
     """[(row fields, case)] of one model: the exports its role asks for, those this checkout can make
-    (`quick`: of the OpenVINO exports only the teacher's int8, which the targets need)."""
+    (`quick`: of the OpenVINO exports only the teacher's int8, which the targets need; the teacher's
+    SavedModels at fixed length only)."""
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
@@ -341,7 +342,8 @@ def albert_tf_cases(source: Source, base: str, features: dict, threads: int, cal
                                                     lower_case=source.lower_case)
     lengths = ["fixed"] + (["length-aware"] if features["length_bucket"] else [])
     if source.role == "teacher":
-        variants = [(precision, length) for length in lengths for precision in ("fp32", "bf16")]
+        # --quick: the teacher's SavedModels at fixed length only (the students' are length-aware).
+        variants = [(precision, length) for length in lengths[:1 if quick else None] for precision in ("fp32", "bf16")]
     else:
         variants = [("fp32", lengths[-1])]
     cases = []
@@ -788,7 +790,8 @@ def run(args, argv) -> int:
             notes.append("this checkout's export_saved_model has no `length_bucket`: no length-aware rows "
                          "(students exported fixed-length)")
         if features["openvino"] and args.quick:
-            notes.append("--quick: of our OpenVINO exports only the teacher's int8")
+            notes.append("--quick: of our OpenVINO exports only the teacher's int8; the teacher's SavedModels at "
+                         "fixed length only")
         if not features["openvino"]:
             notes.append("no albert_tf OpenVINO rows: this checkout's export_saved_model has no `openvino=` "
                          "(or openvino / albert_tf.model_server.openvino_servable is not importable)")

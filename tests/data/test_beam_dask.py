@@ -11,8 +11,6 @@ import pytest
 
 pytest.importorskip("dask.distributed")
 
-import tensorflow as tf  # noqa: E402
-
 from albert_tf.data import beam_pipeline as B  # noqa: E402
 from albert_tf.data import dask_runner as D  # noqa: E402
 from albert_tf.data import pipeline_output  # noqa: E402
@@ -76,6 +74,10 @@ def corpus(tmp_path_factory):
 
 
 def _records(paths):
+    # TensorFlow only here: the Dask workers import this module to unpickle `_BrokenTokenizer`,
+    # and each would pay TensorFlow's import (seconds) for nothing.
+    import tensorflow as tf
+
     return sorted(r.numpy() for r in tf.data.TFRecordDataset(sorted(str(p) for p in paths)))
 
 
