@@ -67,8 +67,10 @@ def bytes_features(record: bytes) -> Dict[str, List[bytes]]:
 
 
 def serialize_bytes_example(features: Dict[str, List[bytes]]) -> bytes:
-    """A serialized tf.Example of bytes features (ExampleGen's records, request logs)."""
+    """A serialized tf.Example of bytes features (ExampleGen's records, request logs), the same
+    bytes in every process."""
     example = example_class()()
     for name, values in features.items():
         example.features.feature[name].bytes_list.value.extend(values)
-    return example.SerializeToString()
+    # Map entries in key order: protobuf's own order can differ from one process to the next.
+    return example.SerializeToString(deterministic=True)

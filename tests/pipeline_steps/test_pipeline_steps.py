@@ -158,8 +158,9 @@ def test_example_gen_splits_and_reads_back(tmp_path):
 
 def test_example_gen_writes_what_tensorflow_writes_without_importing_it(tmp_path):
     """ExampleGen writes its TFRecords without TensorFlow (its data steps need nothing else of it):
-    the files are byte for byte what `tf.io.TFRecordWriter` writes of the same `tf.train.Example`s,
-    TensorFlow reads them back, and a damaged file is one line naming the record."""
+    the files are byte for byte what `tf.io.TFRecordWriter` writes of the same `tf.train.Example`s
+    (serialized deterministically), the same in two processes, TensorFlow reads them back, and a
+    damaged file is one line naming the record."""
     import tensorflow as tf
 
     from albert_tf.data.tfrecords import read_records
@@ -176,9 +177,12 @@ def test_example_gen_writes_what_tensorflow_writes_without_importing_it(tmp_path
         for label, text in (("1", "good fïlm 電影"), ("0", "bad film")):
             feature = {k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode("utf-8")]))
                        for k, v in (("text", text), ("label", label))}
-            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+            example = tf.train.Example(features=tf.train.Features(feature=feature))
+            writer.write(example.SerializeToString(deterministic=True))
     written = open(path, "rb").read()
     assert written == (tmp_path / "tf.tfrecord").read_bytes()
+    example_gen.run_example_gen(corpus, str(task), str(tmp_path / "c2"), str(tmp_path / "e2"), eval_fraction=0.3)
+    assert open(os.path.join(example_gen.split_dir(str(tmp_path / "e2"), "train"), example_gen.EXAMPLES_FILE), "rb").read() == written
     assert list(tf.data.TFRecordDataset(path).as_numpy_iterator()) == list(read_records(path))
     for name, damaged, what in (("cut", written[:-3], "truncated record 1"), ("header", written[:5], "truncated record 0"),
                                 ("flipped", written[:20] + bytes([written[20] ^ 1]) + written[21:], "corrupted record 0")):
