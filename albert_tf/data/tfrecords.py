@@ -25,7 +25,8 @@ a truncated or corrupted one, before anything is trained or written.
 Serialization writes the protobuf wire format directly (packed varints from a lookup table), which
 is several times faster than building ``tf.train.Example`` objects for 512-token instances and needs
 no TensorFlow in Beam workers; the tests check that TensorFlow parses it into the same values.
-TensorFlow is imported only by the reading functions.
+TensorFlow is imported only by the tf.data readers and the scans; `read_records` reads a file's
+records without it.
 """
 
 from __future__ import annotations

@@ -98,7 +98,8 @@ def _write_examples(path: str, rows: Sequence[Dict[str, str]]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:
         for row in rows:
-            f.write(frame_record(serialize_bytes_example({k: [v.encode("utf-8")] for k, v in row.items() if v is not None})))
+            features = {k: [v.encode("utf-8")] for k, v in row.items() if v is not None}
+            f.write(frame_record(serialize_bytes_example(features)))
 
 
 def read_examples(path: str) -> List[Dict[str, str]]:
