@@ -92,10 +92,6 @@ def qa_settings(settings: Optional[Dict[str, Any]], version: str) -> Dict[str, A
     return result
 
 
-def _row_ids(ragged: tf.RaggedTensor) -> tf.Tensor:
-    return value_rowids(ragged.row_splits)
-
-
 class QaGraph:
     """The in-graph QA pipeline for one SQuAD model and its `AlbertTokenizerLayer`.
 
@@ -132,7 +128,7 @@ class QaGraph:
         """(normalized text [B], byte -> original char index ragged [B, (bytes)])."""
         chars = tf.strings.unicode_split(context, "UTF-8")  # [B, (chars)]
         flat = chars.flat_values
-        rows = _row_ids(chars)
+        rows = value_rowids(chars.row_splits)
         position = positions_in_rows(chars.row_splits, rows)
         is_space = tf.strings.regex_full_match(flat, unicode_classes.re2_class("isspace"))
         num_rows = tf.shape(context)[0]
@@ -177,7 +173,7 @@ class QaGraph:
         piece_text = tf.strings.regex_replace(tf.gather(self.tokenizer.pieces, fast.flat_values), SPIECE_UNDERLINE, " ")
         piece_bytes = tf.strings.length(piece_text)
         row_starts = tf.cast(fast.row_splits[:-1], tf.int32)
-        rows = _row_ids(fast)
+        rows = value_rowids(fast.row_splits)
         cum = tf.cumsum(piece_bytes) - tf.gather(tf.cumsum(piece_bytes, exclusive=True), tf.gather(row_starts, rows))
         text_bytes = tf.gather(tf.strings.length(normalized), rows)
         laid_end = tf.clip_by_value(cum - 1, 0, text_bytes)
@@ -228,7 +224,7 @@ class QaGraph:
         # First byte that is not the space of a "▁" (a lone "▁" keeps its space), last byte.
         first_byte = starts.flat_values
         last_byte = ends.flat_values - 1
-        rows = _row_ids(starts)
+        rows = value_rowids(starts.row_splits)
         row_text = tf.gather(normalized, rows)
         leading_space = tf.logical_and(
             tf.equal(tf.strings.substr(row_text, tf.maximum(first_byte, 0), tf.ones_like(first_byte)), " "), last_byte > first_byte
