@@ -330,6 +330,19 @@ class OpenVinoCase(frontier_peers.PeerCase):
         self.precision = worker.precisions["m/ir"]
 
 
+class ServedSavedModelCase(frontier_peers.PeerCase):
+    """Our bf16 SavedModel export as `albert-tf serve` runs it: the model server's `SessionServable`
+    in a worker process of its own, with oneDNN's frozen-weights mode set by the server's rule
+    before TensorFlow runs (`frontier_peers.albert_tf_savedmodel_cases`); not in this process, whose
+    TensorFlow has run the exports (the mode is read once and must never see weights change)."""
+
+    def __init__(self, version_dir: str, precision: str, threads: int, work: str):
+        worker = frontier_peers.PeerWorker("albert_tf_savedmodel", {
+            "models": [{"name": "m", "path": version_dir, "precision": precision}], "threads": threads}, work)
+        super().__init__(worker, "m/savedmodel")
+        self.precision = worker.precisions["m/savedmodel"]
+
+
 def albert_tf_cases(source: Source, base: str, features: dict, threads: int, calibration: list, notes: list,
                     quick: bool = False) -> list:
     """[(row fields, case)] of one model: the exports its role asks for, those this checkout can make
@@ -355,7 +368,11 @@ def albert_tf_cases(source: Source, base: str, features: dict, threads: int, cal
         log(f"exporting {source.name} {precision} {length}")
         result = export_saved_model(source.model, layer, base, f"{slug}_{precision}_{length.replace('-', '')}",
                                     labels=source.labels, check=False, **kwargs)
-        cases.append((dict(impl="albert_tf SavedModel", precision=precision, length=length), SavedModelCase(result.path)))
+        if precision == "bf16":  # served as `albert-tf serve` runs it (`ServedSavedModelCase`)
+            case = ServedSavedModelCase(result.path, variable_dtypes(result.path), threads, base)
+        else:
+            case = SavedModelCase(result.path)
+        cases.append((dict(impl="albert_tf SavedModel", precision=precision, length=length), case))
     length_kwargs = {"length_bucket": LENGTH_BUCKET} if features["length_bucket"] else {}
     if features["tflite"]:
         log(f"exporting {source.name} LiteRT dynamic-int8")
@@ -815,7 +832,8 @@ def run(args, argv) -> int:
             batches = [int(b) for b in args.batches.split(",")]
             records = measure(cases, meta, traffic, batches, dev_rows, args, date)
         finally:
-            for worker in workers + [case.worker for case in cases.values() if isinstance(case, OpenVinoCase)]:
+            for worker in workers + [case.worker for case in cases.values()
+                                     if isinstance(case, (OpenVinoCase, ServedSavedModelCase))]:
                 worker.close()
     report(args, argv, records, notes, sources, workers, traffic, dev_path, dev_rows, load_start, out, date)
     return 0

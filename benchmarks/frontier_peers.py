@@ -14,6 +14,8 @@ worker process of its own (their thread pools and TF's slow each other down in o
   (`nncf.quantize`, transformer model type, calibrated on training texts).
 * `albert_tf_openvino`: not a peer but our own OpenVINO IR exports (text in), through the model
   server's `OpenVinoServable`, placed as the peers are (`deployment_frontier.OpenVinoCase`).
+* `albert_tf_savedmodel`: our bf16 SavedModel exports (text in) as `albert-tf serve` runs them,
+  oneDNN's frozen-weights mode set by its rule (`deployment_frontier.ServedSavedModelCase`).
 
 Every peer tokenizes with transformers' ALBERT tokenizer built from the same SentencePiece model,
 pads each batch to its longest text, outside the timed call. Each worker reports the precision
@@ -428,6 +430,27 @@ def albert_tf_openvino_cases(spec: dict, threads: int):
     return cases, precisions, [], "albert_tf OpenVINO servable"
 
 
+def albert_tf_savedmodel_cases(spec: dict, threads: int):
+    """Our SavedModel exports as `albert-tf serve` runs them: in a process of their own that sets
+    oneDNN's frozen-weights mode by the server's rule (`onednn_weights.apply_frozen_weights("auto",
+    ...)`: on when every export is bf16) before TensorFlow runs anything, each through the model
+    server's `SessionServable` (TF Serving's loader and session)."""
+    from albert_tf.model_server.onednn_weights import apply_frozen_weights
+
+    mode = apply_frozen_weights("auto", [m["path"] for m in spec["models"]])
+    import numpy as np
+
+    from albert_tf.model_server.servable import SessionServable
+
+    cases, precisions = {}, {}
+    for model_spec in spec["models"]:
+        servable = SessionServable(model_spec["path"])
+        name = f"{model_spec['name']}/savedmodel"
+        cases[name] = _servable_forward(servable, np)
+        precisions[name] = f"{model_spec['precision']}; {mode}"
+    return cases, precisions, [mode], "albert_tf SessionServable"
+
+
 def _servable_forward(servable, np):
     def forward(text):
         # logits only: the string `label` output costs a conversion no row of the table needs.
@@ -444,7 +467,9 @@ def text_feed(texts):
 
 
 BUILDERS = {"torch": torch_cases, "onnxruntime": onnxruntime_cases, "openvino": openvino_cases,
-            "albert_tf_openvino": albert_tf_openvino_cases}
+            "albert_tf_openvino": albert_tf_openvino_cases, "albert_tf_savedmodel": albert_tf_savedmodel_cases}
+# Workers that take raw text (our exports) rather than ids tokenized outside the timing (the peers).
+TEXT_IN = ("albert_tf_openvino", "albert_tf_savedmodel")
 
 
 def serve(runtime: str, spec_path: str) -> int:
@@ -459,7 +484,7 @@ def serve(runtime: str, spec_path: str) -> int:
     with open(spec_path, encoding="utf-8") as f:
         spec = json.load(f)
     cases, precisions, notes, versions = BUILDERS[runtime](spec, spec["threads"])
-    encoders = {m["name"]: text_feed if runtime == "albert_tf_openvino" else Encoder(m) for m in spec["models"]}
+    encoders = {m["name"]: text_feed if runtime in TEXT_IN else Encoder(m) for m in spec["models"]}
     models = {m["name"]: m for m in spec["models"]}
 
     def logits(case, texts):

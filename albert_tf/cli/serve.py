@@ -18,6 +18,10 @@ a flag); a field of the file it does not support is refused in one line naming i
 Batching follows `batching_parameters.txt`: on a length-aware export requests are batched by
 length bucket (`albert_tf.model_server.length_batching`) unless the file turns it off or
 `--no-length-grouping` is given (arrival order, as TF Serving); `--no-batching` runs each alone.
+
+`--onednn-frozen-weights` (default auto: on when every SavedModel served is a bf16 export) sets
+`TF_ONEDNN_ASSUME_FROZEN_WEIGHTS` for this process before its models load
+(`albert_tf.model_server.onednn_weights`); the line that says where it serves says which.
 """
 
 from __future__ import annotations
@@ -80,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="inference threads of each OpenVINO model (default: OpenVINO's, all cores)",
     )
     parser.add_argument(
+        "--onednn-frozen-weights", choices=("auto", "on", "off"), default="auto",
+        help="let TensorFlow's oneDNN matmuls take the weights as constants (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS: "
+        "blocked bf16 weights for the AMX / AVX512_BF16 kernels, 1.38x at batch 32 on a bf16 ALBERT-base); "
+        "auto (default): on when every SavedModel served is a bf16 export; a value set in the environment wins",
+    )
+    parser.add_argument(
         "--rest-read-timeout-seconds", type=_positive(float), default=30.0,
         help="time a REST request body has to arrive, and an idle connection is kept (default 30)",
     )
@@ -138,6 +148,7 @@ def run(args) -> int:
     import logging
     import os
 
+    from albert_tf.model_server.onednn_weights import apply_frozen_weights
     from albert_tf.model_server.server import LocalModelServer
 
     _check_sources(args)
@@ -160,6 +171,8 @@ def run(args) -> int:
             prefer_openvino_model=args.prefer_openvino_model, openvino_threads=args.openvino_threads,
             request_logging=args.request_logging_config, **source,
         )
+        # Before any model loads: TensorFlow reads the variable once (`albert_tf.model_server.onednn_weights`).
+        frozen_weights = apply_frozen_weights(args.onednn_frozen_weights, server.manager.tensorflow_version_dirs())
         if args.no_batching:
             server.manager.batching = None
         elif args.no_length_grouping and server.manager.batching is not None:
@@ -169,7 +182,7 @@ def run(args) -> int:
         raise CommandError(str(e)) from None
     print(
         f"serving {', '.join(server.manager.models)}: gRPC {args.host}:{server.grpc_port}, REST {args.host}:{server.rest_port}"
-        f" (requests up to {server.max_request_bytes} bytes)",
+        f" (requests up to {server.max_request_bytes} bytes); {frozen_weights}",
         flush=True,
     )
     try:

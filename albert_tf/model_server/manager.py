@@ -221,17 +221,42 @@ class ModelManager:
             for version in stale:
                 self._unload(name, states[version])
 
-    def _servable(self, path: str) -> SessionServable:
-        """The servable of a version directory: its `model.tflite`, its OpenVINO IR or its SavedModel."""
-        from albert_tf.model_server.tflite_servable import TfliteServable, has_tflite_model
+    def runtime_of(self, path: str) -> str:
+        """What serves a version directory: "tflite" (its `model.tflite`), "openvino" (its IR) or
+        "tensorflow" (its SavedModel)."""
+        from albert_tf.model_server.tflite_servable import has_tflite_model
 
         if self.prefer_tflite_model and has_tflite_model(path):
-            return TfliteServable(path)
+            return "tflite"
         if self.prefer_openvino_model:
-            from albert_tf.model_server.openvino_servable import OpenVinoServable, has_openvino_model
+            from albert_tf.model_server.openvino_servable import has_openvino_model
 
             if has_openvino_model(path):
-                return OpenVinoServable(path, num_threads=self.openvino_threads)
+                return "openvino"
+        return "tensorflow"
+
+    def tensorflow_version_dirs(self) -> List[str]:
+        """The version directories the policies name now that TensorFlow itself will run (not
+        served from a `model.tflite` or an OpenVINO IR)."""
+        dirs = []
+        for name, base in self.models.items():
+            for version in self.version_policies.get(name, LATEST).aspired(model_versions(base)):
+                path = os.path.join(base, str(version))
+                if self.runtime_of(path) == "tensorflow":
+                    dirs.append(path)
+        return dirs
+
+    def _servable(self, path: str) -> SessionServable:
+        """The servable of a version directory: its `model.tflite`, its OpenVINO IR or its SavedModel."""
+        runtime = self.runtime_of(path)
+        if runtime == "tflite":
+            from albert_tf.model_server.tflite_servable import TfliteServable
+
+            return TfliteServable(path)
+        if runtime == "openvino":
+            from albert_tf.model_server.openvino_servable import OpenVinoServable
+
+            return OpenVinoServable(path, num_threads=self.openvino_threads)
         return SessionServable(path)
 
     def _load(self, name: str, base: str, state: VersionState) -> None:

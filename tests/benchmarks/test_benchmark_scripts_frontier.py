@@ -84,6 +84,9 @@ def test_quick_random_shapes_time_every_case_on_every_traffic_set(tmp_path):
     assert "### Targets (rt-dev traffic" in table and "(i) bf16 SavedModel vs PyTorch bf16, batch 4 >= 1.5x" in table
     assert "benchmarks/deployment_frontier.py --quick --threads 1" in table  # the reproducing command
     assert "- teacher fp32 SavedModel fixed: float32 " in table  # the precision it ran in
+    # The bf16 SavedModel runs as `albert-tf serve` runs it: its own process, oneDNN's frozen weights on.
+    assert "- teacher bf16 SavedModel fixed: float32 13, bfloat16 12 variables; " in table
+    assert "oneDNN frozen weights: on (every SavedModel served (1) is a bf16 export)" in table
     if _torch_importable():
         torch_cases = {c for c in cases if c.endswith("PyTorch")}
         assert "teacher int8 quantize_dynamic PyTorch" in torch_cases and len(torch_cases) == 9
