@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--onednn-frozen-weights", choices=("auto", "on", "off"), default="auto",
         help="let TensorFlow's oneDNN matmuls take the weights as constants (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS: "
-        "blocked bf16 weights for the AMX / AVX512_BF16 kernels, 1.38x at batch 32 on a bf16 ALBERT-base); "
+        "blocked bf16 weights for the AMX / AVX512_BF16 kernels, 1.3x at batch 32 on a bf16 ALBERT-base); "
         "auto (default): on when every SavedModel served is a bf16 export; a value set in the environment wins",
     )
     parser.add_argument(

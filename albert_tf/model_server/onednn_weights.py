@@ -5,10 +5,11 @@ one that may change between calls: it keeps the weight in its plain layout and r
 training-mode inner product, which picks a `gemm:jit` kernel for bf16. With the variable set to 1 it
 takes every weight as a constant: the inference-mode primitive, the weight reordered once into the
 blocked layout of the AMX / AVX512_BF16 `brgemm` kernels and cached by each matmul op. On the bf16
-ALBERT-base export (RT dev traffic, 2 cores of a Xeon with AMX): batch 32 1.38x, batch 1 1.13x, for
-about 170 MB more memory (one blocked copy of the weights per matmul op: ALBERT's 12 layers share
-their weights but not their ops). An fp32 export gains nothing from it (batch 1 10 % slower, 370 MB
-more), so `auto` turns it on only where every SavedModel the process will run is a bf16 export.
+ALBERT-base export (RT dev traffic, 2 cores of a Xeon with AMX; `benchmarks/onednn_frozen_weights.py`):
+batch 32 1.31x, batch 1 1.12x, for about 165 MB more memory (one blocked copy of the weights per
+matmul op: ALBERT's 12 layers share their weights but not their ops). An fp32 export loses by it
+(batch 1 0.68x, batch 32 0.93x, 420 MB more), so `auto` turns it on only where every SavedModel
+the process will run is a bf16 export.
 
 Two facts decide where it may be set. TensorFlow reads the variable once, when the first such kernel
 is built, so it must be set before any model runs. And a kernel that cached a weight never sees that
