@@ -498,7 +498,8 @@ def test_serve_cli_switch_overrides_the_file(tmp_path, monkeypatch):
 
     class FakeServer:
         def __init__(self, **kwargs):
-            self.manager = type("Manager", (), {"batching": serving_config.BatchingConfig()})()
+            self.manager = type("Manager", (), {"batching": serving_config.BatchingConfig(),
+                                                "tensorflow_version_dirs": lambda self: []})()
 
         def start(self):
             started.append(self.manager.batching)
