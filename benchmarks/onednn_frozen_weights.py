@@ -9,8 +9,8 @@ precision and mode, alternating for `--rounds` rounds, a worker process answers 
 (shuffled) at batch 1 (p50) and batch 32 (texts/s) for `--min-seconds` each, and reports its
 resident memory after them and after a sweep of other (batch, length) shapes (the mode caches each
 matmul's blocked weights: the sweep shows whether that grows with the shapes served). The answers
-of every case are compared with the fp32 export's off-mode answers (argmax agreement, largest logit
-difference). Prints one table with the CPU's ISA; `--json` also writes the figures.
+of every case are compared with the first export's off-mode answers (fp32 unless `--precisions
+bf16`: argmax agreement, largest logit difference). Prints one table with the CPU's ISA; `--json` also writes the figures.
 
     python benchmarks/onednn_frozen_weights.py [--shape 12x768] [--min-seconds 10] [--rounds 2]
     python benchmarks/onednn_frozen_weights.py --quick      # 2 x 64, a functional check
@@ -52,8 +52,8 @@ def rt_rows(name: str) -> list:
     return deployment_frontier.read_labelled_tsv(path if path.is_file() else SAMPLE_RT / name)
 
 
-def export_models(work: str, shape: str, seq_len: int, vocab_size: int) -> dict:
-    """{precision: version directory}: the fp32 and bf16 length-aware exports of one random model."""
+def export_models(work: str, shape: str, seq_len: int, vocab_size: int, precisions=("fp32", "bf16")) -> dict:
+    """{precision: version directory}: the length-aware exports of one random model in `precisions`."""
     import numpy as np
 
     import deployment_frontier
@@ -71,7 +71,7 @@ def export_models(work: str, shape: str, seq_len: int, vocab_size: int) -> dict:
     return {precision: export_saved_model(source.model, layer, base, precision, labels=["0", "1"], check=False,
                                           precision=None if precision == "fp32" else "mixed_bfloat16",
                                           length_bucket=16).path
-            for precision in ("fp32", "bf16")}
+            for precision in precisions}
 
 
 def worker(args) -> int:
@@ -125,7 +125,7 @@ def run_case(path: str, frozen: bool, texts_file: str, min_seconds: float) -> di
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def table(results: dict, args, isa: dict, reference) -> str:
+def table(results: dict, args, isa: dict, reference, precisions) -> str:
     import numpy as np
 
     lines = [f"## oneDNN frozen weights, `{ENV_VAR}` off vs on ({time.strftime('%Y-%m-%d')})", "",
@@ -134,9 +134,9 @@ def table(results: dict, args, isa: dict, reference) -> str:
              f"length-aware exports, {args.texts} RT dev texts shuffled; each case a process of its own, "
              f"{args.rounds} round(s) alternating (median over rounds); >= {args.min_seconds} s per batch size.", "",
              "| export | frozen weights | batch 1 p50 ms | batch 32 texts/s | b1 on vs off | b32 on vs off "
-             "| RSS MB | RSS after sweep MB | argmax = fp32 off | max logit diff vs fp32 off |",
+             f"| RSS MB | RSS after sweep MB | argmax = {precisions[0]} off | max logit diff vs {precisions[0]} off |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for precision in ("fp32", "bf16"):
+    for precision in [p for p in ("fp32", "bf16") if (p, False) in results]:
         med = {}
         for frozen in (False, True):
             runs = results[precision, frozen]
@@ -163,6 +163,7 @@ def main(argv=None) -> int:
     parser.add_argument("--texts", type=int, default=224, help="RT dev texts of the traffic")
     parser.add_argument("--min-seconds", type=float, default=10.0, help="timed seconds per case and batch size")
     parser.add_argument("--rounds", type=int, default=2, help="off/on alternations per precision")
+    parser.add_argument("--precisions", default="fp32,bf16", help="exports to measure (default fp32,bf16)")
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--quick", action="store_true", help="2 x 64, 48 texts, 0.2 s, 1 round: a functional check")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -172,15 +173,18 @@ def main(argv=None) -> int:
         return worker(args)
     if args.quick:
         args.shape, args.texts, args.min_seconds, args.rounds, args.vocab_size = "2x64", 48, 0.2, 1, 300
+    precisions = [p for p in ("fp32", "bf16") if p in args.precisions.split(",")]
+    if not precisions:
+        parser.error(f"--precisions takes fp32 and/or bf16, got {args.precisions!r}")
     with tempfile.TemporaryDirectory(prefix="onednn-frozen-") as work:
-        paths = export_models(work, args.shape, args.seq_len, args.vocab_size)
+        paths = export_models(work, args.shape, args.seq_len, args.vocab_size, precisions)
         texts = [text for _, text in rt_rows("dev.tsv")]
         random.Random(0).shuffle(texts)
         texts_file = os.path.join(work, "texts.json")
         Path(texts_file).write_text(json.dumps(texts[:args.texts]), encoding="utf-8")
         results = {}
         for _ in range(args.rounds):
-            for precision in ("fp32", "bf16"):
+            for precision in precisions:
                 for frozen in (False, True):
                     print(f"[{time.strftime('%H:%M:%S')}] {precision} frozen={'on' if frozen else 'off'}",
                           file=sys.stderr, flush=True)
@@ -190,8 +194,8 @@ def main(argv=None) -> int:
                     results.setdefault((precision, frozen), []).append(figures)
     import numpy as np
 
-    reference = np.array(results["fp32", False][0]["logits"])
-    report = table(results, args, bench_common.cpu_isa(), reference)
+    reference = np.array(results[precisions[0], False][0]["logits"])
+    report = table(results, args, bench_common.cpu_isa(), reference, precisions)
     print(report)
     if args.json:
         Path(args.json).write_text(json.dumps({f"{p} {'on' if f else 'off'}": r for (p, f), r in results.items()}),
