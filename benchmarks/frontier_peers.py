@@ -435,7 +435,7 @@ def albert_tf_savedmodel_cases(spec: dict, threads: int):
     oneDNN's frozen-weights mode by the server's rule (`onednn_weights.apply_frozen_weights("auto",
     ...)`: on when every export is bf16) before TensorFlow runs anything, each through the model
     server's `SessionServable` (TF Serving's loader and session)."""
-    from albert_tf.model_server.onednn_weights import apply_frozen_weights
+    from albert_tf.export.onednn_weights import apply_frozen_weights
 
     mode = apply_frozen_weights("auto", [m["path"] for m in spec["models"]])
     import numpy as np

@@ -13,7 +13,9 @@ for multiple choice `max_qa_length` (`text`, `question`, `choices` in, `albert_t
 `tokens` signature; a tokenizer whose size is not the encoder's `vocab_size` is refused (a smaller
 one is accepted with `--allow-vocab-mismatch`). The version goes to
 `<export-base>/<model-name>/<version>/`, atomically, after the TF Serving compatibility check;
-`models.config` and `batching_parameters.txt` are written for the export base. `--length-bucket N`
+`models.config`, `batching_parameters.txt` and `serving.env` (TF Serving's environment:
+`TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` when every model is a bf16 export) are written for the export
+base. `--length-bucket N`
 (default 16) exports length-aware signatures (a batch padded to its longest text rounded up to a
 multiple of N); `--length-bucket 0` the fixed-length ones. `--no-length-grouping` records in
 `batching_parameters.txt` that `albert-tf serve` batches in arrival order rather than by length

@@ -21,7 +21,7 @@ length bucket (`albert_tf.model_server.length_batching`) unless the file turns i
 
 `--onednn-frozen-weights` (default auto: on when every SavedModel served is a bf16 export) sets
 `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS` for this process before its models load
-(`albert_tf.model_server.onednn_weights`); the line that says where it serves says which.
+(`albert_tf.export.onednn_weights`); the line that says where it serves says which.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def run(args) -> int:
     import logging
     import os
 
-    from albert_tf.model_server.onednn_weights import apply_frozen_weights
+    from albert_tf.export.onednn_weights import apply_frozen_weights
     from albert_tf.model_server.server import LocalModelServer
 
     _check_sources(args)
@@ -171,7 +171,7 @@ def run(args) -> int:
             prefer_openvino_model=args.prefer_openvino_model, openvino_threads=args.openvino_threads,
             request_logging=args.request_logging_config, **source,
         )
-        # Before any model loads: TensorFlow reads the variable once (`albert_tf.model_server.onednn_weights`).
+        # Before any model loads: TensorFlow reads the variable once (`albert_tf.export.onednn_weights`).
         frozen_weights = apply_frozen_weights(args.onednn_frozen_weights, server.manager.tensorflow_version_dirs())
         if args.no_batching:
             server.manager.batching = None

@@ -79,7 +79,7 @@ class ExportResult:
       version: its integer version.
       signatures: `{signature key: method name}`.
       ops_report: the op check's report.
-      serving_configs: paths of `models.config` and `batching_parameters.txt`.
+      serving_configs: paths of `models.config`, `batching_parameters.txt` and `serving.env`.
       tflite: `export.json`'s `tflite` entry when a `model.tflite` was written, else None.
       openvino: `export.json`'s `openvino` entry when an OpenVINO IR was written, else None.
       accuracy_check: `export.json`'s `accuracy_check` entry when `check_data` was scored, else None.

@@ -1,4 +1,5 @@
-"""TF Serving configuration files for an export base: `models.config` and `batching_parameters.txt`.
+"""TF Serving configuration files for an export base: `models.config`, `batching_parameters.txt` and
+`serving.env`.
 
 `models.config` is a `ModelServerConfig` text proto (`--model_config_file`) listing every model
 directory of the export base that holds at least one integer version, with its path as the
@@ -12,6 +13,11 @@ Settings only `albert-tf serve` has (`length_grouping`) are written as comment l
 and fails on an unknown field, and its `BatchingParameters` (session_bundle_config.proto) has no
 field that groups requests by length, so a comment is the one form both servers read: TF
 Serving skips it, `read_batching_parameters` takes it.
+
+`serving.env` is the environment the server runs the base with (`env_file` of
+`serving/docker-compose.yml`): `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` when the newest version of every
+model is a bf16 export, else 0 (`albert_tf.export.onednn_weights`: the rule `albert-tf serve`
+applies by itself).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from albert_tf import file_io
 
 MODELS_CONFIG_FILE = "models.config"
 BATCHING_FILE = "batching_parameters.txt"
+SERVING_ENV_FILE = "serving.env"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,12 +150,7 @@ def models_config_text(export_base: str, container_base: str = "/models", versio
     from tensorflow_serving.config import model_server_config_pb2
 
     config = model_server_config_pb2.ModelServerConfig()
-    names = sorted(
-        n for n in os.listdir(export_base) if not n.startswith(".") and model_versions(os.path.join(export_base, n))
-    ) if os.path.isdir(export_base) else []
-    if not names:
-        raise ValueError(f"{export_base} holds no model with an integer version directory")
-    for name in names:
+    for name in served_model_names(export_base):
         model = config.model_config_list.config.add()
         model.name = name
         model.base_path = f"{container_base.rstrip('/')}/{name}"
@@ -159,21 +161,48 @@ def models_config_text(export_base: str, container_base: str = "/models", versio
     return text_format.MessageToString(config)
 
 
+def served_model_names(export_base: str) -> List[str]:
+    """The model directories of `export_base` holding at least one integer version, sorted.
+
+    Raises:
+      ValueError: there is none.
+    """
+    names = sorted(
+        n for n in os.listdir(export_base) if not n.startswith(".") and model_versions(os.path.join(export_base, n))
+    ) if os.path.isdir(export_base) else []
+    if not names:
+        raise ValueError(f"{export_base} holds no model with an integer version directory")
+    return names
+
+
+def serving_env_text(export_base: str) -> str:
+    """`serving.env` of `export_base`: oneDNN's frozen-weights mode by the newest version of each model."""
+    from albert_tf.export.onednn_weights import ENV_VAR, frozen_weights_wanted
+
+    newest = [os.path.join(export_base, n, str(model_versions(os.path.join(export_base, n))[-1]))
+              for n in served_model_names(export_base)]
+    on, why = frozen_weights_wanted("auto", newest)
+    return (f"# Written by albert-tf export for TF Serving (serving/docker-compose.yml env_file): {why}.\n"
+            f"{ENV_VAR}={1 if on else 0}\n")
+
+
 def write_serving_configs(
     export_base: str,
     container_base: str = "/models",
     batching: Optional[BatchingConfig] = None,
     version_labels: Optional[Dict[str, Dict[str, int]]] = None,
 ) -> Dict[str, str]:
-    """Writes `models.config` and `batching_parameters.txt` into `export_base`, atomically.
+    """Writes `models.config`, `batching_parameters.txt` and `serving.env` into `export_base`, atomically.
 
     Returns:
-      `{"models_config": path, "batching_parameters": path}`.
+      `{"models_config": path, "batching_parameters": path, "serving_env": path}`.
     """
     paths = {
         "models_config": os.path.join(export_base, MODELS_CONFIG_FILE),
         "batching_parameters": os.path.join(export_base, BATCHING_FILE),
+        "serving_env": os.path.join(export_base, SERVING_ENV_FILE),
     }
     file_io.atomic_write_text(paths["models_config"], models_config_text(export_base, container_base, version_labels))
     file_io.atomic_write_text(paths["batching_parameters"], (batching or BatchingConfig()).to_text_proto())
+    file_io.atomic_write_text(paths["serving_env"], serving_env_text(export_base))
     return paths

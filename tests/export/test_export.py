@@ -190,8 +190,8 @@ def test_compose_and_kubernetes_files_parse_and_match_the_export_layout():
     assert args["--model_config_file"] == f"/models/{serving_config.MODELS_CONFIG_FILE}"
     assert args["--batching_parameters_file"] == f"/models/{serving_config.BATCHING_FILE}"
     assert args["--port"] == "8500" and args["--rest_api_port"] == "8501"
-    # oneDNN's frozen-weights mode: off unless asked for (bf16 exports; albert_tf.model_server.onednn_weights).
-    assert service["environment"] == {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "${ALBERT_ONEDNN_FROZEN_WEIGHTS:-0}"}
+    # oneDNN's frozen-weights mode: off unless asked for (bf16 exports; albert_tf.export.onednn_weights).
+    assert service["env_file"] == [{"path": "${ALBERT_EXPORT_BASE:-./models}/serving.env", "required": False}]
     deployment, service_k8s = yaml.safe_load_all((REPO / "serving" / "kubernetes" / "albert-serving.yaml").read_text())
     assert deployment["kind"] == "Deployment" and service_k8s["kind"] == "Service"
     container = deployment["spec"]["template"]["spec"]["containers"][0]

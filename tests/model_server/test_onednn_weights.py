@@ -1,4 +1,4 @@
-"""Tests of `albert_tf.model_server.onednn_weights`: when `albert-tf serve` lets TensorFlow's oneDNN
+"""Tests of `albert_tf.export.onednn_weights`: when `albert-tf serve` lets TensorFlow's oneDNN
 matmuls take the weights as constants (`TF_ONEDNN_ASSUME_FROZEN_WEIGHTS`), that only the serving
 command's own process sets it, and that a bf16 export served so answers as the SavedModel does."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from albert_tf.model_server.manager import ModelManager
 from albert_tf.model_server.model_config import VersionPolicy
-from albert_tf.model_server.onednn_weights import ENV_VAR, apply_frozen_weights, frozen_weights_wanted
+from albert_tf.export.onednn_weights import ENV_VAR, apply_frozen_weights, frozen_weights_wanted
 from tests._serving_helpers import LABELS, tiny_classifier, tiny_spm, tokenizer_layer
 
 TEXTS = ["the people of good law", "bad year in congress", "it's the nation"]
@@ -78,6 +78,23 @@ def test_apply_sets_the_variable_only_when_on_and_keeps_the_users(tmp_path, monk
         apply_frozen_weights("always", bf16)
 
 
+def test_the_export_base_tells_tf_serving_by_the_same_rule(tmp_path):
+    """`serving.env` (docker compose's `env_file`), rewritten with `models.config`: 1 while the newest
+    version of every model is bf16, 0 once one is not."""
+    from albert_tf.export.serving_config import SERVING_ENV_FILE, write_serving_configs
+
+    _fake_version(tmp_path, "a", 1, "float32")
+    _fake_version(tmp_path, "a", 2, "mixed_bfloat16")
+    paths = write_serving_configs(str(tmp_path))
+    assert paths["serving_env"] == str(tmp_path / SERVING_ENV_FILE)
+    text = (tmp_path / SERVING_ENV_FILE).read_text()
+    assert text.startswith("# Written by albert-tf export") and text.endswith(f"\n{ENV_VAR}=1\n")
+    _fake_version(tmp_path, "b", 1, "float32")
+    write_serving_configs(str(tmp_path))
+    lines = (tmp_path / SERVING_ENV_FILE).read_text().splitlines()
+    assert lines[-1] == f"{ENV_VAR}=0" and f"{tmp_path / 'b' / '1'} is a float32 export" in lines[0]
+
+
 @pytest.mark.slow
 def test_serve_runs_a_bf16_export_with_frozen_weights_and_answers_as_the_savedmodel(tmp_path):
     """`albert-tf serve` on a bf16 export turns the mode on in its own process (its start line says
@@ -91,6 +108,7 @@ def test_serve_runs_a_bf16_export_with_frozen_weights_and_answers_as_the_savedmo
     base = tmp_path / "base"
     result = export_saved_model(tiny_classifier(), tokenizer_layer(tiny_spm(tmp_path)), str(base), "cls",
                                 labels=LABELS, precision="mixed_bfloat16")
+    assert (base / "serving.env").read_text().endswith(f"\n{ENV_VAR}=1\n")
     want = tf.saved_model.load(result.path).signatures["serving_default"](text=tf.constant(TEXTS))["probabilities"].numpy()
 
     before = os.environ.get(ENV_VAR)
