@@ -15,8 +15,9 @@ Two facts decide where it may be set. TensorFlow reads the variable once, when t
 is built, so it must be set before any model runs. And a kernel that cached a weight never sees that
 weight change: in a process that trains, fine-tunes or assigns weights the answers would be silently
 stale. Hence only `albert-tf serve` sets it, at start, before its models load; `LocalModelServer`,
-which tests and notebooks run beside training, never does. TF Serving reads the same variable
-(`serving/docker-compose.yml`, `serving/kubernetes/`).
+which tests and notebooks run beside training, never does. TF Serving reads the same variable: the
+export writes it by the same rule into the export base's `serving.env`
+(`albert_tf.export.serving_config`), which `serving/docker-compose.yml` passes to the server.
 """
 
 from __future__ import annotations

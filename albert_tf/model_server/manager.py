@@ -240,7 +240,7 @@ class ModelManager:
         served from a `model.tflite` or an OpenVINO IR)."""
         dirs = []
         for name, base in self.models.items():
-            for version in self.version_policies.get(name, LATEST).aspired(model_versions(base)):
+            for version in sorted(self.version_policies.get(name, LATEST).aspired(model_versions(base))):
                 path = os.path.join(base, str(version))
                 if self.runtime_of(path) == "tensorflow":
                     dirs.append(path)
