@@ -175,6 +175,16 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(cores + 1, memory_workers, MAX_WORKERS))
 
 
+@pytest.fixture(autouse=True)
+def _onednn_frozen_weights_untouched():
+    """No test may leave oneDNN's frozen-weights mode set in its worker (`albert_tf.export.onednn_weights`):
+    TensorFlow reads it once, and the later tests that train or assign weights would get stale answers."""
+    before = os.environ.get("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS")
+    yield
+    after = os.environ.get("TF_ONEDNN_ASSUME_FROZEN_WEIGHTS")
+    assert after == before, f"the test left TF_ONEDNN_ASSUME_FROZEN_WEIGHTS={after!r} in this process (was {before!r})"
+
+
 @pytest.fixture(scope="session")
 def tiny_spm_model() -> str:
     """Path of the committed tiny SentencePiece model (64 pieces, lower-cased)."""

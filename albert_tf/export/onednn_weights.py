@@ -23,7 +23,7 @@ export writes it by the same rule into the export base's `serving.env`
 from __future__ import annotations
 
 import os
-from typing import Iterable, List, Tuple
+from typing import Iterable, List, MutableMapping, Optional, Tuple
 
 ENV_VAR = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 MODES = ("auto", "on", "off")
@@ -58,15 +58,15 @@ def frozen_weights_wanted(mode: str, version_dirs: Iterable[str]) -> Tuple[bool,
     return True, f"every SavedModel served ({len(dirs)}) is a bf16 export"
 
 
-def apply_frozen_weights(mode: str, version_dirs: Iterable[str]) -> str:
-    """Sets `ENV_VAR` in this process by `mode` (see the module docstring: only in a process that
-    never changes weights, before any model runs); returns one line saying what is in force and why.
-    A value the user set in the environment is kept as it is."""
-    if ENV_VAR in os.environ:
-        value = os.environ[ENV_VAR]
+def apply_frozen_weights(mode: str, version_dirs: Iterable[str], environ: Optional[MutableMapping[str, str]] = None) -> str:
+    """Sets `ENV_VAR` in `environ` (default this process's: see the module docstring, only in a
+    process that never changes weights, before any model runs) by `mode`; returns one line saying
+    what is in force and why. A value the user set in the environment is kept as it is."""
+    environ = os.environ if environ is None else environ
+    if ENV_VAR in environ:
         frozen_weights_wanted(mode, ())  # still refuses a bad mode
-        return f"oneDNN frozen weights: {ENV_VAR}={value} as set in the environment"
+        return f"oneDNN frozen weights: {ENV_VAR}={environ[ENV_VAR]} as set in the environment"
     on, why = frozen_weights_wanted(mode, version_dirs)
     if on:
-        os.environ[ENV_VAR] = "1"
+        environ[ENV_VAR] = "1"
     return f"oneDNN frozen weights: {'on' if on else 'off'} ({why})"

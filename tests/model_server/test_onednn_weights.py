@@ -64,18 +64,22 @@ def test_the_decision_reads_the_versions_tensorflow_will_run(tmp_path):
     assert frozen_weights_wanted("auto", manager.tensorflow_version_dirs())[0] is False
 
 
-def test_apply_sets_the_variable_only_when_on_and_keeps_the_users(tmp_path, monkeypatch):
+def test_apply_sets_the_variable_only_when_on_and_keeps_the_users(tmp_path):
+    """On an environment of its own: set in this process, TensorFlow would take it for every test
+    after (it reads it once), and the training tests' weights would go stale."""
+    before = os.environ.get(ENV_VAR)
     bf16 = [_fake_version(tmp_path, "a", 1, "mixed_bfloat16")]
-    monkeypatch.delenv(ENV_VAR, raising=False)
-    assert apply_frozen_weights("off", bf16) == "oneDNN frozen weights: off (--onednn-frozen-weights off)"
-    assert ENV_VAR not in os.environ
-    assert apply_frozen_weights("auto", bf16) == "oneDNN frozen weights: on (every SavedModel served (1) is a bf16 export)"
-    assert os.environ[ENV_VAR] == "1"
-    monkeypatch.setenv(ENV_VAR, "0")
-    assert apply_frozen_weights("on", bf16) == f"oneDNN frozen weights: {ENV_VAR}=0 as set in the environment"
-    assert os.environ[ENV_VAR] == "0"
+    environ = {}
+    assert apply_frozen_weights("off", bf16, environ) == "oneDNN frozen weights: off (--onednn-frozen-weights off)"
+    assert environ == {}
+    on = apply_frozen_weights("auto", bf16, environ)
+    assert on == "oneDNN frozen weights: on (every SavedModel served (1) is a bf16 export)" and environ == {ENV_VAR: "1"}
+    environ = {ENV_VAR: "0"}
+    assert apply_frozen_weights("on", bf16, environ) == f"oneDNN frozen weights: {ENV_VAR}=0 as set in the environment"
+    assert environ == {ENV_VAR: "0"}
     with pytest.raises(ValueError, match="must be one of"):
-        apply_frozen_weights("always", bf16)
+        apply_frozen_weights("always", bf16, {})
+    assert os.environ.get(ENV_VAR) == before
 
 
 def test_the_export_base_tells_tf_serving_by_the_same_rule(tmp_path):
