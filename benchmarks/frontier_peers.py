@@ -438,6 +438,8 @@ def albert_tf_savedmodel_cases(spec: dict, threads: int):
     from albert_tf.export.onednn_weights import apply_frozen_weights
 
     mode = apply_frozen_weights("auto", [m["path"] for m in spec["models"]])
+    # The session's own config leaves the thread count to TensorFlow, which reads this first.
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(threads))
     import numpy as np
 
     from albert_tf.model_server.servable import SessionServable
