@@ -362,7 +362,8 @@ def albert_tf_cases(source: Source, base: str, features: dict, threads: int, cal
     cases = []
     slug = source.name.replace(" ", "_").replace(":", "").replace("/", "_")
     for precision, length in variants:
-        kwargs = {"precision": "mixed_bfloat16" if precision == "bf16" else None}
+        # fp32 named, not the model's own: a model fine-tuned in mixed_bfloat16 exports bf16 by default.
+        kwargs = {"precision": "mixed_bfloat16" if precision == "bf16" else "float32"}
         if features["length_bucket"]:
             kwargs["length_bucket"] = LENGTH_BUCKET if length == "length-aware" else None
         log(f"exporting {source.name} {precision} {length}")
