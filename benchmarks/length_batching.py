@@ -96,10 +96,12 @@ def free_port() -> int:
 class Server:
     """`albert-tf serve` on `base` in a subprocess (arrival order with `grouping=False`)."""
 
-    def __init__(self, base: str, grouping: bool):
+    def __init__(self, base: str, grouping: bool, grpc_max_threads=None):
         self.grpc_port, self.rest_port = free_port(), free_port()
         command = [sys.executable, "-m", "albert_tf", "serve", "--export-base", base, "--port", str(self.grpc_port),
                    "--rest-api-port", str(self.rest_port), "--poll-seconds", "0"]
+        if grpc_max_threads:
+            command += ["--grpc-max-threads", str(grpc_max_threads)]
         if not grouping:
             command.append("--no-length-grouping")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -251,6 +253,9 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-timeout-micros", type=int, default=2000)
     parser.add_argument("--num-batch-threads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--grpc-max-threads", type=int, default=None,
+                        help="the servers' gRPC handler threads (default: the server's, enough for full batches; "
+                        "16 was the fixed count before 2026-12-07)")
     parser.add_argument("--quick", action="store_true", help="functional check: tiny model, 2 short cases per batcher")
     args = parser.parse_args(argv)
     if args.quick:
@@ -279,7 +284,7 @@ def main(argv=None) -> int:
         servers = {}
         try:
             for mode in ("arrival", "length"):
-                servers[mode] = Server(base, grouping=mode == "length")
+                servers[mode] = Server(base, grouping=mode == "length", grpc_max_threads=args.grpc_max_threads)
             for count in clients:
                 for mode, server in servers.items():
                     log(f"{mode}: {count} clients")
@@ -304,6 +309,7 @@ def report(args, results, stats) -> None:
     batching = ("the export's batching_parameters.txt" if args.export_base else
                 f"max_batch_size {args.max_batch_size}, batch_timeout_micros {args.batch_timeout_micros}, "
                 f"num_batch_threads {args.num_batch_threads}")
+    batching += f", gRPC threads {args.grpc_max_threads or 'the server default'}"
     print(f"\n{model}, seq {args.seq}, {args.protocol}, one RT text per request, closed loop, {args.seconds:g} s per "
           f"case after {args.warmup_seconds:g} s; {batching}; TF {tf.__version__}, "
           f"Python {sys.version.split()[0]}; CPU {isa['model']} ({', '.join(isa['flags']) or 'none of'}"

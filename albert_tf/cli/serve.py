@@ -18,6 +18,8 @@ a flag); a field of the file it does not support is refused in one line naming i
 Batching follows `batching_parameters.txt`: on a length-aware export requests are batched by
 length bucket (`albert_tf.model_server.length_batching`) unless the file turns it off or
 `--no-length-grouping` is given (arrival order, as TF Serving); `--no-batching` runs each alone.
+`--grpc-max-threads` (TF Serving's `--grpc_max_threads`) bounds the requests held at once; its
+default lets every batch fill (`albert_tf.model_server.server.default_grpc_max_threads`).
 
 `--onednn-frozen-weights` (default auto: on when every SavedModel served is a bf16 export) sets
 `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS` for this process before its models load
@@ -70,6 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-request-bytes", type=_positive(int), default=None,
         help="largest request, REST body or gRPC message (default: what the largest batch needs, "
         "max_batch_size x 2 texts x 64 KiB x 3 for JSON escapes + 64 KiB; 12.1 MiB for 32 rows)",
+    )
+    parser.add_argument(
+        "--grpc-max-threads", "--grpc_max_threads", dest="grpc_max_threads", type=_positive(int), default=None,
+        help="gRPC handler threads, the most requests held at once; more get RESOURCE_EXHAUSTED (TF Serving's flag; "
+        "default: 4 per CPU, at least 16, and with batching what the batcher holds, "
+        "(max_enqueued_batches + num_batch_threads) x max_batch_size, at most 4096)",
     )
     parser.add_argument(
         "--prefer-tflite-model", "--prefer_tflite_model", dest="prefer_tflite_model", action="store_true",
@@ -167,6 +175,7 @@ def run(args) -> int:
         server = LocalModelServer(
             grpc_port=args.port, rest_port=args.rest_api_port,
             poll_interval_s=args.poll_seconds, host=args.host, max_request_bytes=args.max_request_bytes,
+            grpc_max_threads=args.grpc_max_threads,
             rest_read_timeout_s=args.rest_read_timeout_seconds, prefer_tflite_model=args.prefer_tflite_model,
             prefer_openvino_model=args.prefer_openvino_model, openvino_threads=args.openvino_threads,
             request_logging=args.request_logging_config, **source,
@@ -182,7 +191,7 @@ def run(args) -> int:
         raise CommandError(str(e)) from None
     print(
         f"serving {', '.join(server.manager.models)}: gRPC {args.host}:{server.grpc_port}, REST {args.host}:{server.rest_port}"
-        f" (requests up to {server.max_request_bytes} bytes); {frozen_weights}",
+        f" (requests up to {server.max_request_bytes} bytes, {server.grpc_max_threads} gRPC threads); {frozen_weights}",
         flush=True,
     )
     try:

@@ -21,7 +21,9 @@ the previous config stays in force). Client mistakes are client errors (400/INVA
 never a 500/UNKNOWN: a request larger than `max_request_bytes` is refused before it is read (413,
 RESOURCE_EXHAUSTED over gRPC), a REST body must arrive within `rest_read_timeout_s`, an empty
 batch is refused on every path, and a port another server holds is refused (no SO_REUSEPORT
-sharing). It is still a development server: bind it to loopback.
+sharing). gRPC requests beyond `grpc_max_threads` handlers get RESOURCE_EXHAUSTED, as TF Serving's
+beyond `--grpc_max_threads`; the default lets every batch fill (`default_grpc_max_threads`). It is
+still a development server: bind it to loopback.
 """
 
 from __future__ import annotations
@@ -74,6 +76,29 @@ def default_max_request_bytes(batching: Optional[BatchingConfig]) -> int:
     """The request size limit that admits the largest batch `batching` accepts (see above)."""
     rows = (batching or BatchingConfig()).max_batch_size
     return rows * TEXTS_PER_ROW * MAX_TEXT_BYTES * JSON_EXPANSION + ENVELOPE_BYTES
+
+# gRPC handler threads: each holds one request until its answer (a batched request waits in its
+# handler), so they bound how many requests the server holds, and a batch can hold no more requests
+# than there are handlers. TF Serving's `--grpc_max_threads` defaults to 4 per CPU: on a 2-core
+# machine 8 threads, so no batch of single-text requests grows past 8 whatever `max_batch_size`
+# says (this server's fixed 16 capped its length buckets at 44 texts/s where the model alone gives
+# 58; BENCHMARKS.md). With batching the default is therefore what the batcher itself holds.
+MIN_GRPC_THREADS = 16
+MAX_DEFAULT_GRPC_THREADS = 4096
+
+
+def default_grpc_max_threads(batching: Optional[BatchingConfig], cpus: Optional[int] = None) -> int:
+    """gRPC handler threads, and the most requests held at once (more get RESOURCE_EXHAUSTED, as
+    TF Serving's): 4 per CPU, at least `MIN_GRPC_THREADS`; with batching at least the requests the
+    batcher holds (its queue bound, `max_enqueued_batches` batches, plus one batch per batch
+    thread), so a batch can fill up and a full queue answers UNAVAILABLE, as TF Serving's
+    batcher; at most `MAX_DEFAULT_GRPC_THREADS` (threads start only when that many requests wait)."""
+    threads = max(MIN_GRPC_THREADS, 4 * (cpus or os.cpu_count() or 1))
+    if batching is not None:
+        held = (batching.max_enqueued_batches + batching.num_batch_threads) * batching.max_batch_size
+        threads = max(threads, min(held, MAX_DEFAULT_GRPC_THREADS))
+    return threads
+
 
 HTTP_STATUS = {
     "INVALID_ARGUMENT": 400,
@@ -826,7 +851,9 @@ class LocalModelServer:
       poll_interval_s: version polling interval (TF Serving's file system poll).
       version_labels: `{model_name: {label: version}}`.
       host: the address to bind; keep loopback for development.
-      grpc_workers: gRPC handler threads.
+      grpc_max_threads: gRPC handler threads, the most requests held at once (more get
+        RESOURCE_EXHAUSTED; None: derived from the batching settings at `start`,
+        `default_grpc_max_threads`).
       max_request_bytes: the largest request, REST body or gRPC message (None: derived from the
         batching settings at `start`, `default_max_request_bytes`); larger ones get 413 /
         RESOURCE_EXHAUSTED without being read.
@@ -861,7 +888,7 @@ class LocalModelServer:
         poll_interval_s: float = 1.0,
         version_labels: Optional[Dict[str, Dict[str, int]]] = None,
         host: str = "127.0.0.1",
-        grpc_workers: int = 16,
+        grpc_max_threads: Optional[int] = None,
         max_request_bytes: Optional[int] = None,
         rest_read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
         prefer_tflite_model: bool = False,
@@ -872,6 +899,9 @@ class LocalModelServer:
         prefer_openvino_model: bool = False,
         openvino_threads: Optional[int] = None,
     ):
+        if grpc_max_threads is not None and (isinstance(grpc_max_threads, bool) or not isinstance(grpc_max_threads, int)
+                                             or grpc_max_threads < 1):
+            raise ValueError(f"grpc_max_threads must be a positive integer, got {grpc_max_threads!r}")
         bad_limit = isinstance(max_request_bytes, bool) or not isinstance(max_request_bytes, int) or max_request_bytes < 1
         if max_request_bytes is not None and bad_limit:
             raise ValueError(f"max_request_bytes must be a positive integer, got {max_request_bytes!r}")
@@ -925,10 +955,11 @@ class LocalModelServer:
             self.manager.request_logger = RequestLogger(load_logging_config(request_logging))
         self.host = host
         self._grpc_port, self._rest_port = grpc_port, rest_port
-        self._grpc_workers = grpc_workers
+        self._grpc_max_threads = grpc_max_threads
         self._max_request_bytes = max_request_bytes
         self.rest_read_timeout_s = float(rest_read_timeout_s)
         self.max_request_bytes: Optional[int] = None  # the limit in force, set by `start`
+        self.grpc_max_threads: Optional[int] = None  # the handler threads in force, set by `start`
         self.grpc_port: Optional[int] = None
         self.rest_port: Optional[int] = None
         self._grpc_server = None
@@ -944,6 +975,7 @@ class LocalModelServer:
           OSError: a port cannot be listened on (the message names the protocol and port).
         """
         self.max_request_bytes = self._max_request_bytes or default_max_request_bytes(self.manager.batching)
+        self.grpc_max_threads = self._grpc_max_threads or default_grpc_max_threads(self.manager.batching)
         try:
             if self._grpc_port is not None:
                 self._bind_grpc()
@@ -1015,7 +1047,12 @@ class LocalModelServer:
             ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", min(self.max_request_bytes, 2**31 - 1)),  # a C int
         ]
-        self._grpc_server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._grpc_workers), options=options)
+        # maximum_concurrent_rpcs: beyond the handlers a request is refused (RESOURCE_EXHAUSTED, as
+        # TF Serving's) rather than queued, unbounded and unseen, in front of the batcher.
+        self._grpc_server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self.grpc_max_threads, thread_name_prefix="grpc"),
+            options=options, maximum_concurrent_rpcs=self.grpc_max_threads,
+        )
         prediction_grpc.add_PredictionServiceServicer_to_server(prediction, self._grpc_server)
         model_grpc.add_ModelServiceServicer_to_server(model, self._grpc_server)
         try:

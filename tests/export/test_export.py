@@ -190,6 +190,11 @@ def test_compose_and_kubernetes_files_parse_and_match_the_export_layout():
     assert args["--model_config_file"] == f"/models/{serving_config.MODELS_CONFIG_FILE}"
     assert args["--batching_parameters_file"] == f"/models/{serving_config.BATCHING_FILE}"
     assert args["--port"] == "8500" and args["--rest_api_port"] == "8501"
+    # Enough gRPC handler threads for what the export's default batching holds (a request holds
+    # one while it waits for its batch), as the local server's default.
+    from albert_tf.model_server.server import default_grpc_max_threads
+
+    assert int(args["--grpc_max_threads"]) == default_grpc_max_threads(serving_config.BatchingConfig(), cpus=1)
     # oneDNN's frozen-weights mode: off unless asked for (bf16 exports; albert_tf.export.onednn_weights).
     assert service["env_file"] == [{"path": "${ALBERT_EXPORT_BASE:-./models}/serving.env", "required": False}]
     deployment, service_k8s = yaml.safe_load_all((REPO / "serving" / "kubernetes" / "albert-serving.yaml").read_text())

@@ -345,9 +345,10 @@ def test_serve_prefer_openvino_model_over_rest_and_grpc(exported):
 
 
 def test_openvino_converts_the_saved_model_tokens_signature(exported, layer):
-    """OVMS converts a SavedModel with OpenVINO's TF frontend: the `tokens` signature has no op it
-    lacks (no Cumprod / ReverseV2). The classifier's string `label` output is left out: the
-    frontend cannot read a loaded SavedModel's string constants (`Unsupported data type: object`)."""
+    """OpenVINO's TF frontend converts the `tokens` signature of a loaded SavedModel: no op it lacks
+    (no Cumprod / ReverseV2). The classifier's string `label` output is left out here: the Python
+    reader of an in-memory function cannot read string constants (`Unsupported data type: object`);
+    the C++ reader of a file can (next test)."""
     import openvino as ov
     import tensorflow as tf
 
@@ -374,3 +375,51 @@ def test_openvino_converts_the_saved_model_tokens_signature(exported, layer):
                 # An in-memory function's outputs are named by their tensors; the regressor has one.
                 name = next((n for n in port.get_names() if n in reference), "score")
                 np.testing.assert_allclose(got[port], reference[name], atol=1e-5)
+
+
+def test_openvino_reads_the_tokens_signature_label_table_included_from_a_file(exported, layer, tmp_path):
+    """Read from a file, as OVMS reads a model (the frontend's C++ reader), the classifier's `tokens`
+    signature converts with every output: the label table becomes a string constant and `label`
+    an OpenVINO string tensor, equal to the SavedModel's. Only the in-memory Python reader of a
+    loaded function lacks string constants (the test above)."""
+    import openvino as ov
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    base, result = exported
+    texts = ["the nation of good law", "bad", "people in the states year after year of congress"]
+    packed = {k: v.numpy() for k, v in layer.tokenize_and_pack(tf.constant(texts), length_bucket=16).items()}
+    loaded = tf.saved_model.load(result.path)  # kept: the signature reads its variables
+    tokens = loaded.signatures["tokens"]
+    frozen = convert_variables_to_constants_v2(tokens)
+    tf.io.write_graph(frozen.graph.as_graph_def(), str(tmp_path), "tokens.pb", as_text=False)
+    model = ov.convert_model(str(tmp_path / "tokens.pb"))
+    compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    # Inputs by name: the graph's order of Parameters is not the signature's (`segment_ids` second).
+    got = compiled({port: packed[next(iter(port.get_names())).split(":")[0]] for port in compiled.inputs})
+    reference = {k: v.numpy() for k, v in tokens(**{k: tf.constant(v) for k, v in packed.items()}).items()}
+    # The frozen graph's outputs (`Identity:0`, ...) are the signature's flattened outputs: its
+    # output names in sorted order.
+    key_of = {t.name: key for key, t in zip(sorted(tokens.structured_outputs), frozen.outputs)}
+    by_name = {next(key_of[n] for n in port.get_names() if n in key_of): port for port in compiled.outputs}
+    assert sorted(by_name) == sorted(reference) == ["label", "label_id", "logits", "probabilities"]
+    assert by_name["label"].get_element_type() == ov.Type.string
+    assert [str(v) for v in got[by_name["label"]]] == [v.decode() for v in reference["label"]]
+    for name in ("logits", "probabilities", "label_id"):
+        np.testing.assert_allclose(got[by_name[name]], reference[name], atol=1e-5)
+
+
+def test_openvino_cannot_read_the_saved_model_directory_text_signature(exported):
+    """OVMS given the SavedModel directory converts its `serving_default`, which takes raw text:
+    the in-graph tokenizer's TF Text and string ops (FastSentencepieceTokenize, UnsortedSegmentJoin,
+    Substr, ...) have no OpenVINO conversion, so OVMS serves the IR that `--openvino` writes (its
+    tokenizer is `openvino_tokenizers`' op). If a future OpenVINO reads the directory, this test
+    fails and the serving README's advice should change."""
+    import openvino as ov
+    import openvino_tokenizers  # noqa: F401  (registers the tokenizer ops OpenVINO can convert)
+
+    base, result = exported
+    assert os.path.isfile(os.path.join(result.path, "saved_model.pb"))
+    # The pinned OpenVINO fails in its shape inference of the tokenizer's slices.
+    with pytest.raises(RuntimeError, match="slice_plan|OpConversionFailure|not fully converted"):
+        ov.convert_model(result.path)

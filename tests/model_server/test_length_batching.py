@@ -512,3 +512,88 @@ def test_serve_cli_switch_overrides_the_file(tmp_path, monkeypatch):
         with pytest.raises(CommandError, match="stop here"):
             serve_cli.run(parser.parse_args(["--export-base", str(tmp_path), *flags]))
         assert started[-1].length_grouping is grouping
+
+
+# --- gRPC handler threads: a batch can fill up, and beyond them a request is refused --------------
+
+
+def test_default_grpc_max_threads_holds_what_the_batcher_holds():
+    from albert_tf.model_server.server import MAX_DEFAULT_GRPC_THREADS, MIN_GRPC_THREADS, default_grpc_max_threads
+
+    assert default_grpc_max_threads(None, cpus=2) == MIN_GRPC_THREADS == 16
+    assert default_grpc_max_threads(None, cpus=16) == 64  # TF Serving's 4 per CPU
+    # The export default (100 queued batches of 32, 4 batch threads): 3,328 requests.
+    assert default_grpc_max_threads(serving_config.BatchingConfig(), cpus=2) == (100 + 4) * 32
+    small = serving_config.BatchingConfig(max_batch_size=2, max_enqueued_batches=1, num_batch_threads=1)
+    assert default_grpc_max_threads(small, cpus=2) == 16
+    huge = serving_config.BatchingConfig(max_batch_size=512, max_enqueued_batches=1000)
+    assert default_grpc_max_threads(huge, cpus=2) == MAX_DEFAULT_GRPC_THREADS
+
+
+def _grpc_server(base, batching, **kwargs):
+    from albert_tf.model_server.server import LocalModelServer
+
+    return LocalModelServer(str(base), poll_interval_s=0, rest_port=None, grpc_port=0, batching=batching, **kwargs).start()
+
+
+@pytest.mark.slow
+def test_a_batch_holds_more_concurrent_grpc_requests_than_16(export):
+    """24 concurrent single-text gRPC requests make one batch of 24 (a fixed pool of 16 handler
+    threads held at most 16 of them: the 17th waited for a handler, not in the batch)."""
+    from albert_tf.model_server import client
+
+    base, _, _ = export
+    batching = serving_config.BatchingConfig(max_batch_size=32, batch_timeout_micros=2_000_000, num_batch_threads=1,
+                                             length_grouping=False)
+    server = _grpc_server(base, batching)
+    try:
+        assert server.grpc_max_threads >= 24
+        _, state = server.manager.resolve("cls")
+        sizes, original = [], state.servable.run
+        state.servable.run = lambda sig, inputs, *a: sizes.append(len(inputs["text"])) or original(sig, inputs, *a)
+        errors = []
+
+        def send():
+            try:
+                client.predict_text(f"127.0.0.1:{server.grpc_port}", "cls", ["a good film"], timeout=60)
+            except Exception as e:  # noqa: BLE001 - asserted below
+                errors.append(e)
+
+        threads = [threading.Thread(target=send) for _ in range(24)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        server.stop()
+    assert not errors
+    assert sizes == [24]
+
+
+@pytest.mark.slow
+def test_requests_beyond_the_grpc_threads_are_resource_exhausted(export):
+    from albert_tf.model_server import client
+
+    base, _, _ = export
+    batching = serving_config.BatchingConfig(max_batch_size=8, batch_timeout_micros=3_000_000, num_batch_threads=1,
+                                             length_grouping=False)
+    server = _grpc_server(base, batching, grpc_max_threads=2)
+    address = f"127.0.0.1:{server.grpc_port}"
+    try:
+        waiting = [threading.Thread(target=client.predict_text, args=(address, "cls", ["a good film"]),
+                                    kwargs={"timeout": 60}) for _ in range(2)]
+        for thread in waiting:
+            thread.start()
+        time.sleep(1.0)  # both handlers now wait in the batch (3 s timeout)
+        began = time.monotonic()
+        with pytest.raises(client.ServingClientError) as refused:
+            client.predict_text(address, "cls", ["a third"], timeout=60)
+        assert refused.value.code == "RESOURCE_EXHAUSTED"
+        assert time.monotonic() - began < 1.5  # refused at once, not queued behind the batch
+        for thread in waiting:
+            thread.join(60)
+        assert client.predict_text(address, "cls", ["served again"], timeout=60)["label"].shape == (1,)
+    finally:
+        server.stop()
+    with pytest.raises(ValueError, match="grpc_max_threads"):
+        _grpc_server(base, batching, grpc_max_threads=0)
