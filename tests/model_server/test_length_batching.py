@@ -374,6 +374,15 @@ def export(tmp_path_factory, tiny_spm_model):
     return base, result.path, layer
 
 
+def _concurrently(calls, timeout: float) -> None:
+    """Starts every call on its own thread at once, then waits for all (`timeout` each)."""
+    threads = [threading.Thread(target=call) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+
+
 def _texts():
     rng = np.random.default_rng(0)
     return [" ".join(rng.choice(WORDS, size=n)) for n in (1, 20, 2, 9, 1, 16, 4, 28, 1, 12, 3, 22)]
@@ -430,11 +439,7 @@ def test_concurrent_mixed_lengths_answer_as_alone_over_rest(export):
             with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=30) as response:
                 got[i] = json.loads(response.read())["predictions"][0]["probabilities"]
 
-        threads = [threading.Thread(target=send, args=(i,)) for i in range(len(texts))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        _concurrently([lambda i=i: send(i) for i in range(len(texts))], timeout=30)
     finally:
         server.stop()
     for i, probabilities in enumerate(got):
@@ -559,11 +564,7 @@ def test_a_batch_holds_more_concurrent_grpc_requests_than_16(export):
             except Exception as e:  # noqa: BLE001 - asserted below
                 errors.append(e)
 
-        threads = [threading.Thread(target=send) for _ in range(24)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        _concurrently([send] * 24, timeout=60)
     finally:
         server.stop()
     assert not errors
