@@ -17,7 +17,10 @@ one is accepted with `--allow-vocab-mismatch`). The version goes to
 `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` when every model is a bf16 export) are written for the export
 base. `--length-bucket N`
 (default 16) exports length-aware signatures (a batch padded to its longest text rounded up to a
-multiple of N); `--length-bucket 0` the fixed-length ones. `--no-length-grouping` records in
+multiple of N); `--length-bucket 0` the fixed-length ones. `--length-chunk N|0|auto` (default auto:
+8 for a model with enough work per token) makes a length-aware classifier's or regressor's text
+signatures compute a batch in length-sorted chunks of N rows, each padded to its own longest
+(`albert_tf.export.signatures`); 0 computes the batch at once. `--no-length-grouping` records in
 `batching_parameters.txt` that `albert-tf serve` batches in arrival order rather than by length
 bucket (`albert_tf.model_server.length_batching`). `--tflite
 dynamic-int8` (or `float32`) also writes `model.tflite`, the token-ids model for TF Serving's
@@ -73,6 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--length-bucket", type=int, default=16,
         help="pad each batch to its longest text rounded up to a multiple of N (default 16); 0: always to the sequence length",
+    )
+    parser.add_argument(
+        "--length-chunk", default="auto", metavar="N|0|auto",
+        help="classifiers and regressors, length-aware: compute a batch in length-sorted chunks of N rows, each padded "
+        "to its own longest (default auto: 8 where the model has enough work per token); 0: the batch at once",
     )
     parser.add_argument(
         "--tflite", choices=("dynamic-int8", "float32"),
@@ -220,6 +228,7 @@ def run(args) -> int:
         raise CommandError(str(e)) from None
     if args.length_bucket < 0:
         raise CommandError(f"--length-bucket must be >= 0 (0: fixed length), got {args.length_bucket}")
+    length_chunk = _length_chunk(args.length_chunk)
     with library_errors():
         calibration = _openvino_calibration(args)
         check_data = _check_data(args) if args.check_data else None
@@ -228,7 +237,7 @@ def run(args) -> int:
         result = export_saved_model(
             model, layer, args.export_base, args.model_name, version=args.version, extra_assets=extra,
             check=not args.skip_check, batching=batching, container_base=args.container_base,
-            length_bucket=args.length_bucket or None, tflite=args.tflite, precision=args.precision,
+            length_bucket=args.length_bucket or None, length_chunk=length_chunk, tflite=args.tflite, precision=args.precision,
             openvino=args.openvino, openvino_calibration=calibration, check_data=check_data, **arguments,
         )
     except (ExportError, ValueError) as e:
@@ -242,3 +251,16 @@ def run(args) -> int:
         **({"accuracy_check": note} if (note := _accuracy_note(result, args)) else {}),
     }, indent=2))
     return 0
+
+
+def _length_chunk(value: str):
+    """`--length-chunk`: "auto", 0 (None: the batch at once) or a positive row count."""
+    if value == "auto":
+        return value
+    try:
+        rows = int(value)
+    except ValueError:
+        rows = -1
+    if rows < 0:
+        raise CommandError(f"--length-chunk must be auto or an integer >= 0 (0: the batch at once), got {value!r}")
+    return rows or None

@@ -44,7 +44,7 @@ import json
 import logging
 import os
 import shutil
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -144,6 +144,7 @@ def _write_assets(directory: str, module: signatures.ServingModule, extra_assets
         "pair": module.pair,
         "sequence_length": module.sequence_length,
         "length_bucket": module.length_bucket,
+        "length_chunk": module.length_chunk,
         "tokenizer": {
             "type": "sentencepiece" if tokenizer.is_sentencepiece else "wordpiece",
             "file": vocab_file,
@@ -216,6 +217,7 @@ def export_saved_model(
     batching: Optional[serving_config.BatchingConfig] = None,
     container_base: str = "/models",
     length_bucket: Optional[int] = DEFAULT_LENGTH_BUCKET,
+    length_chunk: Union[int, str, None] = signatures.AUTO,
     tflite: Optional[str] = None,
     openvino: Optional[str] = None,
     openvino_calibration: Optional[Sequence[str]] = None,
@@ -258,6 +260,11 @@ def export_saved_model(
         rounded up to a multiple of this (same answers, less work for short texts) and the
         `tokens` signatures take ids of any length up to the sequence length; None exports the
         fixed-length graphs (every row padded to the sequence length). Recorded in export.json.
+      length_chunk: a length-aware classifier's or regressor's text signatures compute a batch in
+        length-sorted chunks of this many rows, each padded to its own longest (same answers,
+        less padding; `albert_tf.export.signatures`); None: the batch at once; "auto" (default):
+        8 for a model with enough work per token (`signatures.auto_length_chunk`), else None.
+        Recorded in export.json (null where it does not apply).
       tflite: also write `model.tflite` of the token-ids function, in this mode
         ("dynamic-int8" or "float32", `albert_tf.export.tflite`), checked against `tokens`. A bf16
         export's is converted from (and checked against) the float32 graph of the same weights:
@@ -295,7 +302,7 @@ def export_saved_model(
     except ValueError as e:  # OpenVinoExportError is one
         raise ExportError(str(e)) from None
     module_kwargs = dict(labels=labels, pair=pair, qa_settings=qa_settings, task_settings=task_settings,
-                         length_bucket=length_bucket)
+                         length_bucket=length_bucket, length_chunk=length_chunk)
     module = signatures.ServingModule(exported, tokenizer_layer, **module_kwargs)
     lower_precision = export_precision.model_precision(exported) != export_precision.FLOAT32
     if check_data is not None and lower_precision and module.kind != CLASSIFICATION:

@@ -267,6 +267,16 @@ def test_export_cli_from_finetuned_model_dir(tmp_path, tmp_path_factory, capsys)
         servable.close()
     assert (tmp_path / "base" / "models.config").is_file()
     assert info["length_bucket"] == 16
+    assert info["length_chunk"] is None  # auto: the tiny model has too little work per token to chunk
+    # --length-chunk N: a batch in length-sorted chunks of N rows; anything but auto or N >= 0 is refused.
+    chunked = parser.parse_args(["--model-dir", str(model_dir), "--export-base", str(tmp_path / "base"),
+                                 "--model-name", "sst2-chunked", "--skip-check", "--length-chunk", "4"])
+    assert export_cli.run(chunked) == 0
+    assert saved_model.read_export_info(json.loads(capsys.readouterr().out)["path"])["length_chunk"] == 4
+    for bad in ("-1", "x", "2.5"):
+        chunked.length_chunk = bad
+        with pytest.raises(CommandError, match="--length-chunk must be auto or an integer >= 0"):
+            export_cli.run(chunked)
     # --length-bucket 0: the fixed-length export; a negative bucket is a one-line error.
     args = parser.parse_args(["--model-dir", str(model_dir), "--export-base", str(tmp_path / "base"), "--model-name", "sst2",
                               "--skip-check", "--length-bucket", "0"])

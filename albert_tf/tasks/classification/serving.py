@@ -22,6 +22,7 @@ class ClassifierServing(ServingModule):
 
     kind = CLASSIFICATION
     extra_signatures = {"classify": CLASSIFY_METHOD}
+    chunks_by_length = True
 
     def _check_labels(self, labels):
         num_labels = int(self.model.num_labels)
@@ -31,6 +32,11 @@ class ClassifierServing(ServingModule):
         if len(set(labels)) != len(labels):
             raise ValueError(f"labels must be distinct, got {labels}")
         return labels
+
+    def row_outputs(self):
+        classes = [None, int(self.model.num_labels)]
+        return {"probabilities": tf.TensorSpec(classes, tf.float32), "logits": tf.TensorSpec(classes, tf.float32),
+                "label_id": tf.TensorSpec([None], tf.int32), "label": tf.TensorSpec([None], tf.string)}
 
     def _token_outputs(self, features):
         logits = tf.cast(self.model(features, training=False)["logits"], tf.float32)
@@ -59,6 +65,10 @@ class RegressorServing(ServingModule):
 
     kind = REGRESSION
     extra_signatures = {"regress": REGRESS_METHOD}
+    chunks_by_length = True
+
+    def row_outputs(self):
+        return {"score": tf.TensorSpec([None], tf.float32)}
 
     def _token_outputs(self, features):
         score = tf.cast(self.model(features, training=False)["predictions"], tf.float32)
