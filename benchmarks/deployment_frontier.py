@@ -679,6 +679,9 @@ def parser_of() -> Parser:
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--min-seconds", type=float, default=10.0, help="timed seconds per case and batch size, at least")
     parser.add_argument("--min-requests", type=int, default=3)
+    parser.add_argument("--warmup-rounds", type=int, default=1,
+                        help="untimed rounds of every case first, each on the next request (default 1); as many as "
+                        "the requests of a batch size (7 of 32 RT dev texts) let every case see every shape first")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="intra-op threads of every runtime: TF, LiteRT, torch, ONNX Runtime, OpenVINO "
                              "(default: the usable cores)")
@@ -718,6 +721,8 @@ def check_args(args) -> None:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.min_seconds < 0:
         raise InputError(f"--min-seconds must not be negative, got {args.min_seconds:g}")
+    if args.warmup_rounds < 0:
+        raise InputError(f"--warmup-rounds must not be negative, got {args.warmup_rounds}")
     batches = args.batches.split(",")
     if not all(b.strip().isdigit() and int(b) > 0 for b in batches):
         raise InputError(f"--batches takes positive integers separated by commas, got {args.batches!r}")
@@ -765,7 +770,8 @@ def measure(cases: dict, meta: dict, traffic: dict, batches: list, dev_rows, arg
     for traffic_name, texts in traffic.items():
         for batch in batches:
             log(f"timing {len(cases)} cases on {traffic_name}, batch {batch}")
-            times = interleave(cases, requests_of(texts, batch), args.min_seconds, args.min_requests)
+            times = interleave(cases, requests_of(texts, batch), args.min_seconds, args.min_requests,
+                               warmup=args.warmup_rounds)
             for name, seconds in times.items():
                 m = meta[name]
                 records.append({

@@ -191,3 +191,19 @@ def test_shapes_and_cpu_flags(tmp_path):
     assert isa["flags"] == ["AVX2", "AVX-512", "AVX512-VNNI", "AVX512-BF16"]
     assert "AMX" in isa["missing"] and "AVX-VNNI" in isa["missing"]
     assert frontier.bench_common.cpu_isa(str(tmp_path / "absent"))["model"] == "unknown"
+    # Untimed rounds first (every case on the next request): a count, never negative.
+    args = frontier.parser_of().parse_args(["--shapes", "--warmup-rounds", "7"])
+    assert args.warmup_rounds == 7
+    args.warmup_rounds = -1
+    with pytest.raises(frontier.InputError, match="--warmup-rounds"):
+        frontier.check_args(args)
+    calls = []
+
+    class Case:
+        runs_here = True
+
+        def predict(self, texts):
+            calls.append(texts)
+
+    frontier.interleave({"a": Case()}, ["r0", "r1", "r2"], min_seconds=0, min_requests=1, warmup=3)
+    assert calls == ["r0", "r1", "r2", "r0"]  # three untimed rounds, then the timed one
