@@ -258,9 +258,6 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
     no_tflite: Optional[str] = None
     # The token-id inputs of `tokens`, in signature order.
     token_keys: Tuple[str, ...] = TOKEN_KEYS
-    # Whether every `tokens` output is one value or vector per row (no sequence axis, `row_outputs`):
-    # the text signatures may then run in length-sorted chunks (`length_chunk`).
-    chunks_by_length: bool = False
 
     def __new__(cls, model=None, *args, **kwargs):
         if cls is ServingModule:
@@ -291,7 +288,7 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
             raise ValueError(f"length_chunk must be a positive integer, None or {AUTO!r}, got {length_chunk!r}")
         if length_chunk == AUTO:
             length_chunk = auto_length_chunk(self.encoder.to_albert_config())
-        chunks = self.length_bucket is not None and self.chunks_by_length
+        chunks = self.length_bucket is not None and self.row_outputs() is not None
         self.length_chunk: Optional[int] = length_chunk if chunks else None
         # Checked in this order (labels, QA settings, task settings) so the first error reported
         # for a call with several problems stays the same.
@@ -474,9 +471,11 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         back = tf.math.invert_permutation(order)
         return {name: tf.gather(array.concat(), back) for name, array in zip(specs, arrays)}
 
-    def row_outputs(self) -> Dict[str, tf.TensorSpec]:
-        """The `tokens` outputs as specs `[rows, ...]` when `chunks_by_length`."""
-        raise NotImplementedError(f"{type(self).__name__} has outputs with a sequence axis")
+    def row_outputs(self) -> Optional[Dict[str, tf.TensorSpec]]:
+        """The `tokens` outputs as specs `[rows, ...]` when each is one value or vector per row
+        (the text signatures may then run in length-sorted chunks); None (here): some output has a
+        sequence axis."""
+        return None
 
     def _parse_examples(self, serialized: tf.Tensor):
         spec = {TEXT_KEY: tf.io.FixedLenFeature([], tf.string)}

@@ -22,7 +22,6 @@ class ClassifierServing(ServingModule):
 
     kind = CLASSIFICATION
     extra_signatures = {"classify": CLASSIFY_METHOD}
-    chunks_by_length = True
 
     def _check_labels(self, labels):
         num_labels = int(self.model.num_labels)
@@ -65,7 +64,6 @@ class RegressorServing(ServingModule):
 
     kind = REGRESSION
     extra_signatures = {"regress": REGRESS_METHOD}
-    chunks_by_length = True
 
     def row_outputs(self):
         return {"score": tf.TensorSpec([None], tf.float32)}
