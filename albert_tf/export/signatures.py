@@ -60,8 +60,9 @@ about two thirds of that work. TF Serving's batcher, which merges raw-text reque
 lengths, cannot do this for the graph. The answers are those of the whole batch (the model's rows
 are independent). Each chunk pays the model's per-call cost again (about 1 ms of op dispatch on 2
 cores), so `"auto"` (the default) chunks by 8 only a model with at least
-`CHUNK_MIN_MACS_PER_TOKEN` multiply-adds per token: ALBERT-base and `shared:N` (1.35x at batch
-32), 4 x 312 (1.12x), not 2 x 128 (0.77x: its whole batch costs less than the extra calls). The
+`CHUNK_MIN_MACS_PER_TOKEN` multiply-adds per token: ALBERT-base and `shared:N` (1.46x at batch
+32 in bf16, 1.43x in fp32), 4 x 312 (1.27x), not 2 x 128 (0.83x: its whole batch costs less than
+the extra calls; `benchmarks/length_chunks.py`, served, 2 cores). The
 `tokens` signatures compute the ids as given.
 
 Raw text is tokenized in the graph by the `AlbertTokenizerLayer` (the training preprocessing);
@@ -86,7 +87,7 @@ from albert_tf.tokenization.in_graph import DEFAULT_LENGTH_BUCKET, check_length_
 DEFAULT_LENGTH_CHUNK = 8
 AUTO = "auto"
 # `length_chunk="auto"` chunks a model from this much matmul work per token (multiply-adds over its
-# layers): 4 x 312 has 4.7 M and gains 1.12x at batch 32, 2 x 128 has 0.39 M and loses.
+# layers): 4 x 312 has 4.7 M and gains 1.27x at batch 32, 2 x 128 has 0.39 M and loses (0.83x).
 CHUNK_MIN_MACS_PER_TOKEN = 2_000_000
 
 
