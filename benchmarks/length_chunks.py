@@ -1,7 +1,9 @@
 """Length-sorted chunks in the exported text signatures (`length_chunk`), against the whole batch at once.
 
 Exports one classifier (random weights of `--shape`, or a fine-tuned `--model-dir`) length-aware in
-`--precision` once per `--chunks` value (0: the batch at once) and serves every export as
+`--precision` once per `--chunks` value (0: the batch at once) and, for each, per `--chunk-widths`
+value (what a chunk's width is rounded up to; the library's `CHUNK_LENGTH_BUCKET`, 8, by default),
+and serves every export as
 `albert-tf serve` does: the model server's `SessionServable` (TF Serving's loader and session) in a
 process of its own that sets oneDNN's frozen-weights mode by the server's rule (on for bf16
 exports). Traffic: the Rotten Tomatoes dev texts, batches of `--batch` drawn at random (the same
@@ -12,6 +14,7 @@ label agreement against the whole batch, with the CPU's ISA.
     python benchmarks/length_chunks.py                                  # ALBERT-base, bf16, chunks 0,16,8,4
     python benchmarks/length_chunks.py --precision fp32 --shape 312x4
     python benchmarks/length_chunks.py --model-dir rt/teacher --precision bf16
+    python benchmarks/length_chunks.py --model-dir rt/teacher --chunks 0,8,4 --chunk-widths 16,8,4
     python benchmarks/length_chunks.py --quick                          # functional check, tiny model
 
 Bad arguments end with one `error:` line and exit status 2.
@@ -58,11 +61,16 @@ def parse_shape(text: str):
     return hidden, layers
 
 
+def case_name(rows: int, width: int) -> str:
+    return f"{rows}/{width}" if rows else "0"
+
+
 def build_exports(args, work: Path) -> dict:
-    """{chunk rows (0: whole batch): export path}."""
+    """{case name (`case_name`; "0": whole batch): export path}."""
     import keras
     import numpy as np
 
+    from albert_tf.export import signatures
     from albert_tf.export.saved_model import export_saved_model
     from albert_tf.tokenization.in_graph import AlbertTokenizerLayer
 
@@ -89,10 +97,19 @@ def build_exports(args, work: Path) -> dict:
         model({k: np.zeros((1, 8), "int32") for k in ("input_ids", "input_mask", "segment_ids")})
     precision = "mixed_bfloat16" if args.precision == "bf16" else "float32"
     paths = {}
-    for rows in args.chunks:
-        result = export_saved_model(model, layer, str(work / "exports"), f"chunk{rows}", labels=["neg", "pos"],
-                                    check=False, precision=precision, length_chunk=rows or None)
-        paths[rows] = result.path
+    library_width = signatures.CHUNK_LENGTH_BUCKET
+    try:
+        for rows in args.chunks:
+            for width in args.chunk_widths if rows else [0]:
+                # The graph reads the rounding when it is traced, at export: a variant of the library's constant.
+                signatures.CHUNK_LENGTH_BUCKET = width or library_width
+                name = case_name(rows, width)
+                result = export_saved_model(model, layer, str(work / "exports"), f"chunk{name.replace('/', 'w')}",
+                                            labels=["neg", "pos"], check=False, precision=precision,
+                                            length_chunk=rows or None)
+                paths[name] = result.path
+    finally:
+        signatures.CHUNK_LENGTH_BUCKET = library_width
     return paths
 
 
@@ -130,7 +147,7 @@ def serve_and_time(spec: dict) -> dict:
                 latencies[rows].append(time.perf_counter() - start)
         order.reverse()
         done += 1
-    whole = answers[min(servables)]
+    whole = answers["0"]
     return {"frozen_weights": mode, "rounds": done, "cases": {
         str(rows): {"texts_per_s": done * len(batches) * len(batches[0]) / spent[rows],
                     "b1_p50_ms": 1000 * float(np.median(latencies[rows])),
@@ -145,6 +162,8 @@ def main(argv=None) -> int:
     parser.add_argument("--model-dir", help="a fine-tuned classifier directory instead of random weights")
     parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
     parser.add_argument("--chunks", default="0,16,8,4", help="rows per chunk, comma-separated; 0: the whole batch")
+    parser.add_argument("--chunk-widths", default=None,
+                        help="what a chunk's width is rounded up to, comma-separated (default the library's, 8)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--batches", type=int, default=7, help="random batches of RT dev texts")
     parser.add_argument("--singles", type=int, default=30, help="texts timed alone per round (batch 1)")
@@ -167,11 +186,20 @@ def main(argv=None) -> int:
     if min(args.chunks) < 0 or 0 not in args.chunks or args.batch < 1 or args.batches < 1:
         parser.error("--chunks must include 0 (the whole batch, the reference) and no negative value; "
                      "--batch and --batches must be >= 1")
+    from albert_tf.export.signatures import CHUNK_LENGTH_BUCKET
+
+    try:
+        args.chunk_widths = sorted({int(x) for x in (args.chunk_widths or str(CHUNK_LENGTH_BUCKET)).split(",")},
+                                   reverse=True)
+    except ValueError:
+        parser.error(f"--chunk-widths must be integers >= 1, got {args.chunk_widths!r}")
+    if min(args.chunk_widths) < 1:
+        parser.error("--chunk-widths must be integers >= 1")
     if args.model_dir and not Path(args.model_dir).is_dir():
         parser.error(f"--model-dir not found: {args.model_dir}")
     if args.quick:
         args.shape, args.batches, args.singles, args.min_seconds, args.min_rounds = "32x2", 2, 3, 0.0, 1
-        args.vocab_size, args.batch, args.chunks = 300, 8, [0, 3]
+        args.vocab_size, args.batch, args.chunks, args.chunk_widths = 300, 8, [0, 3], [16, 4]
     parse_shape(args.shape)
     isa = bench_common.cpu_isa()
     with tempfile.TemporaryDirectory(prefix="length_chunks_") as tmp:
@@ -179,7 +207,7 @@ def main(argv=None) -> int:
         paths = build_exports(args, work)
         texts = rt_texts("dev", 10_000)
         rng = random.Random(0)
-        spec = {"paths": {str(k): v for k, v in paths.items()}, "min_seconds": args.min_seconds,
+        spec = {"paths": paths, "min_seconds": args.min_seconds,
                 "min_rounds": args.min_rounds, "batches": [rng.sample(texts, args.batch) for _ in range(args.batches)],
                 "singles": rng.sample(texts, args.singles)}
         (work / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
@@ -194,13 +222,16 @@ def main(argv=None) -> int:
     print(f"CPU: {isa['model']}; ISA: {', '.join(isa['flags']) or '-'} (not: {', '.join(isa['missing']) or '-'}); "
           f"{len(os.sched_getaffinity(0))} usable cores; frozen weights: {result['frozen_weights']}; "
           f"{result['rounds']} rounds\n")
-    print(f"| chunk rows | batch {args.batch} texts/s | vs whole batch | batch 1 p50 ms | max logit diff | same label |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"| chunk rows | chunk width rounded to | batch {args.batch} texts/s | vs whole batch | batch 1 p50 ms "
+          "| max logit diff | same label |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     whole = result["cases"]["0"]
-    for rows in args.chunks:
-        case = result["cases"][str(rows)]
-        print(f"| {rows or 'whole batch'} | {case['texts_per_s']:.1f} | {case['texts_per_s'] / whole['texts_per_s']:.2f}x "
-              f"| {case['b1_p50_ms']:.2f} | {case['max_logit_diff']:.2e} | {case['same_label']:.3f} |")
+    for name in paths:
+        case = result["cases"][name]
+        rows, _, width = name.partition("/")
+        print(f"| {rows if width else 'whole batch'} | {width or '-'} | {case['texts_per_s']:.1f} "
+              f"| {case['texts_per_s'] / whole['texts_per_s']:.2f}x | {case['b1_p50_ms']:.2f} "
+              f"| {case['max_logit_diff']:.2e} | {case['same_label']:.3f} |")
     print(f"\nReproduce: python benchmarks/length_chunks.py {' '.join(sys.argv[1:] if argv is None else argv)}")
     if args.json:
         Path(args.json).write_text(json.dumps({"isa": isa, "args": {k: v for k, v in vars(args).items() if k != "serve"},

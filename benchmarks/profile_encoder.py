@@ -21,6 +21,12 @@ nothing else. Then:
     python benchmarks/profile_encoder.py --precision float32 --min-seconds 5
     python benchmarks/profile_encoder.py --precision export-bfloat16   # the bf16 export's encoder
     python benchmarks/profile_encoder.py --per-shape              # also each matmul shape alone (GFLOP/s)
+    python benchmarks/profile_encoder.py --precision export-bfloat16 --token-rates 1x48,8x16,8x48,32x64
+
+`--token-rates ROWSxWIDTH,...`: the whole forward pass at each shape through one `tf.function`
+with dynamic shapes (as a length-aware export runs it), timed alone and then with all the shapes
+taking turns call by call (as length-sorted chunks feed it): tokens/s per shape, so a loss of speed
+per token from small matmuls or from serving many shapes shows.
 
 Op times are summed over the executor's threads, so with inter-op parallelism their total can exceed
 the wall time of a call; the % column is of the op-time total.
@@ -193,6 +199,40 @@ def per_shape_rates(config, precision: str, batch: int, seq: int, min_seconds: f
     return rates
 
 
+def token_rates(model, config, shapes, min_seconds: float) -> list:
+    """[(rows, width, tokens/s alone, tokens/s taking turns)] of the forward pass at each shape."""
+    import numpy as np
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None, None], tf.int32)
+    fn = tf.function(lambda x: model(x, training=False)["sequence_output"],
+                     input_signature=[{k: spec for k in ("input_ids", "input_mask", "segment_ids")}])
+    rng = np.random.default_rng(0)
+    feeds = [{"input_ids": tf.constant(rng.integers(5, config.vocab_size, size=shape), tf.int32),
+              "input_mask": tf.ones(shape, tf.int32), "segment_ids": tf.zeros(shape, tf.int32)} for shape in shapes]
+
+    def timed(feed):
+        start = time.perf_counter()
+        fn(feed).numpy()
+        return time.perf_counter() - start
+
+    for feed in feeds * 2:
+        timed(feed)
+    alone = []
+    for feed in feeds:
+        spent, calls = 0.0, 0
+        while spent < min_seconds or calls < 3:
+            spent, calls = spent + timed(feed), calls + 1
+        alone.append(spent / calls)
+    turns, calls = [0.0] * len(feeds), 0
+    while min(turns) < min_seconds or calls < 3:
+        for i, feed in enumerate(feeds):
+            turns[i] += timed(feed)
+        calls += 1
+    return [(rows, width, rows * width / a, rows * width * calls / t)
+            for (rows, width), a, t in zip(shapes, alone, turns)]
+
+
 def trace_op_times(call, calls: int, text: bool = False):
     """{(op type with fusion hint, group): [total seconds, op count]} over `calls` traced calls."""
     import tensorflow as tf
@@ -305,8 +345,17 @@ def main(argv=None) -> int:
     parser.add_argument("--top", type=int, default=25, help="op types listed per table")
     parser.add_argument("--per-shape", action="store_true",
                         help="also time each matmul shape alone (the single-shape microbenchmark)")
+    parser.add_argument("--token-rates", help="ROWSxWIDTH,...: the forward pass's tokens/s at each shape, alone "
+                        "and taking turns (see above)")
     parser.add_argument("--json", help="also write the figures and op times here")
     args = parser.parse_args(argv)
+    try:
+        rate_shapes = [tuple(int(n) for n in item.split("x")) for item in args.token_rates.split(",")] \
+            if args.token_rates else []
+    except ValueError:
+        parser.error(f"--token-rates must be ROWSxWIDTH,..., got {args.token_rates!r}")
+    if any(len(shape) != 2 or min(shape) < 1 for shape in rate_shapes):
+        parser.error(f"--token-rates must be ROWSxWIDTH,... with both >= 1, got {args.token_rates!r}")
 
     import tensorflow as tf
 
@@ -331,6 +380,9 @@ def main(argv=None) -> int:
     mm_rate = flops["total"] / mm["median_s"] / 1e9
     what = f"{args.preset} {args.precision}, batch {args.batch}, length {args.seq}" + (", raw text in" if args.text else "")
     print(f"\n{what} (TF {tf.__version__}); {flops['total'] / 1e9:.0f} GFLOP per forward pass")
+    isa = bench_common.cpu_isa()
+    print(f"CPU: {isa['model']}; ISA: {', '.join(isa['flags']) or '-'} (not: {', '.join(isa['missing']) or '-'}); "
+          f"{len(os.sched_getaffinity(0))} usable cores")
     print(f"timed alternately, >= {args.min_seconds:g} s each after {args.warmup} warm-up calls\n")
     print("| case | calls | median s | range s | seq/s | GFLOP/s |")
     print("|---|---:|---:|---:|---:|---:|")
@@ -350,6 +402,16 @@ def main(argv=None) -> int:
         for label, gflops in shape_rates:
             print(f"| {label} | {gflops:.0f} |")
 
+    rates = []
+    if rate_shapes:
+        rates = token_rates(model, config, rate_shapes, max(1.0, args.min_seconds / 5))
+        print("\nThe forward pass at each shape (one tf.function, dynamic shapes), alone and with the shapes "
+              "taking turns:\n")
+        print("| rows x width | tokens/s alone | tokens/s taking turns |")
+        print("|---|---:|---:|")
+        for rows, width, alone, turns in rates:
+            print(f"| {rows} x {width} | {alone:.0f} | {turns:.0f} |")
+
     enc_ops = trace_op_times(encoder, args.trace_calls, args.text)
     mm_ops = trace_op_times(baseline, args.trace_calls)
     print(op_table(enc_ops, "encoder", args.top))
@@ -360,7 +422,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump({
                 "case": what, "flops": flops, "timing": stats, "gflops": {"encoder": rate, "matmuls": mm_rate},
-                "per_shape_gflops": shape_rates,
+                "per_shape_gflops": shape_rates, "token_rates": rates,
                 "encoder_ops": [[k[0], k[1], v[0], v[1]] for k, v in enc_ops.items()],
                 "matmul_ops": [[k[0], k[1], v[0], v[1]] for k, v in mm_ops.items()],
             }, f, indent=2)

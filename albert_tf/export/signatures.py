@@ -53,10 +53,10 @@ one's width in its sequence outputs (read its own length) and the same values.
 
 Length-sorted chunks (`length_chunk`, for the length-aware classifier and regressor, whose
 outputs have no sequence axis): the text signatures (`serving_default`, `classify`, `regress`)
-sort a batch of more than N rows by length, run the model on chunks of N rows, each padded to its
-own longest row (rounded up to `length_bucket`), and answer in the request's order. A batch of 32
-random Rotten Tomatoes texts pads to about twice its real length at once; in chunks of 8 it does
-about two thirds of that work. TF Serving's batcher, which merges raw-text requests of any
+sort a batch by length, run the model on chunks of N rows, each padded to its own longest row
+rounded up to `CHUNK_LENGTH_BUCKET` (8; `length_bucket` if finer), and answer in the request's
+order. A batch of 32 random Rotten Tomatoes texts pads to about twice its real length at once; in
+chunks of 8 it does about 0.6 of that work. TF Serving's batcher, which merges raw-text requests of any
 lengths, cannot do this for the graph. The answers are those of the whole batch (the model's rows
 are independent). Each chunk pays the model's per-call cost again (about 1 ms of op dispatch on 2
 cores), so `"auto"` (the default) chunks by 8 only a model with at least
@@ -89,6 +89,13 @@ AUTO = "auto"
 # `length_chunk="auto"` chunks a model from this much matmul work per token (multiply-adds over its
 # layers): 4 x 312 has 4.7 M and gains 1.27x at batch 32, 2 x 128 has 0.39 M and loses (0.83x).
 CHUNK_MIN_MACS_PER_TOKEN = 2_000_000
+# A chunk's width is its longest row rounded up to this (or to `length_bucket` where that is finer).
+# Sorted rows are close in length, so the packing's coarser rounding (16, which keeps the batcher's
+# length buckets few) would be most of a chunk's padding: 8 served RT dev batches of 32 1.05x faster
+# than 16 and single texts in 0.96x the time (a trained ALBERT-base, bf16, 2 cores;
+# `benchmarks/length_chunks.py --chunk-widths`); 4 was no faster at batch 32 and doubles the shapes
+# oneDNN keeps a primitive for.
+CHUNK_LENGTH_BUCKET = 8
 
 
 def auto_length_chunk(config) -> Optional[int]:
@@ -454,13 +461,14 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         ordered = {key: tf.gather(value, order) for key, value in features.items()}
         ordered_lengths = tf.gather(lengths, order)
         count = (rows + chunk - 1) // chunk
+        bucket = min(self.length_bucket, CHUNK_LENGTH_BUCKET)
 
         specs = self.row_outputs()
 
         def body(index, arrays):
             start = index * chunk
             end = tf.minimum(start + chunk, rows)
-            width = packed_width(ordered_lengths[start:end], self.sequence_length, self.length_bucket)
+            width = packed_width(ordered_lengths[start:end], self.sequence_length, bucket)
             outputs = self._from_tokens({key: value[start:end, :width] for key, value in ordered.items()})
             return index + 1, [array.write(index, outputs[name]) for name, array in zip(specs, arrays)]
 

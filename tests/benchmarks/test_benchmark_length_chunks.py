@@ -1,5 +1,5 @@
 """`benchmarks/length_chunks.py --quick` runs end to end: a tiny classifier exported with the batch
-at once and in chunks of 3 rows, both served through `SessionServable` in a process of their own,
+at once and in chunks of 3 rows (each chunk's width rounded to 16 and to 4), all served through `SessionServable` in a process of their own,
 answering alike. No timing is asserted. Skips where the script is absent."""
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ def test_quick_run_times_the_whole_batch_and_the_chunks_and_they_answer_alike(tm
                           capture_output=True, text=True, timeout=600, cwd=str(REPO))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| whole") or line.startswith("| 3 ")]
-    assert [r[0].strip() for r in rows] == ["whole batch", "3"]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [("whole batch", "-"), ("3", "16"), ("3", "4")]
     for row in rows:
-        assert float(row[4]) < 1e-4 and float(row[5]) == 1.0  # the whole batch's answers
+        assert float(row[5]) < 1e-4 and float(row[6]) == 1.0  # the whole batch's answers
     assert "ISA: " in proc.stdout
     cases = json.loads(out.read_text(encoding="utf-8"))["cases"]
-    assert sorted(cases) == ["0", "3"] and all(case["texts_per_s"] > 0 for case in cases.values())
+    assert sorted(cases) == ["0", "3/16", "3/4"] and all(case["texts_per_s"] > 0 for case in cases.values())
     bad = subprocess.run([sys.executable, str(SCRIPT), "--chunks", "8,4"], capture_output=True, text=True, timeout=120,
                          cwd=str(REPO))
     assert bad.returncode == 2 and "--chunks must include 0" in bad.stderr.strip().splitlines()[-1]
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--chunk-widths", "8,0"], capture_output=True, text=True,
+                         timeout=120, cwd=str(REPO))
+    assert bad.returncode == 2 and "--chunk-widths must be integers >= 1" in bad.stderr.strip().splitlines()[-1]

@@ -97,7 +97,8 @@ def test_chunked_signatures_answer_as_the_whole_batch_in_the_requests_order(mode
     assert not any(op.type in ("While", "StatelessWhile") for op in functions[1]["serving_default"].graph.get_operations())
 
 
-def test_each_chunk_is_rows_of_similar_length_padded_to_its_own_longest(models, layer, monkeypatch):
+@pytest.mark.parametrize("length_bucket", [BUCKET, 16, 4])
+def test_each_chunk_is_rows_of_similar_length_padded_to_its_own_longest(models, layer, monkeypatch, length_bucket):
     from albert_tf.tasks.classification.serving import ClassifierServing
 
     seen = []
@@ -110,12 +111,16 @@ def test_each_chunk_is_rows_of_similar_length_padded_to_its_own_longest(models, 
 
     # Patched before the module is made: it traces its functions as it is made.
     monkeypatch.setattr(ClassifierServing, "_token_outputs", recording)
-    module = signatures.ServingModule(models["classification"], layer, length_bucket=BUCKET, length_chunk=2)
+    module = signatures.ServingModule(models["classification"], layer, length_bucket=length_bucket, length_chunk=2)
     module.signatures()["serving_default"](text=tf.constant(TEXTS))
     lengths = sorted(int(n) for n in layer(tf.constant(TEXTS))["input_mask"].numpy().sum(axis=1))
-    want = [(len(lengths[i:i + 2]), min(SEQ, -(-max(lengths[i:i + 2]) // BUCKET) * BUCKET)) for i in range(0, 7, 2)]
+    # Sorted rows are close in length: a chunk rounds finer than the packing's (default) 16.
+    rounding = min(length_bucket, signatures.CHUNK_LENGTH_BUCKET)
+    want = [(len(lengths[i:i + 2]), min(SEQ, -(-max(lengths[i:i + 2]) // rounding) * rounding)) for i in range(0, 7, 2)]
     assert seen == want
     assert want[0][1] < want[-1][1] == SEQ  # the short rows did not pay for the long one
+    if length_bucket == 16:
+        assert signatures.CHUNK_LENGTH_BUCKET == 8 and any(width % 16 for _, width in want)
 
 
 def test_auto_chunks_models_with_enough_work_per_token():
