@@ -18,7 +18,13 @@ The header prints the CPU model and its ISA extensions (`bench_common.cpu_isa`) 
 versions. The server and the clients share the machine: run it on an idle one.
 
     python benchmarks/length_batching.py                    # base-v2, seq 128, clients 4..64
+    python benchmarks/length_batching.py --length-chunk 0   # the graph computes each batch at once
     python benchmarks/length_batching.py --quick            # a functional check (tiny model, seconds)
+
+`--length-chunk` is the export's (`albert-tf export --length-chunk`): by default (`auto`) an
+ALBERT-base classifier's graph sorts every batch it is given by length and runs it in chunks of 8,
+which also cuts the padding of arrival-order batches; 0 computes a batch at once (as before
+2026-12-07).
 """
 
 from __future__ import annotations
@@ -84,7 +90,8 @@ def export(base: str, args, spm: str) -> None:
     model({k: np.zeros((1, args.seq), "int32") for k in ("input_ids", "input_mask", "segment_ids")})
     batching = BatchingConfig(max_batch_size=args.max_batch_size, batch_timeout_micros=args.batch_timeout_micros,
                               num_batch_threads=args.num_batch_threads)
-    export_saved_model(model, layer, base, MODEL_NAME, labels=["0", "1"], batching=batching, check=False)
+    export_saved_model(model, layer, base, MODEL_NAME, labels=["0", "1"], batching=batching, check=False,
+                       length_chunk=args.length_chunk)
 
 
 def free_port() -> int:
@@ -252,12 +259,21 @@ def main(argv=None) -> int:
     parser.add_argument("--max-batch-size", type=int, default=32)
     parser.add_argument("--batch-timeout-micros", type=int, default=2000)
     parser.add_argument("--num-batch-threads", type=int, default=4)
+    parser.add_argument("--length-chunk", default="auto",
+                        help="the export's length_chunk: auto (default), 0 (the batch at once) or rows per chunk")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--grpc-max-threads", type=int, default=None,
                         help="the servers' gRPC handler threads (default: the server's, enough for full batches; "
                         "16 was the fixed count before 2026-12-07)")
     parser.add_argument("--quick", action="store_true", help="functional check: tiny model, 2 short cases per batcher")
     args = parser.parse_args(argv)
+    if args.length_chunk != "auto":
+        try:
+            args.length_chunk = int(args.length_chunk) or None
+            if (args.length_chunk or 0) < 0:
+                raise ValueError
+        except ValueError:
+            parser.error(f"--length-chunk must be auto or an integer >= 0, got {args.length_chunk!r}")
     if args.quick:
         args.tiny, args.vocab_size, args.clients, args.seconds, args.warmup_seconds = True, 2000, "2,8", 2.0, 1.0
     if not Path(args.data).is_file():
@@ -310,6 +326,8 @@ def report(args, results, stats) -> None:
                 f"max_batch_size {args.max_batch_size}, batch_timeout_micros {args.batch_timeout_micros}, "
                 f"num_batch_threads {args.num_batch_threads}")
     batching += f", gRPC threads {args.grpc_max_threads or 'the server default'}"
+    if not args.export_base:
+        batching += f"; export length_chunk {args.length_chunk or 0}"
     print(f"\n{model}, seq {args.seq}, {args.protocol}, one RT text per request, closed loop, {args.seconds:g} s per "
           f"case after {args.warmup_seconds:g} s; {batching}; TF {tf.__version__}, "
           f"Python {sys.version.split()[0]}; CPU {isa['model']} ({', '.join(isa['flags']) or 'none of'}"
