@@ -461,7 +461,7 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         ordered = {key: tf.gather(value, order) for key, value in features.items()}
         ordered_lengths = tf.gather(lengths, order)
         count = (rows + chunk - 1) // chunk
-        bucket = min(self.length_bucket, CHUNK_LENGTH_BUCKET)
+        bucket = self.width_step
 
         specs = self.row_outputs()
 
@@ -479,6 +479,14 @@ class ServingModule(tf.Module, metaclass=abc.ABCMeta):
         _, arrays = tf.while_loop(lambda index, _: index < count, body, [tf.constant(0), arrays], parallel_iterations=1)
         back = tf.math.invert_permutation(order)
         return {name: tf.gather(array.concat(), back) for name, array in zip(specs, arrays)}
+
+    @property
+    def width_step(self) -> Optional[int]:
+        """What the text signatures round the model's padded width up to: `length_bucket`, or in
+        length-sorted chunks `CHUNK_LENGTH_BUCKET` where that is finer; None at fixed length."""
+        if self.length_chunk is None:
+            return self.length_bucket
+        return min(self.length_bucket, CHUNK_LENGTH_BUCKET)
 
     def row_outputs(self) -> Optional[Dict[str, tf.TensorSpec]]:
         """The `tokens` outputs as specs `[rows, ...]` when each is one value or vector per row

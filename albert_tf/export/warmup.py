@@ -6,7 +6,8 @@ initialization. `warmup_inputs` gives one small batch per signature (also the in
 compatibility check's reload comparison), `prediction_logs` the protos, `write_warmup_file`
 the file, and `read_warmup_file` reads it back (the local server replays it the same way).
 A length-aware export also gets `bucket_warmup_inputs`: for every text signature one request
-whose packed length falls in each length bucket (`N`, `2N`, ..., `sequence_length`), so that no
+whose packed length falls in each step of the widths the model runs at (`N`, `2N`, ...,
+`sequence_length`; N the length bucket, or the finer width of length-sorted chunks), so that no
 first request of a new length pays for what the warmup would have done.
 """
 
@@ -124,7 +125,8 @@ def _bucket_text_inputs(names, text: str, pair: bool) -> Dict[str, np.ndarray]:
 
 
 def bucket_warmup_inputs(signature_defs, module, pair: bool) -> List[Tuple[str, Dict[str, np.ndarray]]]:
-    """`(signature, inputs)` single-row requests, one per length bucket of every text signature.
+    """`(signature, inputs)` single-row requests, one per width step (`module.width_step`: the
+    length bucket, or the chunks' finer rounding) of every text signature.
 
     The texts repeat `WARMUP_WORDS`: for each bucket the shortest such text whose packed length
     (`module.text_input_mask`: the longest window / choice row for SQuAD / multiple choice) falls
@@ -133,7 +135,7 @@ def bucket_warmup_inputs(signature_defs, module, pair: bool) -> List[Tuple[str, 
     """
     import tensorflow as tf
 
-    bucket: Optional[int] = module.length_bucket
+    bucket: Optional[int] = module.width_step
     if bucket is None:
         return []
     seq = module.sequence_length

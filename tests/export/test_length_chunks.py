@@ -156,3 +156,21 @@ def test_export_records_the_chunk_and_bad_values_are_refused(models, layer, tmp_
                                             "serving.env"]
     with open(os.path.join(result.path, "assets", "export.json"), encoding="utf-8") as f:
         assert json.load(f)["length_bucket"] == BUCKET
+
+
+def test_warmup_reaches_every_width_the_chunks_run_at(models, layer):
+    from types import SimpleNamespace
+
+    from albert_tf.export import warmup
+
+    defs = {"serving_default": SimpleNamespace(inputs={"text": None})}
+    widths = {}
+    for chunk in (2, None):
+        module = signatures.ServingModule(models["classification"], layer, length_bucket=16, length_chunk=chunk)
+        requests = warmup.bucket_warmup_inputs(defs, module, pair=False)
+        lengths = [int(layer(tf.constant(inputs["text"]))["input_mask"].numpy().sum()) for _, inputs in requests]
+        step = module.width_step
+        widths[chunk] = (step, [min(SEQ, -(-n // step) * step) for n in lengths])
+    # In chunks the model runs at widths rounded to 8, so the warmup has a request for each of them.
+    assert widths[2] == (signatures.CHUNK_LENGTH_BUCKET, [8, 16, 24, 32, 40, 48])
+    assert widths[None] == (16, [16, 32, 48])
