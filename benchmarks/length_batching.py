@@ -268,12 +268,10 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="functional check: tiny model, 2 short cases per batcher")
     args = parser.parse_args(argv)
     if args.length_chunk != "auto":
-        try:
-            args.length_chunk = int(args.length_chunk) or None
-            if (args.length_chunk or 0) < 0:
-                raise ValueError
-        except ValueError:
+        rows = int(args.length_chunk) if args.length_chunk.isdigit() else -1
+        if rows < 0:
             parser.error(f"--length-chunk must be auto or an integer >= 0, got {args.length_chunk!r}")
+        args.length_chunk = rows or None
     if args.quick:
         args.tiny, args.vocab_size, args.clients, args.seconds, args.warmup_seconds = True, 2000, "2,8", 2.0, 1.0
     if not Path(args.data).is_file():

@@ -56,8 +56,8 @@ outputs have no sequence axis): the text signatures (`serving_default`, `classif
 sort a batch by length, run the model on chunks of N rows, each padded to its own longest row
 rounded up to `CHUNK_LENGTH_BUCKET` (8; `length_bucket` if finer), and answer in the request's
 order. A batch of 32 random Rotten Tomatoes texts pads to about twice its real length at once; in
-chunks of 8 it does about 0.6 of that work. TF Serving's batcher, which merges raw-text requests of any
-lengths, cannot do this for the graph. The answers are those of the whole batch (the model's rows
+chunks of 8 it does about 0.6 of that work. TF Serving's batcher, which merges raw-text requests
+of any lengths, cannot do this for the graph. The answers are those of the whole batch (the model's rows
 are independent). Each chunk pays the model's per-call cost again (about 1 ms of op dispatch on 2
 cores), so `"auto"` (the default) chunks by 8 only a model with at least
 `CHUNK_MIN_MACS_PER_TOKEN` multiply-adds per token: ALBERT-base and `shared:N` (1.46x at batch
